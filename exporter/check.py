@@ -1,0 +1,68 @@
+"""`actionscheduler-exporter check`: a one-shot, readable view of each site's queue."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from exporter import catalog
+from exporter.scrape.result import SiteResult
+
+_COLUMNS = ("SITE", "UP", "DUE", "CLAIMED", "OLDEST DUE", "RUNNING", "LONGEST RUN",
+            "CLAIMS", "ORPHANED", "STALE", "FAILED")
+
+
+def report(results: Sequence[SiteResult]) -> str:
+    rows = [_COLUMNS, *(_row(result) for result in results)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(_COLUMNS))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+             .rstrip() for row in rows]
+    for result in results:
+        lines.extend(f"{result.site}: {problem}" for problem in result.problems)
+    return "\n".join(lines) + "\n"
+
+
+def healthy(results: Sequence[SiteResult]) -> bool:
+    return bool(results) and all(result.up for result in results)
+
+
+def _row(result: SiteResult) -> tuple[str, ...]:
+    if not result.up:
+        return (result.site, "no", *(["-"] * (len(_COLUMNS) - 2)))
+
+    def number(metric: catalog.MetricDef, **labels: str) -> str:
+        value = result.value(metric.name, **labels)
+        return "-" if value is None else f"{value:.0f}"
+
+    def age(metric: catalog.MetricDef) -> str:
+        value = result.value(metric.name)
+        return "-" if value is None else format_age(value)
+
+    claims = number(catalog.ACTIVE_CLAIMS)
+    limit = result.value(catalog.CONCURRENT_BATCHES_LIMIT.name)
+    if limit is not None:
+        claims += f"/{limit:.0f}"
+    failed = result.value(catalog.ACTIONS.name, status="failed")
+    return (
+        result.site,
+        "yes",
+        number(catalog.DUE_ACTIONS, claim="unclaimed"),
+        number(catalog.DUE_ACTIONS, claim="claimed"),
+        age(catalog.OLDEST_DUE_AGE),
+        number(catalog.IN_PROGRESS),
+        age(catalog.OLDEST_IN_PROGRESS_AGE),
+        claims,
+        number(catalog.ORPHANED_CLAIMS),
+        number(catalog.STALE_CLAIMED_PENDING),
+        "-" if failed is None else f"{failed:.0f}",
+    )
+
+
+def format_age(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"

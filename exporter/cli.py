@@ -1,0 +1,92 @@
+"""Command line: serve the metrics (default) or check the sites once."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from exporter import __version__, check
+from exporter.config import ConfigError, ExporterConfig, load_environment, load_file
+from exporter.config.model import DEFAULT_PORT
+from exporter.config.values import listen_address
+from exporter.logs import configure as configure_logging
+from exporter.scrape.coordinator import Coordinator
+
+EXIT_CONFIG = 2
+EXIT_UNHEALTHY = 1
+
+log = logging.getLogger("exporter")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actionscheduler-exporter",
+        description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress).",
+        epilog="Without --config, one site is read from AS_EXPORTER_DSN "
+               "(mysql://user:password@host:3306/database?table_prefix=wp_), "
+               "AS_EXPORTER_SITE and AS_EXPORTER_PASSWORD_FILE.",
+    )
+    parser.add_argument("command", nargs="?", choices=("serve", "check"), default="serve",
+                        help="serve: the HTTP exporter (default); check: print each site's "
+                             "queue health once and exit non-zero when a site is down")
+    parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
+    parser.add_argument("--listen-address", metavar="[HOST]:PORT",
+                        help=f"where to serve HTTP (default :{DEFAULT_PORT})")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="check: how long to wait for every site (default 10)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        config = load_file(args.config) if args.config else load_environment()
+        if args.listen_address:
+            host, port = listen_address(args.listen_address)
+            config = ExporterConfig(config.sites, host, port, config.source)
+    except ConfigError as error:
+        print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ValueError as error:
+        print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    if args.command == "check":
+        return run_check(config, args.timeout)
+    return serve(config)
+
+
+def run_check(config: ExporterConfig, timeout: float) -> int:
+    coordinator = Coordinator(config)
+    try:
+        results = coordinator.scrape(timeout)
+    finally:
+        coordinator.close()
+    sys.stdout.write(check.report(results))
+    return 0 if check.healthy(results) else EXIT_UNHEALTHY
+
+
+def serve(config: ExporterConfig) -> int:
+    import uvicorn
+
+    from exporter.web.app import create_app
+
+    coordinator = Coordinator(config)
+    log.info("starting version=%s sites=%d listen=%s:%d", __version__, len(config.sites),
+             config.listen_host, config.listen_port)
+    try:
+        uvicorn.run(create_app(coordinator), host=config.listen_host, port=config.listen_port,
+                    log_config=None, access_log=False, timeout_graceful_shutdown=1)
+    finally:
+        coordinator.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Claims: concurrency as the runner counts it, and the traces dead workers leave."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from exporter import catalog
+from exporter.collectors.base import (
+    VALID_DATE_FLOOR,
+    Collector,
+    Sample,
+    SiteContext,
+    sample,
+    seconds,
+)
+
+
+class ClaimsCollector(Collector):
+    name = "claims"
+    metrics = (
+        catalog.ACTIVE_CLAIMS,
+        catalog.CLAIM_ROWS,
+        catalog.OLDEST_CLAIM_AGE,
+        catalog.ORPHANED_CLAIMS,
+        catalog.STALE_CLAIMED_PENDING,
+    )
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        tables = context.tables
+        timeout = int(context.site.timeout_period)
+
+        # The same query as ActionScheduler_Abstract_QueueRunner's claim count, which the
+        # runner compares with the concurrent-batches limit.
+        (active,) = context.one(
+            f"SELECT COUNT(DISTINCT claim_id) FROM {tables.actions}"
+            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')"
+        )
+        rows, oldest = context.one(
+            "SELECT COUNT(*), TIMESTAMPDIFF(SECOND,"
+            "   MIN(CASE WHEN date_created_gmt >= %s THEN date_created_gmt END),"
+            "   UTC_TIMESTAMP())"
+            f" FROM {tables.claims}",
+            (VALID_DATE_FLOOR,),
+        )
+        # A healthy batch also has a claim row without open actions for a moment (before
+        # its claiming UPDATE, after its last action): only an old one is a dead worker's.
+        (orphaned,) = context.one(
+            f"SELECT COUNT(*) FROM {tables.claims} c"
+            " WHERE c.date_created_gmt < UTC_TIMESTAMP() - INTERVAL %s SECOND"
+            f" AND NOT EXISTS (SELECT 1 FROM {tables.actions} a"
+            "   WHERE a.claim_id = c.claim_id AND a.status IN ('pending', 'in-progress'))",
+            (timeout,),
+        )
+        # What the cleaner resets: pending, claimed, and claimed longer ago than the timeout.
+        (stale,) = context.one(
+            f"SELECT COUNT(*) FROM {tables.actions}"
+            " WHERE claim_id != 0 AND status = 'pending'"
+            " AND last_attempt_gmt <= UTC_TIMESTAMP() - INTERVAL %s SECOND",
+            (timeout,),
+        )
+        yield sample(catalog.ACTIVE_CLAIMS, active)
+        yield sample(catalog.CLAIM_ROWS, rows)
+        yield sample(catalog.OLDEST_CLAIM_AGE, seconds(oldest))
+        yield sample(catalog.ORPHANED_CLAIMS, orphaned)
+        yield sample(catalog.STALE_CLAIMED_PENDING, stale)

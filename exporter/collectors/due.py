@@ -1,0 +1,65 @@
+"""The due backlog (the autoscaling signal) and how long its oldest action has waited."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from exporter import catalog
+from exporter.collectors.base import (
+    VALID_DATE_FLOOR,
+    Collector,
+    Sample,
+    SiteContext,
+    sample,
+    seconds,
+)
+
+
+class DueCollector(Collector):
+    """Pending actions Action Scheduler would claim now: scheduled_date_gmt <= UTC now.
+
+    That includes rows with the zero date (they compare as past), which Action Scheduler
+    does claim; their age comes from their first log row ("action created"), found by
+    position rather than by its translated text. Rows with a NULL date are never claimed.
+    """
+
+    name = "due"
+    metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        tables = context.tables
+        unclaimed, claimed, zero_dated, dated_age = context.one(
+            "SELECT COALESCE(SUM(claim_id = 0), 0), COALESCE(SUM(claim_id <> 0), 0),"
+            " COALESCE(SUM(scheduled_date_gmt < %s), 0),"
+            " TIMESTAMPDIFF(SECOND,"
+            "   MIN(CASE WHEN scheduled_date_gmt >= %s THEN scheduled_date_gmt END),"
+            "   UTC_TIMESTAMP())"
+            f" FROM {tables.actions}"
+            " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
+        )
+        (null_dated,) = context.one(
+            f"SELECT COUNT(*) FROM {tables.actions}"
+            " WHERE status = 'pending' AND scheduled_date_gmt IS NULL"
+        )
+        oldest = seconds(dated_age)
+        if zero_dated:
+            oldest = max(oldest, self._zero_dated_age(context))
+
+        yield sample(catalog.DUE_ACTIONS, unclaimed, claim="unclaimed")
+        yield sample(catalog.DUE_ACTIONS, claimed, claim="claimed")
+        yield sample(catalog.UNDATED_PENDING, zero_dated, date="zero")
+        yield sample(catalog.UNDATED_PENDING, null_dated, date="null")
+        yield sample(catalog.OLDEST_DUE_AGE, oldest)
+
+    @staticmethod
+    def _zero_dated_age(context: SiteContext) -> float:
+        tables = context.tables
+        (age,) = context.one(
+            "SELECT TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
+            f" FROM {tables.actions} a JOIN {tables.logs} l ON l.action_id = a.action_id"
+            " WHERE a.status = 'pending' AND a.scheduled_date_gmt < %s"
+            " AND l.log_date_gmt >= %s",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
+        )
+        return seconds(age)

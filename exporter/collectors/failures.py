@@ -1,0 +1,28 @@
+"""Failed actions per hook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from exporter import catalog
+from exporter.collectors.base import Collector, Sample, SiteContext, label_value, sample
+from exporter.collectors.folding import fold
+
+
+class FailuresCollector(Collector):
+    name = "failures"
+    metrics = (catalog.FAILED_BY_HOOK, catalog.FOLDED_LABEL_VALUES)
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        rows = context.query(
+            f"SELECT hook, COUNT(*) FROM {context.tables.actions}"
+            " WHERE status = 'failed' GROUP BY hook"
+        )
+        counts: dict[str, float] = {}
+        for hook, count in rows:
+            name = label_value(hook)
+            counts[name] = counts.get(name, 0) + int(count)
+        folded, folded_values = fold(counts, context.site.top_hooks)
+        for hook, count in sorted(folded.items()):
+            yield sample(catalog.FAILED_BY_HOOK, count, hook=hook)
+        yield sample(catalog.FOLDED_LABEL_VALUES, folded_values, label="hook")

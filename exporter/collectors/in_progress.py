@@ -1,0 +1,33 @@
+"""Running actions, and how long the oldest has run (a killed worker shows here first)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from exporter import catalog
+from exporter.collectors.base import (
+    VALID_DATE_FLOOR,
+    Collector,
+    Sample,
+    SiteContext,
+    sample,
+    seconds,
+)
+
+
+class InProgressCollector(Collector):
+    """Starting an action sets last_attempt_gmt, so for in-progress rows it is the start time."""
+
+    name = "in_progress"
+    metrics = (catalog.IN_PROGRESS, catalog.OLDEST_IN_PROGRESS_AGE)
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        count, age = context.one(
+            "SELECT COUNT(*), TIMESTAMPDIFF(SECOND,"
+            "   MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
+            "   UTC_TIMESTAMP())"
+            f" FROM {context.tables.actions} WHERE status = 'in-progress'",
+            (VALID_DATE_FLOOR,),
+        )
+        yield sample(catalog.IN_PROGRESS, count)
+        yield sample(catalog.OLDEST_IN_PROGRESS_AGE, seconds(age))

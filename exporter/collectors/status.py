@@ -1,0 +1,64 @@
+"""Actions by status, and by status and group."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from exporter import catalog
+from exporter.collectors.base import Collector, Sample, SiteContext, label_value, sample
+from exporter.collectors.folding import top_values
+
+# A status Action Scheduler does not write (a plugin's own, or corrupted data) is counted
+# under this name instead of being dropped or creating unbounded series.
+UNKNOWN_STATUS = "unknown"
+NO_GROUP = ""
+
+
+class StatusCollector(Collector):
+    name = "status"
+    metrics = (catalog.ACTIONS, catalog.ACTIONS_BY_GROUP, catalog.FOLDED_LABEL_VALUES)
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        tables = context.tables
+        rows = context.query(
+            f"SELECT status, group_id, COUNT(*) FROM {tables.actions} GROUP BY status, group_id"
+        )
+        group_ids = sorted({int(group_id) for _, group_id, _ in rows if group_id})
+        slugs = self._slugs(context, group_ids)
+
+        by_status: Counter[str] = Counter(dict.fromkeys(catalog.STATUSES, 0))
+        by_status_group: Counter[tuple[str, str]] = Counter()
+        for raw_status, group_id, count in rows:
+            status = label_value(raw_status)
+            if status not in catalog.STATUSES:
+                status = UNKNOWN_STATUS
+            group = slugs.get(int(group_id or 0), NO_GROUP)
+            by_status[status] += int(count)
+            by_status_group[(status, group)] += int(count)
+
+        for status, count in by_status.items():
+            yield sample(catalog.ACTIONS, count, status=status)
+
+        group_totals: Counter[str] = Counter()
+        for (_, group), count in by_status_group.items():
+            group_totals[group] += count
+        kept = top_values(group_totals, context.site.top_groups)
+        folded: Counter[tuple[str, str]] = Counter()
+        for (status, group), count in by_status_group.items():
+            folded[(status, group if group in kept else catalog.OTHER)] += count
+        for (status, group), count in sorted(folded.items()):
+            yield sample(catalog.ACTIONS_BY_GROUP, count, status=status, group=group)
+        yield sample(catalog.FOLDED_LABEL_VALUES, len(group_totals) - len(kept), label="group")
+
+    @staticmethod
+    def _slugs(context: SiteContext, group_ids: list[int]) -> dict[int, str]:
+        if not group_ids:
+            return {}
+        placeholders = ", ".join(["%s"] * len(group_ids))
+        rows = context.query(
+            f"SELECT group_id, slug FROM {context.tables.groups}"
+            f" WHERE group_id IN ({placeholders})",
+            group_ids,
+        )
+        return {int(group_id): label_value(slug) for group_id, slug in rows}

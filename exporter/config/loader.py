@@ -1,0 +1,234 @@
+"""Builds an ExporterConfig from a YAML file (many sites) or the environment (one site).
+
+Both paths turn their input into the same mapping of site keys and validate it in one
+place, so a DSN parameter, a YAML key and a `defaults:` entry mean exactly the same.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import yaml
+
+from exporter.config import values
+from exporter.config.errors import ConfigError
+from exporter.config.model import ExporterConfig, SiteConfig, TLSConfig
+
+ENV_DSN = "AS_EXPORTER_DSN"
+ENV_SITE = "AS_EXPORTER_SITE"
+ENV_PASSWORD_FILE = "AS_EXPORTER_PASSWORD_FILE"  # noqa: S105 - a variable name
+
+# Scalar site keys: how each is checked. DSN query parameters use the same names.
+_SCALARS: dict[str, Callable[[Any], Any]] = {
+    "host": values.text,
+    "port": values.port,
+    "user": values.text,
+    "database": values.text,
+    "unix_socket": values.text,
+    "table_prefix": values.table_prefix,
+    "concurrent_batches_limit": values.positive_int,
+    "query_timeout": values.duration,
+    "timeout_period": values.duration,
+    "top_hooks": values.positive_int,
+    "top_groups": values.positive_int,
+}
+_TLS_KEYS: dict[str, Callable[[Any], Any]] = {
+    "ca_file": values.text,
+    "verify": values.boolean,
+    "cert_file": values.text,
+    "key_file": values.text,
+}
+# DSN parameters that configure TLS, in the spelling MySQL clients use.
+_DSN_TLS_PARAMS = {"ssl_ca": "ca_file", "ssl_verify": "verify", "ssl_cert": "cert_file",
+                   "ssl_key": "key_file"}
+_SITE_KEYS = {*_SCALARS, "name", "dsn", "password", "password_file", "tls", "labels"}
+_TOP_KEYS = {"sites", "defaults", "listen_address"}
+
+
+def load_file(path: str) -> ExporterConfig:
+    source = str(path)
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(source, "", f"cannot read the file: {error.strerror}") from error
+    except yaml.YAMLError as error:
+        raise ConfigError(source, "", f"is not valid YAML: {error}") from error
+    if not isinstance(document, dict):
+        raise ConfigError(source, "", "must be a mapping with a 'sites' list")
+    _reject_unknown(source, "", document, _TOP_KEYS)
+
+    defaults = document.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError(source, "defaults", "must be a mapping of site keys")
+    _reject_unknown(source, "defaults", defaults, _SITE_KEYS - {"name"})
+
+    sites_raw = document.get("sites")
+    if not isinstance(sites_raw, list) or not sites_raw:
+        raise ConfigError(source, "sites", "must be a non-empty list of sites")
+    sites = tuple(
+        _site(source, f"sites[{index}]", {**defaults, **_mapping(source, f"sites[{index}]", raw)})
+        for index, raw in enumerate(sites_raw)
+    )
+    _reject_duplicate_names(source, sites)
+
+    config = ExporterConfig(sites=sites, source=source)
+    if "listen_address" in document:
+        host, port = _checked(source, "listen_address", values.listen_address,
+                              document["listen_address"])
+        config = ExporterConfig(sites=sites, listen_host=host, listen_port=port, source=source)
+    return config
+
+
+def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig:
+    env = os.environ if environ is None else environ
+    dsn = env.get(ENV_DSN)
+    if not dsn:
+        raise ConfigError("environment", ENV_DSN,
+                          "is not set; give a DSN such as mysql://user@host:3306/db "
+                          "or a configuration file with --config")
+    raw: dict[str, Any] = {"dsn": dsn}
+    if env.get(ENV_SITE):
+        raw["name"] = env[ENV_SITE]
+    if env.get(ENV_PASSWORD_FILE):
+        raw["password_file"] = env[ENV_PASSWORD_FILE]
+    site = _site("environment", ENV_DSN, raw)
+    return ExporterConfig(sites=(site,), source="environment")
+
+
+def _site(source: str, key: str, raw: dict[str, Any]) -> SiteConfig:
+    _reject_unknown(source, key, raw, _SITE_KEYS)
+    fields: dict[str, Any] = {}
+    tls: dict[str, Any] = {}
+    if "dsn" in raw:
+        clash = sorted({"host", "port", "user", "database", "unix_socket"} & raw.keys())
+        if clash:
+            raise ConfigError(source, f"{key}.dsn", f"give either dsn or {', '.join(clash)}")
+        dsn_fields, dsn_tls = _parse_dsn(source, f"{key}.dsn", raw["dsn"])
+        fields.update(dsn_fields)
+        tls.update(dsn_tls)
+
+    for name, check in _SCALARS.items():
+        if name in raw:
+            fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
+
+    if "tls" in raw:
+        tls_raw = _mapping(source, f"{key}.tls", raw["tls"])
+        _reject_unknown(source, f"{key}.tls", tls_raw, set(_TLS_KEYS))
+        for name, check in _TLS_KEYS.items():
+            if name in tls_raw:
+                tls[name] = _checked(source, f"{key}.tls.{name}", check, tls_raw[name])
+    _check_tls_files(source, f"{key}.tls", tls)
+    fields["tls"] = TLSConfig(**tls)
+
+    fields["password"] = _password(source, key, raw, fields.pop("password", ""))
+    fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
+
+    if "database" not in fields:
+        raise ConfigError(source, f"{key}.database", "is missing (the WordPress database name)")
+    name = raw.get("name", fields["database"])
+    fields["name"] = _checked(source, f"{key}.name", values.text, name)
+    return SiteConfig(**fields)
+
+
+def _parse_dsn(source: str, key: str, dsn: object) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(dsn, str):
+        raise ConfigError(source, key, "must be a string such as mysql://user@host:3306/db")
+    parts = urlsplit(dsn)
+    if parts.scheme not in {"mysql", "mariadb"}:
+        raise ConfigError(source, key, "must start with mysql:// or mariadb://")
+    fields: dict[str, Any] = {}
+    tls: dict[str, Any] = {}
+    try:
+        port = parts.port
+    except ValueError as error:
+        raise ConfigError(source, key, "has a port that is not a number from 1 to 65535") from error
+    if parts.hostname:
+        fields["host"] = parts.hostname
+    if port is not None:
+        fields["port"] = port
+    if parts.username:
+        fields["user"] = unquote(parts.username)
+    if parts.password is not None:
+        fields["password"] = unquote(parts.password)
+    database = unquote(parts.path.lstrip("/"))
+    if database:
+        fields["database"] = database
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in _DSN_TLS_PARAMS:
+            tls_key = _DSN_TLS_PARAMS[name]
+            tls[tls_key] = _checked(source, f"{key}?{name}", _TLS_KEYS[tls_key], value)
+        elif name in _SCALARS and name not in {"host", "port", "user", "database"}:
+            fields[name] = _checked(source, f"{key}?{name}", _SCALARS[name], value)
+        else:
+            raise ConfigError(source, f"{key}?{name}", "is not a known DSN parameter")
+    return fields, tls
+
+
+def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
+    if "password" in raw and "password_file" in raw:
+        raise ConfigError(source, f"{key}.password", "give either password or password_file")
+    if "password" in raw:
+        password = raw["password"]
+        if not isinstance(password, str):
+            raise ConfigError(source, f"{key}.password", "must be a string (quote it in YAML)")
+        return password
+    if "password_file" in raw:
+        path = _checked(source, f"{key}.password_file", values.text, raw["password_file"])
+        try:
+            return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+        except OSError as error:
+            raise ConfigError(source, f"{key}.password_file",
+                              f"cannot read {path}: {error.strerror}") from error
+    return from_dsn
+
+
+def _labels(source: str, key: str, raw: object) -> tuple[tuple[str, str], ...]:
+    labels = _mapping(source, key, raw)
+    checked: list[tuple[str, str]] = []
+    for name, value in labels.items():
+        _checked(source, f"{key}.{name}", values.label_name, str(name))
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(source, f"{key}.{name}", "must be a string")
+        checked.append((str(name), str(value)))
+    return tuple(sorted(checked))
+
+
+def _check_tls_files(source: str, key: str, tls: dict[str, Any]) -> None:
+    for name in ("ca_file", "cert_file", "key_file"):
+        if name in tls and not Path(tls[name]).is_file():
+            raise ConfigError(source, f"{key}.{name}", f"file {tls[name]} does not exist")
+    if ("cert_file" in tls) != ("key_file" in tls):
+        raise ConfigError(source, key, "cert_file and key_file go together")
+
+
+def _reject_duplicate_names(source: str, sites: tuple[SiteConfig, ...]) -> None:
+    seen: set[str] = set()
+    for index, site in enumerate(sites):
+        if site.name in seen:
+            raise ConfigError(source, f"sites[{index}].name", f"{site.name!r} is used twice")
+        seen.add(site.name)
+
+
+def _mapping(source: str, key: str, raw: object) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(source, key, f"must be a mapping, got {type(raw).__name__}")
+    return raw
+
+
+def _reject_unknown(source: str, key: str, raw: dict[str, Any], known: set[str]) -> None:
+    for name in raw:
+        if name not in known:
+            where = f"{key}.{name}" if key else str(name)
+            raise ConfigError(source, where,
+                              f"is not a known key (known: {', '.join(sorted(known))})")
+
+
+def _checked(source: str, key: str, check: Callable[[Any], Any], value: object) -> Any:
+    try:
+        return check(value)
+    except ValueError as error:
+        raise ConfigError(source, key, str(error)) from error

@@ -1,0 +1,59 @@
+"""The validated configuration: plain immutable data, no parsing here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+AUTO_PREFIX = "auto"
+DEFAULT_PORT = 9966
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    ca_file: str | None = None
+    verify: bool = True
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.ca_file is not None or self.cert_file is not None
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """One configured site: a database and a table prefix (or `auto`)."""
+
+    name: str
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    database: str = ""
+    unix_socket: str | None = None
+    table_prefix: str = "wp_"
+    tls: TLSConfig = TLSConfig()
+    labels: tuple[tuple[str, str], ...] = ()
+    concurrent_batches_limit: int | None = None
+    query_timeout: float = 5.0
+    timeout_period: float = 300.0
+    top_hooks: int = 20
+    top_groups: int = 20
+
+    @property
+    def discovers_prefixes(self) -> bool:
+        return self.table_prefix == AUTO_PREFIX
+
+    @property
+    def endpoint(self) -> str:
+        """Where the database is, for logs and the landing page (never the password)."""
+        where = self.unix_socket or f"{self.host}:{self.port}"
+        return f"{self.user}@{where}/{self.database}"
+
+
+@dataclass(frozen=True)
+class ExporterConfig:
+    sites: tuple[SiteConfig, ...]
+    listen_host: str = "0.0.0.0"  # noqa: S104 - an exporter serves other hosts by design
+    listen_port: int = DEFAULT_PORT
+    source: str = "environment"

@@ -1,0 +1,102 @@
+"""Checks for single configuration values. Each raises ValueError with a readable problem."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_TABLE_PREFIX = re.compile(r"^[A-Za-z0-9_]{0,64}$")
+
+# Label names the exporter's own series use; a constant label may not shadow them.
+RESERVED_LABELS = frozenset(
+    {
+        "site",
+        "status",
+        "group",
+        "hook",
+        "claim",
+        "date",
+        "table",
+        "collector",
+        "kind",
+        "label",
+        "version",
+        "python_version",
+        "job",
+        "instance",
+    }
+)
+
+
+def duration(value: object) -> float:
+    """Seconds from a number or a string such as '500ms', '5s', '2m'."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a duration such as 5s or 2m, got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)):
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    else:
+        raise ValueError(f"must be a duration such as 5s or 2m, got {value!r}")
+    if seconds <= 0:
+        raise ValueError(f"must be a positive duration, got {value!r}")
+    return seconds
+
+
+def positive_int(value: object) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def port(value: object) -> int:
+    number = positive_int(value)
+    if number > 65535:
+        raise ValueError(f"must be a TCP port from 1 to 65535, got {value!r}")
+    return number
+
+
+def text(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {"true", "yes", "1", "on"}:
+        return True
+    if isinstance(value, str) and value.lower() in {"false", "no", "0", "off"}:
+        return False
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def table_prefix(value: object) -> str:
+    if not isinstance(value, str) or not _TABLE_PREFIX.match(value):
+        raise ValueError(
+            "must be 'auto' or a table prefix of letters, digits and underscores "
+            f"such as wp_, got {value!r}"
+        )
+    return value
+
+
+def label_name(value: str) -> str:
+    if not _LABEL_NAME.match(value) or value.startswith("__"):
+        raise ValueError(f"{value!r} is not a valid Prometheus label name")
+    if value in RESERVED_LABELS:
+        raise ValueError(f"{value!r} is a label the exporter sets itself")
+    return value
+
+
+def listen_address(value: str) -> tuple[str, int]:
+    """'host:port', ':port' (every interface) or '[v6]:port'."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        raise ValueError(f"must look like :9966 or 127.0.0.1:9966, got {value!r}")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - ':port' means every interface
+    return host, port(port_text)

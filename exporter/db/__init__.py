@@ -1,0 +1,1 @@
+"""Database access: read-only sessions and Action Scheduler table names."""

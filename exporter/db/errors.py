@@ -1,0 +1,49 @@
+"""Turns driver errors into the exporter's error kinds, with secrets removed."""
+
+from __future__ import annotations
+
+import pymysql.err
+
+# Server error codes after which the connection is still usable.
+_TIMEOUT_CODES = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time
+_MISSING_TABLE_CODES = {1146}  # table does not exist
+_STATEMENT_CODES = {1054, 1142, 1143, 1205, 1213, 1317}  # column, grants, lock waits, interrupted
+_CLIENT_TIMEOUT_HINT = "timed out"
+
+
+class QueryError(Exception):
+    """A failure with a kind from catalog.ERROR_KINDS and a message safe to log."""
+
+    def __init__(self, kind: str, message: str, *, connection_lost: bool) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.connection_lost = connection_lost
+
+
+def classify(error: pymysql.err.MySQLError, password: str, *, connecting: bool = False
+             ) -> QueryError:
+    code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
+    message = redact(_describe(error), password)
+    if connecting:
+        return QueryError("connect", message, connection_lost=True)
+    if code in _TIMEOUT_CODES:
+        return QueryError("timeout", message, connection_lost=False)
+    if code in _MISSING_TABLE_CODES:
+        return QueryError("missing_table", message, connection_lost=False)
+    if code in _STATEMENT_CODES:
+        return QueryError("query", message, connection_lost=False)
+    if _CLIENT_TIMEOUT_HINT in message:
+        return QueryError("timeout", message, connection_lost=True)
+    return QueryError("query", message, connection_lost=True)
+
+
+def redact(message: str, secret: str) -> str:
+    """Defence in depth: a driver message must never carry the password."""
+    return message.replace(secret, "***") if secret else message
+
+
+def _describe(error: pymysql.err.MySQLError) -> str:
+    if len(error.args) >= 2:
+        return f"({error.args[0]}) {error.args[1]}"
+    return str(error) or type(error).__name__

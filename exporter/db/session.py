@@ -1,0 +1,119 @@
+"""One read-only, time-limited database session per configured site.
+
+The connection is opened lazily, reused across scrapes, and dropped after any error
+that may have left it in an unknown state, so the next scrape opens a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from exporter.config.model import SiteConfig
+from exporter.db.errors import QueryError, classify
+
+log = logging.getLogger(__name__)
+
+Row = tuple[Any, ...]
+
+
+class Session:
+    def __init__(self, site: SiteConfig) -> None:
+        self._site = site
+        self._connection: pymysql.connections.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self.server_version = ""
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None
+
+    def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        with self._lock:
+            connection = self._connect()
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(sql, args)
+                    return list(cursor.fetchall())
+            except pymysql.err.MySQLError as error:
+                failure = classify(error, self._site.password)
+                if failure.connection_lost:
+                    self._drop()
+                raise failure from error
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        if self._connection is not None:
+            return self._connection
+        site = self._site
+        timeout = site.query_timeout
+        try:
+            connection = pymysql.connect(
+                host=site.host,
+                port=site.port,
+                user=site.user,
+                password=site.password,
+                database=site.database,
+                unix_socket=site.unix_socket,
+                charset="utf8mb4",
+                autocommit=True,
+                connect_timeout=max(1, round(timeout)),
+                # The server stops a statement at `timeout`; the client waits a little longer
+                # so that the server's own error, which names the cause, arrives first.
+                read_timeout=max(1, round(timeout + 2)),
+                write_timeout=max(1, round(timeout + 2)),
+                **_tls_arguments(site),
+            )
+            self.server_version = _prepare(connection, timeout)
+        except pymysql.err.MySQLError as error:
+            raise classify(error, site.password, connecting=True) from error
+        except OSError as error:  # TLS files unreadable, and similar local failures
+            raise QueryError("connect", str(error), connection_lost=True) from error
+        self._connection = connection
+        log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint,
+                  self.server_version)
+        return connection
+
+    def _drop(self) -> None:
+        if self._connection is None:
+            return
+        # The server side may already be gone; there is nothing more to release then.
+        with contextlib.suppress(pymysql.err.Error):
+            self._connection.close()
+        self._connection = None
+
+
+def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
+    """Makes the session read-only and bounds every statement on the server side."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT VERSION()")
+        row = cursor.fetchone()
+        version = str(row[0]) if row else ""
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
+        if "mariadb" in version.lower():
+            cursor.execute("SET SESSION max_statement_time = %s", (timeout,))
+        else:
+            cursor.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
+    return version
+
+
+def _tls_arguments(site: SiteConfig) -> dict[str, Any]:
+    tls = site.tls
+    if not tls.enabled:
+        return {}
+    return {
+        "ssl_ca": tls.ca_file,
+        "ssl_cert": tls.cert_file,
+        "ssl_key": tls.key_file,
+        "ssl_verify_cert": tls.verify,
+        "ssl_verify_identity": tls.verify,
+    }

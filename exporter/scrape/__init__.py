@@ -1,0 +1,1 @@
+"""Scrape rounds: one bounded round of queries per site, shared by concurrent scrapes."""

@@ -1,0 +1,170 @@
+"""One configured site entry: its database session and its round of queries.
+
+A round checks the tables, then runs every collector once for each table prefix (one
+prefix, or all of them for `table_prefix: auto`). A failing collector is marked and the
+others go on; a lost connection ends the round and marks the site down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from exporter import catalog
+from exporter.collectors.base import Collector, Sample, SiteContext, sample
+from exporter.config.model import SiteConfig
+from exporter.db.errors import QueryError
+from exporter.db.session import Session
+from exporter.db.tables import TableNames, discover_prefixes, read_table_stats
+from exporter.scrape.errors import ErrorCounts
+from exporter.scrape.result import SiteResult
+
+log = logging.getLogger(__name__)
+
+
+class Target:
+    def __init__(self, site: SiteConfig, collectors: Sequence[Collector]) -> None:
+        self.site = site
+        self.session = Session(site)
+        self._collectors = tuple(collectors)
+        self._errors = ErrorCounts()
+        self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
+        self._last_problem: dict[str, str] = {}
+
+    def site_label(self, prefix: str) -> str:
+        return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
+
+    def run(self, deadline: float) -> list[SiteResult]:
+        started = time.monotonic()
+        try:
+            prefixes = self._prefixes()
+        except QueryError as error:
+            return self._all_down(error.kind, error.message, started)
+        if not prefixes:
+            return self._all_down(
+                "missing_table",
+                f"no table named *actionscheduler_actions in database {self.site.database}",
+                started,
+            )
+        results: list[SiteResult] = []
+        for prefix in prefixes:
+            if not self.session.connected and results:
+                results.append(self._down(self.site_label(prefix), "connect",
+                                          "the connection was lost earlier in this round",
+                                          started))
+                continue
+            results.append(self._run_prefix(prefix, deadline))
+        return results
+
+    def timed_out(self, waited: float) -> list[SiteResult]:
+        """Results for a scrape that gave up waiting on this target's round."""
+        return self._all_down(
+            "deadline", f"the round of queries took longer than the scrape's {waited:.1f}s",
+            time.monotonic() - waited,
+        )
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _prefixes(self) -> list[str]:
+        if self.site.discovers_prefixes:
+            self._known_prefixes = discover_prefixes(self.session)
+        return self._known_prefixes
+
+    def _run_prefix(self, prefix: str, deadline: float) -> SiteResult:
+        started = time.monotonic()
+        label = self.site_label(prefix)
+        tables = TableNames(prefix)
+        try:
+            stats = read_table_stats(self.session, tables)
+        except QueryError as error:
+            return self._down(label, error.kind, error.message, started)
+
+        result = SiteResult(label, self.site.labels, up=True)
+        result.samples += [
+            sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in catalog.TABLES
+        ]
+        missing = [tables.name(table) for table in catalog.TABLES if table not in stats]
+        if missing:
+            problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
+            return self._finish(result, started, failure=("missing_table", problem))
+
+        context = SiteContext(self.session, tables, self.site, stats)
+        for collector in self._collectors:
+            if not self.session.connected:
+                result.samples += _collector_samples(collector, ok=False, duration=0.0)
+                continue
+            if time.monotonic() > deadline:
+                self._errors.add(label, "deadline")
+                result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
+                result.samples += _collector_samples(collector, ok=False, duration=0.0)
+                continue
+            collector_started = time.monotonic()
+            try:
+                result.samples += list(collector.collect(context))
+                ok = True
+            except QueryError as error:
+                ok = False
+                self._errors.add(label, error.kind)
+                result.problems.append(f"{collector.name}: {error.message}")
+                log.warning("collector failed site=%s collector=%s kind=%s error=%r",
+                            label, collector.name, error.kind, error.message)
+            result.samples += _collector_samples(collector, ok,
+                                                 time.monotonic() - collector_started)
+        if not self.session.connected:
+            return self._finish(result, started,
+                                failure=("connect", "the connection was lost during the round"),
+                                counted=True)
+        return self._finish(result, started)
+
+    def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
+        labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
+        return [self._down(label, kind, problem, started) for label in labels]
+
+    def _down(self, label: str, kind: str, problem: str, started: float) -> SiteResult:
+        result = SiteResult(label, self.site.labels, up=False)
+        for collector in self._collectors:
+            result.samples += _collector_samples(collector, ok=False, duration=0.0)
+        return self._finish(result, started, failure=(kind, problem))
+
+    def _finish(self, result: SiteResult, started: float,
+                failure: tuple[str, str] | None = None, *, counted: bool = False) -> SiteResult:
+        label = result.site
+        if failure is not None:
+            kind, problem = failure
+            result.up = False
+            result.problems.insert(0, problem)
+            if not counted:
+                self._errors.add(label, kind)
+            self._report(label, f"site down site={label} kind={kind} problem={problem!r}")
+        else:
+            self._report(label, "")
+        if self.site.concurrent_batches_limit is not None:
+            result.samples.append(
+                sample(catalog.CONCURRENT_BATCHES_LIMIT, self.site.concurrent_batches_limit))
+        result.samples += [
+            sample(catalog.TIMEOUT_PERIOD, self.site.timeout_period),
+            sample(catalog.UP, result.up),
+            sample(catalog.SCRAPE_DURATION, time.monotonic() - started),
+            *self._errors.samples(label),
+        ]
+        return result
+
+    def _report(self, label: str, problem: str) -> None:
+        """Logs a site's state when it changes, not on every scrape."""
+        previous = self._last_problem.get(label)
+        if problem == previous:
+            return
+        self._last_problem[label] = problem
+        if problem:
+            log.warning(problem)
+        elif previous:
+            log.info("site recovered site=%s", label)
+
+
+def _collector_samples(collector: Collector, ok: bool, duration: float) -> list[Sample]:
+    return [
+        sample(catalog.COLLECTOR_SUCCESS, ok, collector=collector.name),
+        sample(catalog.COLLECTOR_DURATION, duration, collector=collector.name),
+    ]

@@ -1,0 +1,75 @@
+"""The HTTP face of the exporter: /metrics, /healthz and a landing page."""
+
+from __future__ import annotations
+
+import html
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
+
+from exporter import __version__
+from exporter.scrape.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
+from exporter.scrape.exposition import render
+
+SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
+# Leave Prometheus time to receive the answer before its own timeout fires.
+_TIMEOUT_MARGIN = 0.5
+
+
+def create_app(coordinator: Coordinator) -> FastAPI:
+    app = FastAPI(title="actionscheduler-exporter", version=__version__,
+                  docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        timeout = _scrape_timeout(request.headers.get(SCRAPE_TIMEOUT_HEADER))
+        if isinstance(timeout, str):
+            return PlainTextResponse(timeout, status_code=400)
+        results = await run_in_threadpool(coordinator.scrape, timeout)
+        body, content_type = render(results, request.headers.get("accept"))
+        return Response(body, media_type=content_type)
+
+    @app.get("/healthz")
+    async def healthz() -> PlainTextResponse:
+        # Liveness of the exporter itself: a database outage is reported by the metrics.
+        return PlainTextResponse("ok\n")
+
+    @app.get("/", response_class=HTMLResponse)
+    async def landing() -> str:
+        return landing_page(coordinator)
+
+    return app
+
+
+def _scrape_timeout(header: str | None) -> float | str:
+    """The scrape's time budget, or an error text when the header is not a number."""
+    if header is None:
+        return DEFAULT_SCRAPE_TIMEOUT
+    try:
+        seconds = float(header)
+    except ValueError:
+        return f"{SCRAPE_TIMEOUT_HEADER} must be a number of seconds, got {header[:40]!r}\n"
+    if not seconds > 0:
+        return f"{SCRAPE_TIMEOUT_HEADER} must be positive, got {header[:40]!r}\n"
+    return max(seconds - _TIMEOUT_MARGIN, seconds / 2)
+
+
+def landing_page(coordinator: Coordinator) -> str:
+    rows = "".join(
+        "<tr>"
+        f"<td>{html.escape(target.site.name)}</td>"
+        f"<td>{html.escape(target.site.endpoint)}</td>"
+        f"<td>{html.escape(target.site.table_prefix)}</td>"
+        "</tr>"
+        for target in coordinator.targets
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<title>Action Scheduler exporter</title></head><body>"
+        f"<h1>Action Scheduler exporter {html.escape(__version__)}</h1>"
+        "<p><a href='metrics'>Metrics</a> · <a href='healthz'>Health</a></p>"
+        "<h2>Sites</h2><table border='1' cellpadding='4'>"
+        "<tr><th>site</th><th>database</th><th>table prefix</th></tr>"
+        f"{rows}</table></body></html>\n"
+    )

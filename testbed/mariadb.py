@@ -1,0 +1,153 @@
+"""Finds a MariaDB to work against, or starts a private one.
+
+Order: AS_TEST_DSN if set; else root with an empty password on 127.0.0.1:3306; else a
+private `mariadbd` on a free port with its data in a folder of the caller's choosing
+(installing Debian's mariadb-server first when it is missing and we are root).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pymysql
+
+log = logging.getLogger(__name__)
+
+ENV_DSN = "AS_TEST_DSN"
+_SBIN = ("/usr/sbin", "/usr/local/sbin", "/usr/bin")
+
+
+class MariaDBUnavailableError(RuntimeError):
+    pass
+
+
+@dataclass
+class Server:
+    host: str
+    port: int
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    process: subprocess.Popen[bytes] | None = None
+    workdir: Path | None = None
+
+    def connect(self, database: str | None = None, **options: Any
+                ) -> pymysql.connections.Connection[Any]:
+        return pymysql.connect(host=self.host, port=self.port, user=self.user,
+                               password=self.password, database=database, autocommit=True,
+                               charset="utf8mb4", connect_timeout=5, **options)
+
+    def answers(self) -> bool:
+        try:
+            self.connect().close()
+        except pymysql.err.MySQLError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def ensure_server(workdir: Path, *, install: bool = True, prefer_existing: bool = True
+                  ) -> Server:
+    dsn = os.environ.get(ENV_DSN)
+    if dsn and prefer_existing:
+        server = from_dsn(dsn)
+        if not server.answers():
+            raise MariaDBUnavailableError(
+                f"{ENV_DSN} is set but its server does not accept the login")
+        return server
+    if prefer_existing:
+        local = Server("127.0.0.1", 3306)
+        if local.answers():
+            return local
+    return start_private(workdir, install=install)
+
+
+def from_dsn(dsn: str) -> Server:
+    parts = urlsplit(dsn)
+    return Server(parts.hostname or "127.0.0.1", parts.port or 3306,
+                  unquote(parts.username or "root"), unquote(parts.password or ""))
+
+
+def start_private(workdir: Path, *, install: bool = True) -> Server:
+    mariadbd = _binary("mariadbd")
+    install_db = _binary("mariadb-install-db")
+    if (mariadbd is None or install_db is None) and install:
+        _install_mariadb()
+        mariadbd, install_db = _binary("mariadbd"), _binary("mariadb-install-db")
+    if mariadbd is None or install_db is None:
+        raise MariaDBUnavailableError("mariadbd is not installed (apt-get install mariadb-server)")
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    datadir = workdir / "data"
+    run_as = ["--user=root"] if os.geteuid() == 0 else []
+    if not (datadir / "mysql").is_dir():
+        subprocess.run(
+            [install_db, "--no-defaults", f"--datadir={datadir}", "--skip-test-db",
+             "--auth-root-authentication-method=normal", *run_as],
+            check=True, capture_output=True,
+        )
+    port = _free_port()
+    error_log = workdir / "error.log"
+    process = subprocess.Popen(
+        [mariadbd, "--no-defaults", f"--datadir={datadir}", f"--port={port}",
+         "--bind-address=127.0.0.1", f"--socket={workdir / 'mariadb.sock'}",
+         f"--pid-file={workdir / 'mariadb.pid'}", f"--log-error={error_log}",
+         "--skip-name-resolve", "--innodb-buffer-pool-size=256M", *run_as],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    server = Server("127.0.0.1", port, process=process, workdir=workdir)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.answers():
+            return server
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    server.stop()
+    tail = error_log.read_text(errors="replace")[-2000:] if error_log.exists() else ""
+    raise MariaDBUnavailableError(f"private mariadbd did not start; its error log ends:\n{tail}")
+
+
+def _binary(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for folder in _SBIN:
+        candidate = Path(folder) / name
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _install_mariadb() -> None:
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    log.warning("installing Debian's mariadb-server")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server"],
+                   check=False, env=env, capture_output=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,290 @@
+"""Changes Action Scheduler's tables the way its PHP classes do, statement for statement.
+
+ActionScheduler_DBStore (create, claim, start, complete, fail, release, cancel),
+ActionScheduler_QueueCleaner (reset, mark failed, purge) and ActionScheduler_DBLogger
+(one log row per transition). Tests describe queue histories with it instead of
+hand-made rows. A clock offset lets a test write a history that happened minutes ago.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from testbed import schema
+
+Date = dt.datetime | str  # a datetime, or schema.ZERO_DATE
+# What a worker does with a started action: None completes it, a string fails it with
+# that exception message.
+Outcome = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim_id: int
+    action_ids: tuple[int, ...]
+
+
+class ActionSchedulerStore:
+    def __init__(self, connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
+                 ) -> None:
+        self.connection = connection
+        self.prefix = prefix
+        self.offset = dt.timedelta(0)
+        # WordPress drops strict modes and NO_ZERO_DATE for its own connection; so do we.
+        self._execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'")
+
+    # -- tables ------------------------------------------------------------------------
+    @property
+    def actions(self) -> str:
+        return f"{self.prefix}actionscheduler_actions"
+
+    @property
+    def claims(self) -> str:
+        return f"{self.prefix}actionscheduler_claims"
+
+    @property
+    def groups(self) -> str:
+        return f"{self.prefix}actionscheduler_groups"
+
+    @property
+    def logs(self) -> str:
+        return f"{self.prefix}actionscheduler_logs"
+
+    def create_tables(self, charset: str = "utf8mb4") -> None:
+        for statement in schema.create_statements(self.prefix, charset):
+            self._execute(statement)
+
+    def drop_tables(self) -> None:
+        for name in schema.table_names(self.prefix):
+            self._execute(f"DROP TABLE IF EXISTS {name}")
+
+    # -- time --------------------------------------------------------------------------
+    def now(self) -> dt.datetime:
+        """The database's UTC time (second resolution, as Action Scheduler writes it)."""
+        rows = self._query("SELECT UTC_TIMESTAMP()")
+        value = rows[0][0]
+        assert isinstance(value, dt.datetime)
+        return value - self.offset
+
+    @contextlib.contextmanager
+    def seconds_ago(self, seconds: float) -> Iterator[None]:
+        """Writes inside the block happen `seconds` in the past."""
+        previous = self.offset
+        self.offset = dt.timedelta(seconds=seconds)
+        try:
+            yield
+        finally:
+            self.offset = previous
+
+    # -- ActionScheduler_DBStore -------------------------------------------------------
+    def create(self, hook: str, *, group: str = "", scheduled: Date | None = None,
+               args: list[Any] | None = None, priority: int = 10,
+               status: str = "pending") -> int:
+        """save_action(): a new row and its "action created" log row.
+
+        scheduled defaults to now, as for as_enqueue_async_action() in 3.x.
+        """
+        now = self.now()
+        when = now if scheduled is None else scheduled
+        group_id = self._group_id(group)
+        encoded = json.dumps(args or [])
+        cursor = self._execute(
+            f"INSERT INTO {self.actions} (hook, status, scheduled_date_gmt, scheduled_date_local,"
+            " priority, args, schedule, group_id, extended_args)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (hook, status, when, when, priority, encoded if len(encoded) <= 191 else
+             _hash(encoded), 'O:30:"ActionScheduler_SimpleSchedule":0:{}', group_id,
+             encoded if len(encoded) > 191 else None),
+        )
+        action_id = int(cursor.lastrowid)
+        self.log(action_id, "action created")
+        return action_id
+
+    def stake_claim(self, batch_size: int = 25) -> Claim:
+        """Inserts the claim row, then claims due pending actions in the runner's order."""
+        now = self.now()
+        cursor = self._execute(f"INSERT INTO {self.claims} (date_created_gmt) VALUES (%s)",
+                               (now,))
+        claim_id = int(cursor.lastrowid)
+        self._execute(
+            f"UPDATE {self.actions} SET claim_id = %s, last_attempt_gmt = %s,"
+            " last_attempt_local = %s"
+            " WHERE claim_id = 0 AND scheduled_date_gmt <= %s AND status = 'pending'"
+            " ORDER BY priority ASC, attempts ASC, scheduled_date_gmt ASC, action_id ASC"
+            " LIMIT %s",
+            (claim_id, now, now, now, batch_size),
+        )
+        rows = self._query(
+            f"SELECT action_id FROM {self.actions} WHERE claim_id = %s"
+            " ORDER BY priority ASC, attempts ASC, scheduled_date_gmt ASC, action_id ASC",
+            (claim_id,),
+        )
+        return Claim(claim_id, tuple(int(row[0]) for row in rows))
+
+    def start(self, action_id: int, via: str = "WP CLI") -> None:
+        """log_execution()."""
+        now = self.now()
+        self._execute(
+            f"UPDATE {self.actions} SET attempts = attempts + 1, status = 'in-progress',"
+            " last_attempt_gmt = %s, last_attempt_local = %s WHERE action_id = %s",
+            (now, now, action_id),
+        )
+        self.log(action_id, f"action started via {via}")
+
+    def complete(self, action_id: int, via: str = "WP CLI") -> None:
+        """mark_complete(): last_attempt_gmt becomes the finish time."""
+        now = self.now()
+        self._execute(
+            f"UPDATE {self.actions} SET status = 'complete', last_attempt_gmt = %s,"
+            " last_attempt_local = %s WHERE action_id = %s",
+            (now, now, action_id),
+        )
+        self.log(action_id, f"action complete via {via}")
+
+    def fail(self, action_id: int, message: str, via: str = "WP CLI") -> None:
+        """mark_failure(): only the status changes; last_attempt_gmt keeps the start."""
+        self._set_failed(action_id)
+        self.log(action_id, f"action failed via {via}: {message}")
+
+    def fail_without_callback(self, action_id: int, hook: str, via: str = "WP CLI") -> None:
+        self.fail(action_id, f"Scheduled action for {hook} will not be executed as no "
+                             "callbacks are registered.", via)
+
+    def fatal(self, action_id: int, claim_id: int, error: str = "Allowed memory size exhausted"
+              ) -> None:
+        """The fatal-error monitor: fails the action, logs it, releases the claim."""
+        self._set_failed(action_id)
+        self.log(action_id, f"unexpected shutdown: PHP Fatal error {error} in "
+                            "/var/www/html/wp-content/plugins/shop/job.php on line 42")
+        self.release_claim(claim_id)
+
+    def release_claim(self, claim_id: int) -> None:
+        self._execute(f"UPDATE {self.actions} SET claim_id = 0 WHERE claim_id = %s", (claim_id,))
+        self._execute(f"DELETE FROM {self.claims} WHERE claim_id = %s", (claim_id,))
+
+    def cancel(self, action_id: int) -> None:
+        self._execute(f"UPDATE {self.actions} SET status = 'canceled' WHERE action_id = %s",
+                      (action_id,))
+        self.log(action_id, "action canceled")
+
+    def log(self, action_id: int, message: str) -> None:
+        now = self.now()
+        self._execute(
+            f"INSERT INTO {self.logs} (action_id, message, log_date_gmt, log_date_local)"
+            " VALUES (%s, %s, %s, %s)",
+            (action_id, message, now, now),
+        )
+
+    # -- ActionScheduler_QueueCleaner ----------------------------------------------------
+    def cleaner_reset(self, timeout: int = 300) -> int:
+        """reset_timeouts(): claimed pending actions older than the timeout are unclaimed."""
+        ids = self._ids(
+            f"SELECT action_id FROM {self.actions} WHERE status = 'pending' AND claim_id != 0"
+            " AND last_attempt_gmt <= %s",
+            (self.now() - dt.timedelta(seconds=timeout),),
+        )
+        for action_id in ids:
+            self._execute(f"UPDATE {self.actions} SET claim_id = 0 WHERE action_id = %s",
+                          (action_id,))
+            self.log(action_id, "action reset")
+        return len(ids)
+
+    def cleaner_mark_failed(self, failure_period: int = 300) -> int:
+        """mark_failures(): in-progress actions older than the failure period fail."""
+        ids = self._ids(
+            f"SELECT action_id FROM {self.actions} WHERE status = 'in-progress'"
+            " AND last_attempt_gmt <= %s",
+            (self.now() - dt.timedelta(seconds=failure_period),),
+        )
+        for action_id in ids:
+            self._set_failed(action_id)
+            self.log(action_id, f"action marked as failed after {failure_period} seconds. "
+                                "Unknown error occurred. Check server, PHP and database error "
+                                "logs to diagnose cause.")
+        return len(ids)
+
+    def purge(self, retention: int = 31 * 86400) -> int:
+        """delete_old_actions(): complete and canceled actions past retention, with logs."""
+        ids = self._ids(
+            f"SELECT action_id FROM {self.actions} WHERE status IN ('complete', 'canceled')"
+            " AND last_attempt_gmt <= %s",
+            (self.now() - dt.timedelta(seconds=retention),),
+        )
+        for action_id in ids:
+            self._execute(f"DELETE FROM {self.actions} WHERE action_id = %s", (action_id,))
+            self._execute(f"DELETE FROM {self.logs} WHERE action_id = %s", (action_id,))
+        return len(ids)
+
+    # -- a runner ------------------------------------------------------------------------
+    def run_batch(self, batch_size: int = 25, outcome: Outcome | None = None,
+                  via: str = "WP CLI") -> Claim:
+        """A healthy `wp action-scheduler run` batch: claim, run each, release."""
+        claim = self.stake_claim(batch_size)
+        for action_id in claim.action_ids:
+            self.run_action(action_id, outcome, via)
+        self.release_claim(claim.claim_id)
+        return claim
+
+    def run_action(self, action_id: int, outcome: Outcome | None = None,
+                   via: str = "WP CLI") -> None:
+        self.start(action_id, via)
+        error = outcome(self.hook_of(action_id)) if outcome else None
+        if error is None:
+            self.complete(action_id, via)
+        else:
+            self.fail(action_id, error, via)
+
+    def kill_worker_mid_batch(self, batch_size: int = 25, finished: int = 1) -> Claim:
+        """A worker killed by SIGKILL: some actions done, one running, no release."""
+        claim = self.stake_claim(batch_size)
+        for action_id in claim.action_ids[:finished]:
+            self.run_action(action_id)
+        if len(claim.action_ids) > finished:
+            self.start(claim.action_ids[finished])
+        return claim
+
+    def hook_of(self, action_id: int) -> str:
+        rows = self._query(f"SELECT hook FROM {self.actions} WHERE action_id = %s", (action_id,))
+        return str(rows[0][0])
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _set_failed(self, action_id: int) -> None:
+        self._execute(f"UPDATE {self.actions} SET status = 'failed' WHERE action_id = %s",
+                      (action_id,))
+
+    def _group_id(self, slug: str) -> int:
+        rows = self._query(f"SELECT group_id FROM {self.groups} WHERE slug = %s", (slug,))
+        if rows:
+            return int(rows[0][0])
+        if not slug:
+            return 0  # Action Scheduler writes 0 for "no group" when it has no such row
+        return int(self._execute(f"INSERT INTO {self.groups} (slug) VALUES (%s)",
+                                 (slug,)).lastrowid)
+
+    def _ids(self, sql: str, args: tuple[Any, ...]) -> list[int]:
+        return [int(row[0]) for row in self._query(sql, args)]
+
+    def _query(self, sql: str, args: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, args)
+            return list(cursor.fetchall())
+
+    def _execute(self, sql: str, args: tuple[Any, ...] | None = None
+                 ) -> pymysql.cursors.Cursor:
+        cursor: pymysql.cursors.Cursor = self.connection.cursor()
+        cursor.execute(sql, args)
+        cursor.close()
+        return cursor
+
+
+def _hash(encoded: str) -> str:
+    import hashlib
+
+    return hashlib.md5(encoded.encode(), usedforsecurity=False).hexdigest()
