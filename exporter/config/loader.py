@@ -70,7 +70,7 @@ def load_file(path: str) -> ExporterConfig:
     if not isinstance(sites_raw, list) or not sites_raw:
         raise ConfigError(source, "sites", "must be a non-empty list of sites")
     sites = tuple(
-        _site(source, f"sites[{index}]", {**defaults, **_mapping(source, f"sites[{index}]", raw)})
+        _site(source, f"sites[{index}]", _mapping(source, f"sites[{index}]", raw), defaults)
         for index, raw in enumerate(sites_raw)
     )
     _reject_duplicate_names(source, sites)
@@ -99,10 +99,15 @@ def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig
     return ExporterConfig(sites=(site,), source="environment")
 
 
-def _site(source: str, key: str, raw: dict[str, Any]) -> SiteConfig:
+def _site(source: str, key: str, raw: dict[str, Any],
+          defaults: dict[str, Any] | None = None) -> SiteConfig:
+    """Precedence, lowest first: `defaults:`, the site's DSN, the site's own keys."""
     _reject_unknown(source, key, raw, _SITE_KEYS)
     fields: dict[str, Any] = {}
     tls: dict[str, Any] = {}
+    if defaults:
+        _scalars_and_tls(source, "defaults", defaults, fields, tls)
+        raw = {**{k: v for k, v in defaults.items() if k not in _SCALARS and k != "tls"}, **raw}
     if "dsn" in raw:
         clash = sorted({"host", "port", "user", "database", "unix_socket"} & raw.keys())
         if clash:
@@ -111,16 +116,7 @@ def _site(source: str, key: str, raw: dict[str, Any]) -> SiteConfig:
         fields.update(dsn_fields)
         tls.update(dsn_tls)
 
-    for name, check in _SCALARS.items():
-        if name in raw:
-            fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
-
-    if "tls" in raw:
-        tls_raw = _mapping(source, f"{key}.tls", raw["tls"])
-        _reject_unknown(source, f"{key}.tls", tls_raw, set(_TLS_KEYS))
-        for name, check in _TLS_KEYS.items():
-            if name in tls_raw:
-                tls[name] = _checked(source, f"{key}.tls.{name}", check, tls_raw[name])
+    _scalars_and_tls(source, key, raw, fields, tls)
     _check_tls_files(source, f"{key}.tls", tls)
     fields["tls"] = TLSConfig(**tls)
 
@@ -132,6 +128,19 @@ def _site(source: str, key: str, raw: dict[str, Any]) -> SiteConfig:
     name = raw.get("name", fields["database"])
     fields["name"] = _checked(source, f"{key}.name", values.text, name)
     return SiteConfig(**fields)
+
+
+def _scalars_and_tls(source: str, key: str, raw: dict[str, Any], fields: dict[str, Any],
+                     tls: dict[str, Any]) -> None:
+    for name, check in _SCALARS.items():
+        if name in raw:
+            fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
+    if "tls" in raw:
+        tls_raw = _mapping(source, f"{key}.tls", raw["tls"])
+        _reject_unknown(source, f"{key}.tls", tls_raw, set(_TLS_KEYS))
+        for name, check in _TLS_KEYS.items():
+            if name in tls_raw:
+                tls[name] = _checked(source, f"{key}.tls.{name}", check, tls_raw[name])
 
 
 def _parse_dsn(source: str, key: str, dsn: object) -> tuple[dict[str, Any], dict[str, Any]]:

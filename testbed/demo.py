@@ -1,0 +1,124 @@
+"""`make demo`: a simulated store with a live queue, and the exporter serving its metrics.
+
+Two sites in one database (a WooCommerce shop `wp_` and a network site `wp_2_`), found
+by `table_prefix: auto`. Producers enqueue webhooks, e-mails and renewals; workers claim,
+run, complete and sometimes fail them exactly as Action Scheduler writes its rows; now
+and then a worker is killed mid-batch. The second site has too few workers, so its
+backlog grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.logs import configure as configure_logging
+from exporter.scrape.coordinator import Coordinator
+from exporter.web.app import create_app
+from testbed.mariadb import Server, ensure_server
+from testbed.store import ActionSchedulerStore
+
+DATABASE = "as_demo"
+HOOKS = (
+    ("woocommerce_deliver_webhook_async", "woocommerce-webhooks", 0.02),
+    ("woocommerce_scheduled_subscription_payment", "woocommerce-subscriptions", 0.05),
+    ("woocommerce_send_queued_transactional_email", "woocommerce-emails", 0.01),
+    ("wc_admin_import_orders", "wc-admin-data", 0.1),
+    ("mailchimp_woocommerce_sync_order", "mailchimp", 0.3),
+)
+log = logging.getLogger("demo")
+
+
+def producer(server: Server, prefix: str, per_second: float, stop: threading.Event) -> None:
+    store = ActionSchedulerStore(server.connect(DATABASE), prefix)
+    rng = random.Random(prefix)
+    while not stop.is_set():
+        hook, group, _ = rng.choice(HOOKS)
+        store.create(hook, group=group, args=[rng.randrange(10_000)])
+        stop.wait(rng.expovariate(per_second))
+
+
+def worker(server: Server, prefix: str, batch_size: int, stop: threading.Event) -> None:
+    store = ActionSchedulerStore(server.connect(DATABASE), prefix)
+    rng = random.Random()
+    failure_rates = {hook: rate for hook, _, rate in HOOKS}
+    while not stop.is_set():
+        store.cleaner_reset()
+        store.cleaner_mark_failed()
+        if rng.random() < 0.02:
+            log.info("killing a worker mid-batch on %s", prefix)
+            store.kill_worker_mid_batch(batch_size, finished=rng.randrange(batch_size))
+            continue
+        claim = store.stake_claim(batch_size)
+        for action_id in claim.action_ids:
+            store.start(action_id)
+            stop.wait(rng.uniform(0.05, 0.4))
+            hook = store.hook_of(action_id)
+            if rng.random() < failure_rates.get(hook, 0.05):
+                store.fail(action_id, "Supplier API unreachable (HTTP 503)")
+            else:
+                store.complete(action_id)
+        store.release_claim(claim.claim_id)
+        if not claim.action_ids:
+            stop.wait(2)
+
+
+def prepare(server: Server) -> None:
+    admin = server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+        cursor.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
+    admin.close()
+    for prefix in ("wp_", "wp_2_"):
+        store = ActionSchedulerStore(server.connect(DATABASE), prefix)
+        store.create_tables()
+        with store.seconds_ago(3 * 86400):  # some history, so every panel has data
+            for hook, group, _ in HOOKS:
+                store.run_action(store.create(hook, group=group))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=9966)
+    args = parser.parse_args()
+    configure_logging("info")
+
+    server = ensure_server(Path(".demo") / "mariadb")
+    prepare(server)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=producer, args=(server, "wp_", 4.0, stop)),
+        threading.Thread(target=worker, args=(server, "wp_", 10, stop)),
+        threading.Thread(target=worker, args=(server, "wp_", 10, stop)),
+        threading.Thread(target=producer, args=(server, "wp_2_", 3.0, stop)),
+        threading.Thread(target=worker, args=(server, "wp_2_", 5, stop)),
+    ]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+
+    site = SiteConfig(name="demo", host=server.host, port=server.port, user=server.user,
+                      password=server.password, database=DATABASE, table_prefix="auto",
+                      concurrent_batches_limit=2)
+    coordinator = Coordinator(ExporterConfig(sites=(site,)))
+    print(f"\nThe exporter serves http://127.0.0.1:{args.port}/metrics "
+          f"(landing page http://127.0.0.1:{args.port}/). Ctrl-C stops the demo.\n",
+          flush=True)
+    try:
+        uvicorn.run(create_app(coordinator), host="127.0.0.1", port=args.port,
+                    log_config=None, access_log=False)
+    finally:
+        stop.set()
+        coordinator.close()
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

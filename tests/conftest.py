@@ -1,0 +1,124 @@
+"""Fixtures: a real MariaDB, a fresh database per test, the Action Scheduler writer, and
+the exporter run against them (in-process, or over real HTTP)."""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
+from exporter.scrape.result import SiteResult
+from testbed.mariadb import Server, ensure_server
+from testbed.store import ActionSchedulerStore
+from tests.http_server import RunningExporter
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[Server]:
+    with tempfile.TemporaryDirectory(prefix="as-test-mariadb-") as workdir:
+        server = ensure_server(Path(workdir))
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def database(mariadb: Server) -> Iterator[str]:
+    name = f"as_test_{secrets.token_hex(4)}"
+    admin = mariadb.connect()
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+@pytest.fixture
+def connect(mariadb: Server, database: str
+            ) -> Iterator[Callable[[], pymysql.connections.Connection[Any]]]:
+    opened: list[pymysql.connections.Connection[Any]] = []
+
+    def open_connection() -> pymysql.connections.Connection[Any]:
+        connection = mariadb.connect(database)
+        opened.append(connection)
+        return connection
+
+    yield open_connection
+    for connection in opened:
+        connection.close()
+
+
+@pytest.fixture
+def store_factory(connect: Callable[[], pymysql.connections.Connection[Any]]
+                  ) -> Callable[[str], ActionSchedulerStore]:
+    def make(prefix: str = "wp_") -> ActionSchedulerStore:
+        store = ActionSchedulerStore(connect(), prefix)
+        store.create_tables()
+        return store
+
+    return make
+
+
+@pytest.fixture
+def store(store_factory: Callable[[str], ActionSchedulerStore]) -> ActionSchedulerStore:
+    return store_factory("wp_")
+
+
+SiteFactory = Callable[..., SiteConfig]
+
+
+@pytest.fixture
+def site(mariadb: Server, database: str) -> SiteFactory:
+    def make(**overrides: Any) -> SiteConfig:
+        fields: dict[str, Any] = {
+            "name": "shop", "host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
+            "password": mariadb.password, "database": database, "query_timeout": 5.0,
+        }
+        fields.update(overrides)
+        return SiteConfig(**fields)
+
+    return make
+
+
+Scrape = Callable[..., list[SiteResult]]
+
+
+@pytest.fixture
+def scrape(site: SiteFactory) -> Iterator[Scrape]:
+    """Runs one scrape for the given sites (default: the `shop` site) and returns results."""
+    coordinators: list[Coordinator] = []
+
+    def run(*sites: SiteConfig, timeout: float = 10.0) -> list[SiteResult]:
+        coordinator = Coordinator(ExporterConfig(sites=sites or (site(),)))
+        coordinators.append(coordinator)
+        return coordinator.scrape(timeout)
+
+    yield run
+    for coordinator in coordinators:
+        coordinator.close()
+
+
+@pytest.fixture
+def exporter_http(site: SiteFactory) -> Iterator[Callable[..., RunningExporter]]:
+    started: list[RunningExporter] = []
+
+    def start(*sites: SiteConfig) -> RunningExporter:
+        running = RunningExporter(ExporterConfig(sites=sites or (site(),)))
+        running.start()
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()

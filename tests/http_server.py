@@ -1,0 +1,53 @@
+"""The real exporter app served by uvicorn on a free loopback port, for HTTP tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+
+import uvicorn
+
+from exporter.config import ExporterConfig
+from exporter.scrape.coordinator import Coordinator
+from exporter.web.app import create_app
+
+
+class RunningExporter:
+    def __init__(self, config: ExporterConfig) -> None:
+        self.coordinator = Coordinator(config)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.server = uvicorn.Server(uvicorn.Config(
+            create_app(self.coordinator), host="127.0.0.1", port=self.port,
+            log_config=None, access_log=False, lifespan="off"))
+        self._thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the exporter's HTTP server did not start")
+            time.sleep(0.02)
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
+        """Status, content type and body of a GET; error statuses are returned, not raised."""
+        request = urllib.request.Request(self.url + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return (response.status, response.headers["Content-Type"],
+                        response.read().decode())
+        except urllib.error.HTTPError as error:
+            return error.code, error.headers["Content-Type"], error.read().decode()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=10)
+        self.coordinator.close()

@@ -1,0 +1,141 @@
+"""Configuration: the YAML file, the environment, and clear errors (exit status 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exporter.config import ConfigError, load_environment, load_file
+
+SECRET = "s3cr3t-pa55word"
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "exporter.yml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_full_site_entry(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not checked here")
+    password_file = tmp_path / "password"
+    password_file.write_text(SECRET + "\n")
+    config = load_file(write(tmp_path, f"""
+listen_address: 127.0.0.1:9100
+defaults:
+  query_timeout: 2s
+  top_hooks: 5
+sites:
+  - name: shop
+    host: db.internal
+    port: 3307
+    user: exporter
+    database: wordpress
+    password_file: {password_file}
+    table_prefix: wp_
+    tls: {{ca_file: {ca}}}
+    labels: {{team: checkout, env: prod}}
+    concurrent_batches_limit: 4
+    timeout_period: 10m
+  - name: blog
+    dsn: mysql://reader:p%40ss@db2:3306/blog?table_prefix=auto&query_timeout=500ms
+"""))
+    shop, blog = config.sites
+    assert (config.listen_host, config.listen_port) == ("127.0.0.1", 9100)
+    assert (shop.host, shop.port, shop.user, shop.database) == ("db.internal", 3307,
+                                                                 "exporter", "wordpress")
+    assert shop.password == SECRET
+    assert shop.tls.ca_file == str(ca) and shop.tls.verify is True
+    assert shop.labels == (("env", "prod"), ("team", "checkout"))
+    assert shop.concurrent_batches_limit == 4
+    assert shop.timeout_period == 600
+    assert shop.query_timeout == 2 and shop.top_hooks == 5
+    assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2",
+                                                                     "blog")
+    assert blog.discovers_prefixes and blog.query_timeout == 0.5
+    assert SECRET not in repr(config) and "p@ss" not in repr(config)
+
+
+def test_environment_gives_one_site() -> None:
+    config = load_environment({"AS_EXPORTER_DSN": "mysql://exporter:pw@db:3306/shop"
+                                                  "?table_prefix=wp_3_&concurrent_batches_limit=2",
+                               "AS_EXPORTER_SITE": "main-shop"})
+    (site,) = config.sites
+    assert (site.name, site.table_prefix, site.concurrent_batches_limit) == ("main-shop",
+                                                                              "wp_3_", 2)
+    assert site.password == "pw"
+
+
+@pytest.mark.parametrize(("text", "key", "problem"), [
+    ("sites: []", "sites", "non-empty list"),
+    ("sites:\n  - {database: x, query_timeout: soon}", "sites[0].query_timeout", "duration"),
+    ("sites:\n  - {database: x, qeury_timeout: 5}", "sites[0].qeury_timeout", "not a known key"),
+    ("sites:\n  - {database: x, port: 70000}", "sites[0].port", "TCP port"),
+    ("sites:\n  - {database: x, table_prefix: 'wp; DROP'}", "sites[0].table_prefix", "prefix"),
+    ("sites:\n  - {database: x, labels: {site: a}}", "sites[0].labels.site", "sets itself"),
+    ("sites:\n  - {database: x, labels: {'bad-name': a}}", "sites[0].labels.bad-name",
+     "label name"),
+    ("sites:\n  - {name: a, database: x}\n  - {name: a, database: y}", "sites[1].name",
+     "used twice"),
+    ("sites:\n  - {name: a}", "sites[0].database", "missing"),
+    ("sites:\n  - {dsn: 'postgres://x/y'}", "sites[0].dsn", "mysql://"),
+    ("sites:\n  - {dsn: 'mysql://h/d', host: h}", "sites[0].dsn", "either dsn or host"),
+    ("sites:\n  - {dsn: 'mysql://h/d?colour=red'}", "sites[0].dsn?colour", "DSN parameter"),
+    ("sites:\n  - {database: x, tls: {ca_file: /nonexistent/ca.pem}}",
+     "sites[0].tls.ca_file", "does not exist"),
+    ("sites:\n  - {database: x, concurrent_batches_limit: 0}",
+     "sites[0].concurrent_batches_limit", "at least 1"),
+    ("sites: [x", "", "not valid YAML"),
+    ("- just a list", "", "mapping"),
+    ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
+])
+def test_invalid_configuration_names_the_key_and_the_problem(
+        tmp_path: Path, text: str, key: str, problem: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as raised:
+        load_file(path)
+    assert raised.value.source == path
+    assert raised.value.key == key
+    assert problem in raised.value.problem
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_file(str(tmp_path / "absent.yml"))
+
+
+def test_missing_dsn_in_environment() -> None:
+    with pytest.raises(ConfigError, match="AS_EXPORTER_DSN: is not set"):
+        load_environment({})
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+def test_cli_exits_2_and_keeps_the_password_out_of_the_message(tmp_path: Path) -> None:
+    path = write(tmp_path, f"sites:\n  - dsn: mysql://u:{SECRET}@h:notaport/d\n")
+    done = run_cli("--config", path, "check")
+    assert done.returncode == 2
+    assert f"{path}: sites[0].dsn: has a port that is not a number" in done.stderr
+    assert SECRET not in done.stderr + done.stdout
+
+
+def test_cli_version_and_help() -> None:
+    from exporter import __version__
+
+    assert __version__ in run_cli("--version").stdout
+    help_text = run_cli("--help").stdout
+    assert "--listen-address" in help_text and "check" in help_text
+
+
+def test_cli_rejects_a_bad_listen_address() -> None:
+    done = run_cli("--listen-address", "localhost", env={"AS_EXPORTER_DSN": "mysql://h/d",
+                                                         "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2
+    assert "--listen-address" in done.stderr

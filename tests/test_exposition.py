@@ -1,0 +1,110 @@
+"""The exposition is valid (promtool), complete (every family emitted) and documented."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from exporter import catalog
+from exporter.collectors import default_collectors
+from exporter.scrape.exposition import render
+from testbed.store import ActionSchedulerStore
+from tests.conftest import Scrape
+from tests.test_queue_states import killed_worker
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
+NASTY_HOOKS = [
+    'hook "with" quotes',
+    "hook\nwith\nnewlines",
+    "back\\slash\\hook",
+    "crochet_café_日本語_🚀",
+    "h" * 191,
+    "a{b=\"c\"}",
+]
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail("promtool is not installed: `make test` installs Debian's prometheus "
+                    "package; run it, or apt-get install prometheus")
+    return found
+
+
+def test_documented_metrics_are_exactly_the_catalog() -> None:
+    rows = re.findall(r"^\| `(actionscheduler_[a-z_]+)` \| (\w+) \|([^|]*)\|",
+                      DOCS.read_text(), flags=re.MULTILINE)
+    documented = {name: (kind, tuple(re.findall(r"`(\w+)`", labels)))
+                  for name, kind, labels in rows}
+    expected = {
+        metric.sample_name if metric.kind != "gauge" else metric.name: (metric.kind,
+                                                                         metric.labels)
+        for metric in catalog.ALL
+    }
+    assert documented == expected
+
+
+def test_every_collector_declares_catalog_metrics() -> None:
+    declared = {metric for collector in default_collectors() for metric in collector.metrics}
+    assert declared <= set(catalog.ALL)
+    assert len({collector.name for collector in default_collectors()}) == len(
+        default_collectors())
+
+
+def test_every_family_is_emitted_and_only_declared_ones(
+        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]) -> None:
+    killed_worker(store)
+    store.run_batch(3, outcome=lambda hook: "boom")
+    (result,) = scrape(site(concurrent_batches_limit=2, labels=(("team", "checkout"),)))
+    body, _ = render([result], None)
+    text = body.decode()
+    for metric in catalog.ALL:
+        assert re.search(rf"^{metric.sample_name}\{{", text, flags=re.MULTILINE), metric.name
+    emitted = set(re.findall(r"^(actionscheduler_\w+)\{", text, flags=re.MULTILINE))
+    assert emitted == {metric.sample_name for metric in catalog.ALL}
+    assert 'team="checkout"' in text
+
+
+def test_exposition_passes_promtool_with_hostile_hook_names(
+        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]) -> None:
+    for hook in NASTY_HOOKS:
+        store.create(hook, group=hook[:100])
+    store.run_batch(25, outcome=lambda hook: "failed")
+    (result,) = scrape(site(top_hooks=100))
+    body, _ = render([result], None)
+    checked = subprocess.run([promtool(), "check", "metrics"], input=body,
+                             capture_output=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr.decode() + checked.stdout.decode()
+    # promtool reads only the text format; OpenMetrics is checked by its reference parser.
+    body, content_type = render([result], "application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    parsed = list(text_string_to_metric_families(body.decode()))
+    hooks = {s.labels["hook"] for family in parsed if family.name == catalog.FAILED_BY_HOOK.name
+             for s in family.samples}
+    assert hooks == set(NASTY_HOOKS)
+    failed = {dict(s.labels)["hook"] for s in result.samples if s.metric is catalog.FAILED_BY_HOOK}
+    assert failed == set(NASTY_HOOKS)
+
+
+def test_top_n_folding_bounds_the_series(store: ActionSchedulerStore, scrape: Scrape,
+                                         site: Callable[..., object]) -> None:
+    for index in range(12):
+        for _ in range(index + 1):
+            store.create(f"hook_{index:02d}", group=f"group_{index:02d}")
+    store.run_batch(200, outcome=lambda hook: "failed")
+    (result,) = scrape(site(top_hooks=3, top_groups=4))
+    failed = {dict(s.labels)["hook"]: s.value
+              for s in result.samples if s.metric is catalog.FAILED_BY_HOOK}
+    assert failed == {"hook_11": 12, "hook_10": 11, "hook_09": 10,
+                      "other": sum(range(1, 10))}
+    groups = {dict(s.labels)["group"]
+              for s in result.samples if s.metric is catalog.ACTIONS_BY_GROUP}
+    assert groups == {"group_11", "group_10", "group_09", "group_08", "other"}
+    assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="hook") == 9
+    assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="group") == 8
