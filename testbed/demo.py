@@ -13,7 +13,6 @@ import argparse
 import logging
 import random
 import threading
-import time
 from pathlib import Path
 
 import uvicorn

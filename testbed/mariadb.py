@@ -86,7 +86,7 @@ def from_dsn(dsn: str) -> Server:
                   unquote(parts.username or "root"), unquote(parts.password or ""))
 
 
-def start_private(workdir: Path, *, install: bool = True) -> Server:
+def start_private(workdir: Path, *, install: bool = True, port: int | None = None) -> Server:
     mariadbd = _binary("mariadbd")
     install_db = _binary("mariadb-install-db")
     if (mariadbd is None or install_db is None) and install:
@@ -104,7 +104,7 @@ def start_private(workdir: Path, *, install: bool = True) -> Server:
              "--auth-root-authentication-method=normal", *run_as],
             check=True, capture_output=True,
         )
-    port = _free_port()
+    port = port or _free_port()
     error_log = workdir / "error.log"
     process = subprocess.Popen(
         [mariadbd, "--no-defaults", f"--datadir={datadir}", f"--port={port}",

@@ -41,7 +41,7 @@ class RunningExporter:
         """Status, content type and body of a GET; error statuses are returned, not raised."""
         request = urllib.request.Request(self.url + path, headers=headers or {})
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=30) as response:
                 return (response.status, response.headers["Content-Type"],
                         response.read().decode())
         except urllib.error.HTTPError as error:

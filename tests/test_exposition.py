@@ -84,7 +84,7 @@ def test_exposition_passes_promtool_with_hostile_hook_names(
     # promtool reads only the text format; OpenMetrics is checked by its reference parser.
     body, content_type = render([result], "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
-    parsed = list(text_string_to_metric_families(body.decode()))
+    parsed = list(text_string_to_metric_families(body.decode()))  # type: ignore[no-untyped-call]
     hooks = {s.labels["hook"] for family in parsed if family.name == catalog.FAILED_BY_HOOK.name
              for s in family.samples}
     assert hooks == set(NASTY_HOOKS)

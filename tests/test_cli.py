@@ -1,0 +1,104 @@
+"""The installed command: `check` and `serve`, run as a user would run them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.test_queue_states import killed_worker
+
+
+def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+
+
+def dsn(server: Server, database: str, **params: str) -> str:
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    auth = server.user + (f":{server.password}" if server.password else "")
+    return f"mysql://{auth}@{server.host}:{server.port}/{database}?{query}"
+
+
+def test_check_prints_the_queue_and_exits_0(store: ActionSchedulerStore, mariadb: Server,
+                                            database: str) -> None:
+    killed_worker(store)
+    done = command("check", env={"AS_EXPORTER_DSN": dsn(mariadb, database,
+                                                        concurrent_batches_limit="2"),
+                                 "AS_EXPORTER_SITE": "shop"})
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()[:2]
+    assert header.split()[:3] == ["SITE", "UP", "DUE"]
+    cells = row.split()
+    # site, up, due, claimed, oldest due, running, longest run, claims/limit, orphaned, stale
+    assert cells[:4] == ["shop", "yes", "15", "5"]
+    assert cells[4] == "15m" and cells[5] == "1" and cells[6] == "10m"
+    assert cells[7] == "1/2" and cells[8] == "1" and cells[9] == "5"
+
+
+def test_check_exits_1_when_a_site_is_down_or_tables_are_missing(
+        store: ActionSchedulerStore, mariadb: Server, database: str, tmp_path: Path) -> None:
+    config = tmp_path / "exporter.yml"
+    config.write_text(f"""
+sites:
+  - name: good
+    dsn: {dsn(mariadb, database)}
+  - name: no-plugin
+    dsn: {dsn(mariadb, database, table_prefix="wp_9_")}
+  - name: unreachable
+    dsn: mysql://root@127.0.0.1:1/{database}?query_timeout=1s
+""")
+    done = command("--config", str(config), "check", env={})
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:2] == ["good", "yes"]
+    assert lines[2].split()[:2] == ["no-plugin", "no"]
+    assert lines[3].split()[:2] == ["unreachable", "no"]
+    assert "no-plugin: missing table(s) wp_9_actionscheduler_actions" in done.stdout
+    assert "unreachable: (2003)" in done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}"],
+        env={**os.environ, "AS_EXPORTER_DSN": "mysql://root@127.0.0.1:1/shop?query_timeout=1s"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        body = ""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                            timeout=10) as response:
+                    body = response.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert 'actionscheduler_up{site="shop"} 0.0' in body
+        assert 'actionscheduler_exporter_errors_total{kind="connect",site="shop"} 1.0' in body
+        process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        process.wait(timeout=10)
+        assert time.monotonic() - started < 2
+        # uvicorn shuts down gracefully, then re-raises the signal it caught.
+        assert process.returncode in (0, -signal.SIGTERM)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, stderr = process.communicate()
+    assert "site down site=shop kind=connect" in stderr
+    assert "Finished server process" in stderr

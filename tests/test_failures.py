@@ -1,0 +1,237 @@
+"""Bad input and broken databases: a clear answer, never a crash, other sites unaffected."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter import catalog
+from exporter.config import SiteConfig
+from exporter.scrape.result import SiteResult
+from testbed.mariadb import Server, start_private
+from testbed.store import ActionSchedulerStore
+from tests.conftest import Scrape
+from tests.truth import compute
+
+
+def errors(result: SiteResult, kind: str) -> float | None:
+    return result.value(catalog.ERRORS.name, kind=kind)
+
+
+def test_missing_tables_mark_the_site_down_and_name_the_table(
+        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig],
+        caplog: pytest.LogCaptureFixture) -> None:
+    store.connection.cursor().execute("DROP TABLE wp_actionscheduler_claims")
+    with caplog.at_level(logging.WARNING):
+        (result,) = scrape()
+    assert not result.up
+    assert result.value("actionscheduler_up") == 0
+    assert result.value("actionscheduler_table_exists", table="claims") == 0
+    assert result.value("actionscheduler_table_exists", table="actions") == 1
+    assert errors(result, "missing_table") == 1
+    assert "wp_actionscheduler_claims" in caplog.text
+    assert "wp_actionscheduler_claims" in result.problems[0]
+
+
+def test_wrong_prefix_and_other_sites_unaffected(store: ActionSchedulerStore, scrape: Scrape,
+                                                 site: Callable[..., SiteConfig]) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    results = {r.site: r for r in scrape(
+        site(name="good"),
+        site(name="typo", table_prefix="wp2_"),
+        site(name="down", host="127.0.0.1", port=1, query_timeout=1.0),
+        site(name="empty-network", table_prefix="auto", database="mysql"),
+    )}
+    assert results["good"].up
+    assert results["good"].value("actionscheduler_due_actions", claim="unclaimed") == 1
+    assert not results["typo"].up
+    assert results["typo"].value("actionscheduler_table_exists", table="actions") == 0
+    assert not results["down"].up and errors(results["down"], "connect") == 1
+    assert not results["empty-network"].up
+    assert "no table named *actionscheduler_actions" in results["empty-network"].problems[0]
+
+
+def test_wrong_password_is_reported_without_the_password(
+        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
+        site: Callable[..., SiteConfig], caplog: pytest.LogCaptureFixture) -> None:
+    admin = mariadb.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE USER IF NOT EXISTS 'as_wrongpw'@'%' IDENTIFIED BY 'right-one'")
+    try:
+        with caplog.at_level(logging.DEBUG):
+            (result,) = scrape(site(user="as_wrongpw", password="wrong-secret-123"))
+        assert not result.up and errors(result, "connect") == 1
+        assert "Access denied" in result.problems[0]
+        assert "wrong-secret-123" not in caplog.text + " ".join(result.problems)
+        assert all("wrong-secret-123" not in str(s.labels) for s in result.samples)
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("DROP USER IF EXISTS 'as_wrongpw'@'%'")
+        admin.close()
+
+
+def test_bad_rows_are_counted_not_fatal(store: ActionSchedulerStore, scrape: Scrape) -> None:
+    """Corrupted data Action Scheduler would not write, but real databases contain."""
+    good = store.create("woocommerce_deliver_webhook_async", group="webhooks")
+    odd = store.create("legacy_plugin_hook")
+    null_dated = store.create("imported_hook")
+    store.create("hook_with_deleted_group", group="gone")
+    with store.connection.cursor() as cursor:
+        cursor.execute("UPDATE wp_actionscheduler_actions SET status = 'in-process'"
+                       " WHERE action_id = %s", (odd,))
+        cursor.execute("UPDATE wp_actionscheduler_actions SET scheduled_date_gmt = NULL"
+                       " WHERE action_id = %s", (null_dated,))
+        cursor.execute("DELETE FROM wp_actionscheduler_groups WHERE slug = 'gone'")
+        cursor.execute("UPDATE wp_actionscheduler_actions SET last_attempt_gmt = NULL"
+                       " WHERE action_id = %s", (good,))
+    (result,) = scrape()
+    assert result.up, result.problems
+    assert result.value("actionscheduler_actions", status="unknown") == 1
+    assert result.value("actionscheduler_undated_pending_actions", date="null") == 1
+    assert result.value("actionscheduler_due_actions", claim="unclaimed") == 2
+    # No group and a group whose row was deleted are both "no group".
+    assert result.value("actionscheduler_actions_by_group", status="pending", group="") == 2
+    truth = compute(store.connection)
+    assert truth.null_dated == 1 and truth.due_unclaimed == 2
+
+
+def test_a_query_blocked_by_a_lock_times_out_and_the_rest_is_reported(
+        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
+        site: Callable[..., SiteConfig]) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    locker = mariadb.connect(database)
+    with locker.cursor() as cursor:
+        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+    try:
+        started = time.monotonic()
+        (result,) = scrape(site(query_timeout=1.0), timeout=20)
+        elapsed = time.monotonic() - started
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        locker.close()
+    assert result.up
+    assert result.value("actionscheduler_exporter_collector_success", collector="claims") == 0
+    assert result.value("actionscheduler_exporter_collector_success", collector="due") == 1
+    assert result.value("actionscheduler_due_actions", claim="unclaimed") == 1
+    assert errors(result, "timeout") == 1
+    assert elapsed < 10
+
+
+def test_the_scrape_deadline_skips_remaining_collectors(
+        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
+        site: Callable[..., SiteConfig]) -> None:
+    locker = mariadb.connect(database)
+    with locker.cursor() as cursor:
+        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+    try:
+        (result,) = scrape(site(query_timeout=2.0), timeout=1.0)
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        locker.close()
+    # The scrape returned before the round finished: the site is reported down for it.
+    assert not result.up
+    assert errors(result, "deadline") == 1
+
+
+@pytest.fixture
+def private_server() -> Iterator[Server]:
+    """A MariaDB of this test's own, which it may stop and start again."""
+    with tempfile.TemporaryDirectory(prefix="as-test-private-") as workdir:
+        server = start_private(Path(workdir))
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def test_database_down_at_start_then_back_then_gone_mid_scrape(
+        private_server: Server, scrape: Scrape) -> None:
+    """The exporter starts with its database down, recovers, and survives losing it again."""
+    from exporter.config import ExporterConfig
+    from exporter.scrape.coordinator import Coordinator
+
+    workdir = private_server.workdir
+    assert workdir is not None
+    port = private_server.port
+    admin = private_server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE DATABASE shop")
+    admin.close()
+    writer = ActionSchedulerStore(private_server.connect("shop"))
+    writer.create_tables()
+    writer.create("woocommerce_deliver_webhook_async")
+    writer.connection.close()
+    private_server.stop()
+
+    site = SiteConfig(name="shop", host="127.0.0.1", port=port, database="shop",
+                      query_timeout=2.0)
+    coordinator = Coordinator(ExporterConfig(sites=(site,)))
+    try:
+        (down,) = coordinator.scrape(5)
+        assert not down.up and errors(down, "connect") == 1
+
+        restarted = start_private(workdir, port=port)
+        (up,) = coordinator.scrape(5)
+        assert up.up, up.problems
+        assert up.value("actionscheduler_due_actions", claim="unclaimed") == 1
+
+        restarted.stop()
+        (lost,) = coordinator.scrape(5)
+        assert not lost.up
+        assert (errors(lost, "connect") or 0) + (errors(lost, "query") or 0) >= 2
+
+        again = start_private(workdir, port=port)
+        (back,) = coordinator.scrape(5)
+        assert back.up, back.problems
+        # One connection for the site, not one per scrape.
+        admin = again.connect()
+        with admin.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                           " WHERE DB = 'shop'")
+            assert cursor.fetchone()[0] == 1
+        admin.close()
+        again.stop()
+    finally:
+        coordinator.close()
+
+
+def test_a_slow_round_is_shared_by_concurrent_scrapes(
+        store: ActionSchedulerStore, mariadb: Server, database: str,
+        site: Callable[..., SiteConfig]) -> None:
+    """While a round waits on a lock, every scrape that arrives joins it."""
+    from exporter.config import ExporterConfig
+    from exporter.scrape.coordinator import Coordinator
+
+    coordinator = Coordinator(ExporterConfig(sites=(site(query_timeout=3.0),)))
+    locker = mariadb.connect(database)
+    with locker.cursor() as cursor:
+        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+    results: list[list[SiteResult]] = []
+    threads = [threading.Thread(target=lambda: results.append(coordinator.scrape(10)))
+               for _ in range(20)]
+    try:
+        for thread in threads:
+            thread.start()
+            time.sleep(0.02)
+        time.sleep(0.5)
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        locker.close()
+    for thread in threads:
+        thread.join()
+    coordinator.close()
+    assert len(results) == 20
+    # Every scrape got the very same round, which waited for the lock.
+    assert len({id(result) for (result,) in results}) == 1
+    (first,) = results[0]
+    assert first.up
+    assert (first.value("actionscheduler_exporter_scrape_duration_seconds") or 0) > 0.5

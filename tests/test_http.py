@@ -1,0 +1,145 @@
+"""The exporter over real HTTP: endpoints, content negotiation, bad requests, and scrapes
+while the queue is being written to."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from exporter.config import SiteConfig
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.http_server import RunningExporter
+from tests.truth import compute
+
+StartExporter = Callable[..., RunningExporter]
+
+
+def samples(body: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(s.labels.items())): s.value
+            for family in parse_text(body) for s in family.samples if s.name == name}
+
+
+def test_metrics_in_text_and_openmetrics(store: ActionSchedulerStore,
+                                         exporter_http: StartExporter) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    running = exporter_http()
+    status, content_type, body = running.get("/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
+    assert samples(body, "actionscheduler_up") == {(("site", "shop"),): 1.0}
+    assert samples(body, "actionscheduler_due_actions")[
+        (("claim", "unclaimed"), ("site", "shop"))] == 1.0
+
+    status, content_type, body = running.get(
+        "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"})
+    assert status == 200 and content_type.startswith("application/openmetrics-text")
+    assert body.endswith("# EOF\n")
+    names = {family.name for family in text_string_to_metric_families(body)}  # type: ignore[no-untyped-call]
+    assert {"actionscheduler_up", "actionscheduler_exporter_errors",
+            "actionscheduler_exporter_build"} <= names
+
+
+def test_healthz_and_landing_page_without_secrets(mariadb: Server, database: str,
+                                                  exporter_http: StartExporter,
+                                                  site: Callable[..., SiteConfig]) -> None:
+    running = exporter_http(site(name="shop", password="pa55-w0rd-xyz"),
+                            site(name="blog", table_prefix="auto"))
+    assert running.get("/healthz")[:3:2] == (200, "ok\n")
+    status, content_type, page = running.get("/")
+    assert status == 200 and content_type.startswith("text/html")
+    assert "shop" in page and "blog" in page and database in page
+    assert "href='metrics'" in page and "href='healthz'" in page
+    assert "pa55-w0rd-xyz" not in page
+    assert "pa55-w0rd-xyz" not in running.get("/metrics")[2]
+
+
+def test_bad_requests_get_clear_answers(store: ActionSchedulerStore,
+                                        exporter_http: StartExporter) -> None:
+    running = exporter_http()
+    status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "soon"})
+    assert status == 400
+    assert "X-Prometheus-Scrape-Timeout-Seconds must be a number" in body
+    status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "-3"})
+    assert status == 400 and "must be positive" in body
+    assert running.get("/no-such-page")[0] == 404
+    # A valid header from Prometheus is honoured.
+    status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "5"})
+    assert status == 200 and "actionscheduler_up" in body
+
+
+def test_scrapes_stay_consistent_under_concurrent_writes(
+        store: ActionSchedulerStore, mariadb: Server, database: str,
+        exporter_http: StartExporter) -> None:
+    running = exporter_http()
+    stop = threading.Event()
+    writers_done: list[int] = []
+
+    def write_queue() -> None:
+        writer = ActionSchedulerStore(mariadb.connect(database), "wp_")
+        batches = 0
+        while not stop.is_set():
+            for index in range(10):
+                writer.create("woocommerce_deliver_webhook_async", args=[index])
+            writer.run_batch(8, outcome=lambda hook: None)
+            batches += 1
+        writers_done.append(batches)
+        writer.connection.close()
+
+    threads = [threading.Thread(target=write_queue) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(20):
+            status, _, body = running.get("/metrics")
+            assert status == 200
+            assert samples(body, "actionscheduler_up") == {(("site", "shop"),): 1.0}
+            by_status = samples(body, "actionscheduler_actions")
+            assert all(value >= 0 for value in by_status.values())
+            success = samples(body, "actionscheduler_exporter_collector_success")
+            assert set(success.values()) == {1.0}, success
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert all(batches > 0 for batches in writers_done)
+
+    # Once the writers stop, a scrape agrees with the ground truth exactly.
+    truth = compute(store.connection)
+    body = running.get("/metrics")[2]
+    by_status = samples(body, "actionscheduler_actions")
+    for name, count in truth.statuses.items():
+        assert by_status[(("site", "shop"), ("status", name))] == count
+
+
+def test_concurrent_scrapes_share_one_round(store: ActionSchedulerStore, mariadb: Server,
+                                            exporter_http: StartExporter) -> None:
+    """50 scrapes at once run far fewer than 50 rounds of queries (server's own counter)."""
+    for index in range(200):
+        store.create("woocommerce_deliver_webhook_async", args=[index])
+    running = exporter_http()
+    running.get("/metrics")  # connect and warm up
+
+    admin = mariadb.connect()
+
+    def selects() -> int:
+        with admin.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+            return int(cursor.fetchone()[1])
+
+    before = selects()
+    running.get("/metrics")
+    one_round = selects() - before - 1
+
+    before = selects()
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        statuses = list(pool.map(lambda _: running.get("/metrics")[0], range(50)))
+    many = selects() - before - 1
+    admin.close()
+    assert statuses == [200] * 50
+    assert one_round >= 5
+    # Rounds overlap only when a scrape arrives just after the previous round finished.
+    assert many <= one_round * 10, (many, one_round)
