@@ -198,7 +198,27 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
                            " WHERE DB = 'shop'")
             assert cursor.fetchone()[0] == 1
         admin.close()
+
+        # The server goes away while a round waits on a locked table.
+        locker = again.connect("shop")
+        with locker.cursor() as cursor:
+            cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+        mid: list[SiteResult] = []
+        pending = threading.Thread(target=lambda: mid.extend(coordinator.scrape(10)))
+        pending.start()
+        time.sleep(0.5)
         again.stop()
+        pending.join()
+        assert not mid[0].up
+        assert mid[0].value("actionscheduler_exporter_collector_success",
+                            collector="due") == 1
+        assert mid[0].value("actionscheduler_exporter_collector_success",
+                            collector="claims") == 0
+
+        final = start_private(workdir, port=port)
+        (recovered,) = coordinator.scrape(5)
+        assert recovered.up, recovered.problems
+        final.stop()
     finally:
         coordinator.close()
 
