@@ -7,12 +7,15 @@ private `mariadbd` on a free port with its data in a folder of the caller's choo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +65,17 @@ class Server:
             self.process.kill()
             self.process.wait()
         self.process = None
+
+
+@contextlib.contextmanager
+def temporary(start: Callable[[Path], Server]) -> Iterator[Server]:
+    """A server started by `start` in a temporary folder, stopped and removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="as-mariadb-") as workdir:
+        server = start(Path(workdir))
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 def ensure_server(workdir: Path, *, install: bool = True, prefer_existing: bool = True

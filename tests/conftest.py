@@ -4,9 +4,7 @@ the exporter run against them (in-process, or over real HTTP)."""
 from __future__ import annotations
 
 import secrets
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -15,19 +13,15 @@ import pytest
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
-from testbed.mariadb import Server, ensure_server
+from testbed.mariadb import Server, ensure_server, temporary
 from testbed.store import ActionSchedulerStore
 from tests.http_server import RunningExporter
 
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[Server]:
-    with tempfile.TemporaryDirectory(prefix="as-test-mariadb-") as workdir:
-        server = ensure_server(Path(workdir))
-        try:
-            yield server
-        finally:
-            server.stop()
+    with temporary(ensure_server) as server:
+        yield server
 
 
 @pytest.fixture

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from exporter import catalog
-from exporter.config import SiteConfig
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
-from testbed.mariadb import Server, start_private
+from testbed.mariadb import Server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.truth import compute
@@ -144,19 +143,14 @@ def test_the_scrape_deadline_skips_remaining_collectors(
 @pytest.fixture
 def private_server() -> Iterator[Server]:
     """A MariaDB of this test's own, which it may stop and start again."""
-    with tempfile.TemporaryDirectory(prefix="as-test-private-") as workdir:
-        server = start_private(Path(workdir))
-        try:
-            yield server
-        finally:
-            server.stop()
+    with temporary(start_private) as server:
+        yield server
 
 
 def test_database_down_at_start_then_back_then_gone_mid_scrape(
         private_server: Server, scrape: Scrape) -> None:
-    """The exporter starts with its database down, recovers, and survives losing it again."""
-    from exporter.config import ExporterConfig
-    from exporter.scrape.coordinator import Coordinator
+    """The exporter starts with its database down, recovers, and survives losing it again,
+    between scrapes and in the middle of one."""
 
     workdir = private_server.workdir
     assert workdir is not None
@@ -227,8 +221,6 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
         store: ActionSchedulerStore, mariadb: Server, database: str,
         site: Callable[..., SiteConfig]) -> None:
     """While a round waits on a lock, every scrape that arrives joins it."""
-    from exporter.config import ExporterConfig
-    from exporter.scrape.coordinator import Coordinator
 
     coordinator = Coordinator(ExporterConfig(sites=(site(query_timeout=3.0),)))
     locker = mariadb.connect(database)
