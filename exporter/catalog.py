@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MetricKind = Literal["gauge", "counter", "info"]
+MetricKind = Literal["gauge", "counter", "info", "histogram"]
 
 STATUSES: tuple[str, ...] = ("pending", "in-progress", "complete", "failed", "canceled")
 TABLES: tuple[str, ...] = ("actions", "claims", "groups", "logs")
@@ -160,6 +160,51 @@ BUILD_INFO = MetricDef(
     ("version", "python_version"),
 )
 
+_EVENT_LABELS = ("hook", "group")
+CREATED = MetricDef(
+    "actionscheduler_actions_created", "counter",
+    "Actions created, from the log (since the exporter started).", _EVENT_LABELS)
+STARTED = MetricDef(
+    "actionscheduler_actions_started", "counter",
+    "Action runs started, from the log.", _EVENT_LABELS)
+COMPLETED = MetricDef(
+    "actionscheduler_actions_completed", "counter",
+    "Action runs completed, from the log.", _EVENT_LABELS)
+FAILED = MetricDef(
+    "actionscheduler_actions_failed", "counter",
+    "Action runs failed, from the log, by reason: exception, timeout, fatal, no_callback, "
+    "unknown.", (*_EVENT_LABELS, "reason"))
+CANCELED = MetricDef(
+    "actionscheduler_actions_canceled", "counter",
+    "Actions canceled, from the log.", _EVENT_LABELS)
+RESET = MetricDef(
+    "actionscheduler_actions_reset", "counter",
+    "Claimed actions the cleaner released after the timeout period, from the log.",
+    _EVENT_LABELS)
+START_DELAY = MetricDef(
+    "actionscheduler_action_start_delay_seconds", "histogram",
+    "From an action's scheduled date to the start of its run (log dates, 1 s resolution).",
+    ("group",))
+RUN_DURATION = MetricDef(
+    "actionscheduler_action_run_duration_seconds", "histogram",
+    "From the start of a run to its completion or failure (log dates, 1 s resolution).",
+    ("hook",))
+LOG_ROWS_READ = MetricDef(
+    "actionscheduler_log_rows_read", "counter",
+    "Log rows the exporter has read.")
+LOG_ROWS_UNCLASSIFIED = MetricDef(
+    "actionscheduler_log_rows_unclassified", "counter",
+    "Log rows whose message was not recognised and whose event could not be inferred from "
+    "the action's status (translated sites: created and started events).")
+LOG_CURSOR_LAG = _gauge(
+    "actionscheduler_log_cursor_lag_rows",
+    "How far the log cursor is behind the newest log row (log_id difference); it catches up "
+    "at most log_rows_per_scrape rows a scrape.")
+LOG_CURSOR_RESETS = MetricDef(
+    "actionscheduler_log_cursor_resets", "counter",
+    "Times the log table's ids went backwards (truncated or re-created) and the cursor "
+    "restarted from the beginning.")
+
 ALL: tuple[MetricDef, ...] = (
     UP,
     TABLE_EXISTS,
@@ -181,6 +226,18 @@ ALL: tuple[MetricDef, ...] = (
     TABLE_ROWS,
     TABLE_SIZE,
     OLDEST_FINISHED_AGE,
+    CREATED,
+    STARTED,
+    COMPLETED,
+    FAILED,
+    CANCELED,
+    RESET,
+    START_DELAY,
+    RUN_DURATION,
+    LOG_ROWS_READ,
+    LOG_ROWS_UNCLASSIFIED,
+    LOG_CURSOR_LAG,
+    LOG_CURSOR_RESETS,
     FOLDED_LABEL_VALUES,
     COLLECTOR_SUCCESS,
     COLLECTOR_DURATION,
@@ -191,3 +248,5 @@ ALL: tuple[MetricDef, ...] = (
 
 # Error kinds are initialised at 0 so that rate() works from the first failure on.
 ERROR_KINDS: tuple[str, ...] = ("connect", "query", "timeout", "missing_table", "deadline")
+
+FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")

@@ -13,10 +13,12 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from exporter import catalog
 from exporter.collectors import default_collectors
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.exposition import render
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.test_queue_states import killed_worker
+from tests.test_queue_states import killed_worker_after_cleaner
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 NASTY_HOOKS = [
@@ -57,17 +59,32 @@ def test_every_collector_declares_catalog_metrics() -> None:
         default_collectors())
 
 
+def first_sample_name(metric: catalog.MetricDef) -> str:
+    return metric.sample_name + ("_bucket" if metric.kind == "histogram" else "")
+
+
 def test_every_family_is_emitted_and_only_declared_ones(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]) -> None:
-    killed_worker(store)
-    store.run_batch(3, outcome=lambda hook: "boom")
-    (result,) = scrape(site(concurrent_batches_limit=2, labels=(("team", "checkout"),)))
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    coordinator = Coordinator(ExporterConfig(sites=(
+        site(concurrent_batches_limit=2, labels=(("team", "checkout"),)),)))
+    try:
+        coordinator.scrape()  # the log cursor starts here
+        killed_worker_after_cleaner(store)
+        store.run_batch(3, outcome=lambda hook: "boom")
+        store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
+        store.log(store.create("translated_hook"), "Aktion erstellt")
+        (result,) = coordinator.scrape()
+    finally:
+        coordinator.close()
     body, _ = render([result], None)
     text = body.decode()
     for metric in catalog.ALL:
-        assert re.search(rf"^{metric.sample_name}\{{", text, flags=re.MULTILINE), metric.name
+        assert re.search(rf"^{first_sample_name(metric)}\{{", text, flags=re.MULTILINE), \
+            metric.name
     emitted = set(re.findall(r"^(actionscheduler_\w+)\{", text, flags=re.MULTILINE))
-    assert emitted == {metric.sample_name for metric in catalog.ALL}
+    histograms = {f"{metric.name}_{suffix}" for metric in catalog.ALL
+                  if metric.kind == "histogram" for suffix in ("sum", "count")}
+    assert emitted == {first_sample_name(metric) for metric in catalog.ALL} | histograms
     assert 'team="checkout"' in text
 
 

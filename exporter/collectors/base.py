@@ -30,6 +30,11 @@ class Sample:
     metric: MetricDef
     value: float
     labels: Labels = ()
+    suffix: str = ""  # _bucket, _sum or _count for histograms
+
+    @property
+    def name(self) -> str:
+        return self.metric.sample_name + self.suffix
 
 
 def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sample:

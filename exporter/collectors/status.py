@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from exporter import catalog
 from exporter.collectors.base import Collector, Sample, SiteContext, label_value, sample
 from exporter.collectors.folding import top_values
+from exporter.collectors.groups import group_slugs
 
 # A status Action Scheduler does not write (a plugin's own, or corrupted data) is counted
 # under this name instead of being dropped or creating unbounded series.
@@ -24,8 +25,7 @@ class StatusCollector(Collector):
         rows = context.query(
             f"SELECT status, group_id, COUNT(*) FROM {tables.actions} GROUP BY status, group_id"
         )
-        group_ids = sorted({int(group_id) for _, group_id, _ in rows if group_id})
-        slugs = self._slugs(context, group_ids)
+        slugs = group_slugs(context, (int(group_id or 0) for _, group_id, _ in rows))
 
         by_status: Counter[str] = Counter(dict.fromkeys(catalog.STATUSES, 0))
         by_status_group: Counter[tuple[str, str]] = Counter()
@@ -50,15 +50,3 @@ class StatusCollector(Collector):
         for (status, group), count in sorted(folded.items()):
             yield sample(catalog.ACTIONS_BY_GROUP, count, status=status, group=group)
         yield sample(catalog.FOLDED_LABEL_VALUES, len(group_totals) - len(kept), label="group")
-
-    @staticmethod
-    def _slugs(context: SiteContext, group_ids: list[int]) -> dict[int, str]:
-        if not group_ids:
-            return {}
-        placeholders = ", ".join(["%s"] * len(group_ids))
-        rows = context.query(
-            f"SELECT group_id, slug FROM {context.tables.groups}"
-            f" WHERE group_id IN ({placeholders})",
-            group_ids,
-        )
-        return {int(group_id): label_value(slug) for group_id, slug in rows}

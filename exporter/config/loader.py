@@ -35,6 +35,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "timeout_period": values.duration,
     "top_hooks": values.positive_int,
     "top_groups": values.positive_int,
+    "log_rows_per_scrape": values.positive_int,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,

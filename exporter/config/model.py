@@ -39,6 +39,7 @@ class SiteConfig:
     timeout_period: float = 300.0
     top_hooks: int = 20
     top_groups: int = 20
+    log_rows_per_scrape: int = 10_000
 
     @property
     def discovers_prefixes(self) -> bool:

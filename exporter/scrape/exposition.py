@@ -25,7 +25,7 @@ def families(results: Sequence[SiteResult]) -> list[Metric]:
         site_labels = {"site": result.site, **dict(result.labels)}
         for item in result.samples:
             built[item.metric.name].add_sample(
-                item.metric.sample_name, {**site_labels, **dict(item.labels)}, item.value
+                item.name, {**site_labels, **dict(item.labels)}, item.value
             )
     built[catalog.BUILD_INFO.name].add_sample(
         catalog.BUILD_INFO.sample_name,

@@ -17,6 +17,7 @@ from exporter.config.model import SiteConfig
 from exporter.db.errors import QueryError
 from exporter.db.session import Session
 from exporter.db.tables import TableNames, discover_prefixes, read_table_stats
+from exporter.events.follower import LogFollower
 from exporter.scrape.errors import ErrorCounts
 from exporter.scrape.result import SiteResult
 
@@ -30,6 +31,8 @@ class Target:
         self._collectors = tuple(collectors)
         self._errors = ErrorCounts()
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
+        # The log follower keeps a cursor and counters: one per table prefix, for life.
+        self._followers: dict[str, LogFollower] = {}
         self._last_problem: dict[str, str] = {}
 
     def site_label(self, prefix: str) -> str:
@@ -91,7 +94,7 @@ class Target:
             return self._finish(result, started, failure=("missing_table", problem))
 
         context = SiteContext(self.session, tables, self.site, stats)
-        for collector in self._collectors:
+        for collector in (*self._collectors, self._follower(prefix)):
             if not self.session.connected:
                 result.samples += _collector_samples(collector, ok=False, duration=0.0)
                 continue
@@ -118,6 +121,13 @@ class Target:
                                 counted=True)
         return self._finish(result, started)
 
+    def _follower(self, prefix: str) -> LogFollower:
+        follower = self._followers.get(prefix)
+        if follower is None:
+            follower = self._followers[prefix] = LogFollower(
+                self.site.log_rows_per_scrape, self.site.top_hooks, self.site.top_groups)
+        return follower
+
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
         labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
         return [self._down(label, kind, problem, started) for label in labels]
@@ -126,6 +136,7 @@ class Target:
         result = SiteResult(label, self.site.labels, up=False)
         for collector in self._collectors:
             result.samples += _collector_samples(collector, ok=False, duration=0.0)
+        result.samples += _collector_samples(LogFollower, ok=False, duration=0.0)
         return self._finish(result, started, failure=(kind, problem))
 
     def _finish(self, result: SiteResult, started: float,
@@ -163,7 +174,8 @@ class Target:
             log.info("site recovered site=%s", label)
 
 
-def _collector_samples(collector: Collector, ok: bool, duration: float) -> list[Sample]:
+def _collector_samples(collector: Collector | type[Collector], ok: bool, duration: float
+                       ) -> list[Sample]:
     return [
         sample(catalog.COLLECTOR_SUCCESS, ok, collector=collector.name),
         sample(catalog.COLLECTOR_DURATION, duration, collector=collector.name),

@@ -1,0 +1,255 @@
+"""Counters and histograms from Action Scheduler's log, read with a cursor on log_id.
+
+The log is an append-only event stream: one row per transition of every action. Each
+scrape reads only the rows that are new since the last one (an indexed range on the
+primary key, at most `log_rows_per_scrape` of them), then looks up the hook, group,
+status and scheduled date of the actions concerned in one batched query, and the earlier
+log rows of the actions that finished (their start time) in another.
+
+Counters start at zero when the exporter starts, and the cursor starts at the newest row,
+so a restart never replays history. State is changed only after every query of the
+scrape succeeded, so a failed scrape loses nothing and counts nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exporter import catalog
+from exporter.catalog import OTHER, MetricDef
+from exporter.collectors.base import (
+    Collector,
+    Labels,
+    Sample,
+    SiteContext,
+    label_value,
+    sample,
+)
+from exporter.collectors.groups import chunks, group_slugs, placeholders
+from exporter.events.classify import Event, Kind, classify, infer
+from exporter.events.cursor import LogCursor
+from exporter.events.histogram import Histogram
+
+# Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
+# the 0.5 bucket; the rest are spread for webhooks (seconds) up to imports (an hour).
+RUN_DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# Start delay: from "on time" (under a second) to Action Scheduler's one-day past-due mark.
+START_DELAY_BUCKETS = (0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+_FLOOR = dt.datetime(2000, 1, 1)
+_COUNTER_FOR = {
+    Kind.CREATED: catalog.CREATED,
+    Kind.STARTED: catalog.STARTED,
+    Kind.COMPLETED: catalog.COMPLETED,
+    Kind.FAILED: catalog.FAILED,
+    Kind.CANCELED: catalog.CANCELED,
+    Kind.RESET: catalog.RESET,
+}
+# Runs whose end the log dates precisely; a cleaner's timeout says nothing of the run.
+_TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
+
+
+@dataclass(frozen=True)
+class _Row:
+    log_id: int
+    action_id: int
+    message: str
+    date: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class _Action:
+    hook: str
+    group: str
+    status: str
+    scheduled: dt.datetime | None
+
+
+class StickyFold:
+    """Top-N for counters: the first N values seen keep their name for the exporter's life,
+    so a series never moves between its own name and "other" (counters stay monotonic)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._kept: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self._kept:
+            return value
+        if len(self._kept) < self.limit:
+            self._kept.add(value)
+            return value
+        return OTHER
+
+
+class LogFollower(Collector):
+    name = "log_events"
+    metrics = (
+        catalog.CREATED, catalog.STARTED, catalog.COMPLETED, catalog.FAILED,
+        catalog.CANCELED, catalog.RESET, catalog.START_DELAY, catalog.RUN_DURATION,
+        catalog.LOG_ROWS_READ, catalog.LOG_ROWS_UNCLASSIFIED, catalog.LOG_CURSOR_LAG,
+        catalog.LOG_CURSOR_RESETS,
+    )
+
+    def __init__(self, rows_per_scrape: int, top_hooks: int, top_groups: int,
+                 gap_grace_seconds: float = 30.0) -> None:
+        self.rows_per_scrape = rows_per_scrape
+        self._gap_grace = gap_grace_seconds
+        self._cursor: LogCursor | None = None
+        self._counters: Counter[tuple[MetricDef, Labels]] = Counter()
+        self._start_delay = Histogram(catalog.START_DELAY, START_DELAY_BUCKETS)
+        self._run_duration = Histogram(catalog.RUN_DURATION, RUN_DURATION_BUCKETS)
+        self._hooks = StickyFold(top_hooks)
+        self._groups = StickyFold(top_groups)
+        self._rows_read = 0
+        self._unclassified = 0
+        self._resets = 0
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        logs = context.tables.logs
+        (newest,) = context.one(f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}")
+        newest = int(newest)
+        cursor = self._cursor
+        if cursor is None:  # first scrape: start at the newest row, never replay history
+            cursor = self._cursor = LogCursor(newest, self._gap_grace)
+        restarted = newest < cursor.position
+        start = 0 if restarted else cursor.position
+
+        fetched = [
+            _Row(int(log_id), int(action_id), label_value(message), _date(date))
+            for log_id, action_id, message, date in context.query(
+                f"SELECT log_id, action_id, message, log_date_gmt FROM {logs}"
+                " WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                (start, self.rows_per_scrape),
+            )
+        ]
+        rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
+        tally = self._tally(context, rows)
+
+        # Every query succeeded: commit.
+        if restarted:
+            cursor.restart()
+            self._resets += 1
+        cursor.advance([row.log_id for row in fetched], time.monotonic())
+        self._counters.update(tally.counters)
+        self._start_delay.merge(tally.start_delay)
+        self._run_duration.merge(tally.run_duration)
+        self._rows_read += len(rows)
+        self._unclassified += tally.unclassified
+        yield from self._samples(max(0, newest - cursor.position))
+
+    def _tally(self, context: SiteContext, rows: Sequence[_Row]) -> _Tally:
+        tally = _Tally(self._start_delay.empty_copy(), self._run_duration.empty_copy())
+        if not rows:
+            return tally
+        events = [(row, classify(row.message)) for row in rows]
+        actions = _lookup_actions(context, {row.action_id for row in rows})
+        needs_history = {row.action_id for row, event in events
+                         if event is None or event.kind in _TIMED_ENDS}
+        history = _History(context, needs_history)
+
+        for row, recognised in events:
+            action = actions.get(row.action_id)
+            event = recognised or infer(action.status if action else None,
+                                        is_latest_row=history.is_latest(row))
+            if event is None:
+                tally.unclassified += 1
+                continue
+            metric = _COUNTER_FOR.get(event.kind)
+            if metric is None:
+                continue
+            hook = self._hooks(action.hook) if action else OTHER
+            group = self._groups(action.group) if action else OTHER
+            labels: Labels = (("hook", hook), ("group", group))
+            if event.kind is Kind.FAILED:
+                labels = (*labels, ("reason", event.reason))
+            tally.counters[(metric, labels)] += 1
+            self._observe_timing(tally, row, event, action, hook, group, history)
+        return tally
+
+    @staticmethod
+    def _observe_timing(tally: _Tally, row: _Row, event: Event, action: _Action | None,
+                        hook: str, group: str, history: _History) -> None:
+        if row.date is None:
+            return
+        if event.kind is Kind.STARTED and action and action.scheduled:
+            delay = (row.date - action.scheduled).total_seconds()
+            tally.start_delay.observe((("group", group),), max(0.0, delay))
+        elif event.kind in _TIMED_ENDS and event.reason != "timeout":
+            started = history.previous_date(row)
+            if started is not None:
+                duration = (row.date - started).total_seconds()
+                tally.run_duration.observe((("hook", hook),), max(0.0, duration))
+
+    def _samples(self, lag: int) -> Iterator[Sample]:
+        for (metric, labels), count in sorted(self._counters.items(),
+                                              key=lambda item: (item[0][0].name, item[0][1])):
+            yield Sample(metric, count, labels)
+        yield from self._start_delay.samples()
+        yield from self._run_duration.samples()
+        yield sample(catalog.LOG_ROWS_READ, self._rows_read)
+        yield sample(catalog.LOG_ROWS_UNCLASSIFIED, self._unclassified)
+        yield sample(catalog.LOG_CURSOR_LAG, lag)
+        yield sample(catalog.LOG_CURSOR_RESETS, self._resets)
+
+
+@dataclass
+class _Tally:
+    """What one scrape's rows add, kept apart until the scrape has fully succeeded."""
+
+    start_delay: Histogram
+    run_duration: Histogram
+
+    def __post_init__(self) -> None:
+        self.counters: Counter[tuple[MetricDef, Labels]] = Counter()
+        self.unclassified = 0
+
+
+def _lookup_actions(context: SiteContext, action_ids: Iterable[int]) -> dict[int, _Action]:
+    found: dict[int, tuple[Any, ...]] = {}
+    for chunk in chunks(sorted(action_ids)):
+        for row in context.query(
+            "SELECT action_id, hook, group_id, status, scheduled_date_gmt"
+            f" FROM {context.tables.actions} WHERE action_id IN ({placeholders(chunk)})",
+            chunk,
+        ):
+            found[int(row[0])] = row
+    slugs = group_slugs(context, (int(row[2] or 0) for row in found.values()))
+    return {
+        action_id: _Action(label_value(hook), slugs.get(int(group_id or 0), ""),
+                           label_value(status), _date(scheduled))
+        for action_id, (_, hook, group_id, status, scheduled) in found.items()
+    }
+
+
+class _History:
+    """Every log row (id, date) of some actions: their start rows and their latest rows."""
+
+    def __init__(self, context: SiteContext, action_ids: Iterable[int]) -> None:
+        self._rows: dict[int, list[tuple[int, dt.datetime | None]]] = {}
+        for chunk in chunks(sorted(action_ids)):
+            for action_id, log_id, date in context.query(
+                f"SELECT action_id, log_id, log_date_gmt FROM {context.tables.logs}"
+                f" WHERE action_id IN ({placeholders(chunk)}) ORDER BY log_id",
+                chunk,
+            ):
+                self._rows.setdefault(int(action_id), []).append((int(log_id), _date(date)))
+
+    def is_latest(self, row: _Row) -> bool:
+        rows = self._rows.get(row.action_id, [])
+        return bool(rows) and rows[-1][0] == row.log_id
+
+    def previous_date(self, row: _Row) -> dt.datetime | None:
+        """The date of the action's log row just before this one (its start, for an end)."""
+        earlier = [date for log_id, date in self._rows.get(row.action_id, [])
+                   if log_id < row.log_id]
+        return earlier[-1] if earlier else None
+
+
+def _date(value: Any) -> dt.datetime | None:
+    return value if isinstance(value, dt.datetime) and value >= _FLOOR else None
+
