@@ -19,6 +19,8 @@ import pymysql
 
 from testbed import schema
 
+_DEADLOCK = 1213
+_DEADLOCK_RETRIES = 5
 Date = dt.datetime | str  # a datetime, or schema.ZERO_DATE
 # What a worker does with a started action: None completes it, a string fails it with
 # that exception message.
@@ -37,6 +39,7 @@ class ActionSchedulerStore:
         self.connection = connection
         self.prefix = prefix
         self.offset = dt.timedelta(0)
+        self._frozen: dt.datetime | None = None
         # WordPress drops strict modes and NO_ZERO_DATE for its own connection; so do we.
         self._execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'")
 
@@ -68,10 +71,21 @@ class ActionSchedulerStore:
     # -- time --------------------------------------------------------------------------
     def now(self) -> dt.datetime:
         """The database's UTC time (second resolution, as Action Scheduler writes it)."""
+        if self._frozen is not None:
+            return self._frozen - self.offset
         rows = self._query("SELECT UTC_TIMESTAMP()")
         value = rows[0][0]
         assert isinstance(value, dt.datetime)
         return value - self.offset
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[dt.datetime]:
+        """Every write inside the block happens at the same second: exact histories."""
+        self._frozen = self.now()
+        try:
+            yield self._frozen
+        finally:
+            self._frozen = None
 
     @contextlib.contextmanager
     def seconds_ago(self, seconds: float) -> Iterator[None]:
@@ -278,10 +292,19 @@ class ActionSchedulerStore:
 
     def _execute(self, sql: str, args: tuple[Any, ...] | None = None
                  ) -> pymysql.cursors.Cursor:
-        cursor: pymysql.cursors.Cursor = self.connection.cursor()
-        cursor.execute(sql, args)
-        cursor.close()
-        return cursor
+        # Concurrent runners deadlock on the claim UPDATE now and then, as on real sites;
+        # the statement is retried, as WordPress' callers effectively do on the next run.
+        for attempt in range(_DEADLOCK_RETRIES):
+            cursor: pymysql.cursors.Cursor = self.connection.cursor()
+            try:
+                cursor.execute(sql, args)
+                return cursor
+            except pymysql.err.OperationalError as error:
+                if error.args[0] != _DEADLOCK or attempt == _DEADLOCK_RETRIES - 1:
+                    raise
+            finally:
+                cursor.close()
+        raise AssertionError("unreachable")
 
 
 def _hash(encoded: str) -> str:

@@ -36,6 +36,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "top_hooks": values.positive_int,
     "top_groups": values.positive_int,
     "log_rows_per_scrape": values.positive_int,
+    "log_gap_grace": values.duration,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,

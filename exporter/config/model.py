@@ -40,6 +40,7 @@ class SiteConfig:
     top_hooks: int = 20
     top_groups: int = 20
     log_rows_per_scrape: int = 10_000
+    log_gap_grace: float = 30.0
 
     @property
     def discovers_prefixes(self) -> bool:

@@ -125,7 +125,8 @@ class Target:
         follower = self._followers.get(prefix)
         if follower is None:
             follower = self._followers[prefix] = LogFollower(
-                self.site.log_rows_per_scrape, self.site.top_hooks, self.site.top_groups)
+                self.site.log_rows_per_scrape, self.site.top_hooks, self.site.top_groups,
+                self.site.log_gap_grace)
         return follower
 
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:

@@ -1,0 +1,327 @@
+"""Counters and histograms from the log: exact values after each step of scripted
+histories, across row limits, purges, truncation, restarts, gaps and concurrent writers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from exporter import catalog
+from exporter.catalog import MetricDef
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
+from exporter.scrape.result import SiteResult
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+
+Follow = Callable[..., "Follower"]
+
+
+class Follower:
+    """One exporter (a Coordinator) kept across scrapes, as a running exporter is."""
+
+    def __init__(self, site: SiteConfig) -> None:
+        self.coordinator = Coordinator(ExporterConfig(sites=(site,)))
+        self.last: SiteResult | None = None
+
+    def scrape(self) -> SiteResult:
+        (result,) = self.coordinator.scrape(30)
+        assert result.up, result.problems
+        assert result.value(catalog.COLLECTOR_SUCCESS.name, collector="log_events") == 1
+        self.last = result
+        return result
+
+    def total(self, metric: MetricDef, **labels: str) -> float:
+        """Sum of the metric's samples whose labels include `labels`."""
+        assert self.last is not None
+        return sum(
+            item.value for item in self.last.samples
+            if item.metric is metric and item.suffix in ("", "_count")
+            and labels.items() <= dict(item.labels).items()
+        )
+
+    def buckets(self, metric: MetricDef, **labels: str) -> dict[str, float]:
+        assert self.last is not None
+        return {
+            dict(item.labels)["le"]: item.value for item in self.last.samples
+            if item.metric is metric and item.suffix == "_bucket"
+            and labels.items() <= dict(item.labels).items()
+        }
+
+    def close(self) -> None:
+        self.coordinator.close()
+
+
+@pytest.fixture
+def follow(site: Callable[..., SiteConfig]) -> Iterator[Follow]:
+    followers: list[Follower] = []
+
+    def make(**overrides: object) -> Follower:
+        follower = Follower(site(**overrides))
+        followers.append(follower)
+        return follower
+
+    yield make
+    for follower in followers:
+        follower.close()
+
+
+def fail_mailchimp(hook: str) -> str | None:
+    return "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+
+
+def test_all_events_and_failure_reasons(store: ActionSchedulerStore, follow: Follow) -> None:
+    exporter = follow()
+    exporter.scrape()
+    for index in range(4):
+        store.create("woocommerce_deliver_webhook_async", group="webhooks", args=[index])
+        store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+    store.run_batch(8, fail_mailchimp)                       # 4 complete, 4 exception
+    renamed = store.create("renamed_hook")
+    claim = store.stake_claim(1)
+    store.start(renamed)
+    store.fail_without_callback(renamed, "renamed_hook")     # no_callback
+    store.release_claim(claim.claim_id)
+    crashing = store.create("import_products", group="imports")
+    claim = store.stake_claim(1)
+    store.start(crashing)
+    store.fatal(crashing, claim.claim_id)                    # fatal
+    with store.seconds_ago(900):
+        store.create("woocommerce_deliver_webhook_async", group="webhooks")
+        store.create("woocommerce_deliver_webhook_async", group="webhooks")
+        store.kill_worker_mid_batch(batch_size=2, finished=0)  # one started, one claimed
+    assert store.cleaner_reset() == 1                        # reset
+    assert store.cleaner_mark_failed() == 1                  # timeout
+    store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
+
+    exporter.scrape()
+    assert exporter.total(catalog.CREATED) == 4 + 4 + 1 + 1 + 2 + 1
+    assert exporter.total(catalog.CREATED, group="webhooks") == 6
+    assert exporter.total(catalog.STARTED) == 8 + 1 + 1 + 1
+    assert exporter.total(catalog.COMPLETED) == 4
+    assert exporter.total(catalog.COMPLETED, hook="woocommerce_deliver_webhook_async") == 4
+    assert exporter.total(catalog.FAILED, reason="exception") == 4
+    assert exporter.total(catalog.FAILED, reason="exception", hook="mailchimp_sync_order") == 4
+    assert exporter.total(catalog.FAILED, reason="no_callback", hook="renamed_hook") == 1
+    assert exporter.total(catalog.FAILED, reason="fatal", hook="import_products") == 1
+    assert exporter.total(catalog.FAILED, reason="timeout", group="webhooks") == 1
+    assert exporter.total(catalog.FAILED, reason="unknown") == 0
+    assert exporter.total(catalog.CANCELED) == 1
+    assert exporter.total(catalog.RESET, hook="woocommerce_deliver_webhook_async") == 1
+    assert exporter.total(catalog.LOG_ROWS_UNCLASSIFIED) == 0
+
+
+def test_translated_messages_still_count_completions_and_failures(
+        store: ActionSchedulerStore, follow: Follow) -> None:
+    """A German site: outcomes come from the action's status, reasons stay unknown."""
+    exporter = follow()
+    exporter.scrape()
+    done = store.create("woocommerce_deliver_webhook_async")
+    broken = store.create("mailchimp_sync_order")
+    with store.connection.cursor() as cursor:
+        cursor.execute("UPDATE wp_actionscheduler_logs SET message = 'Aktion erstellt'")
+    for action_id, error in ((done, None), (broken, "Lieferant nicht erreichbar")):
+        store._execute("UPDATE wp_actionscheduler_actions SET status = 'in-progress',"
+                       " attempts = 1 WHERE action_id = %s", (action_id,))
+        store.log(action_id, "Aktion gestartet über WP CLI")
+        if error is None:
+            store._execute("UPDATE wp_actionscheduler_actions SET status = 'complete'"
+                           " WHERE action_id = %s", (action_id,))
+            store.log(action_id, "Aktion abgeschlossen über WP CLI")
+        else:
+            store._execute("UPDATE wp_actionscheduler_actions SET status = 'failed'"
+                           " WHERE action_id = %s", (action_id,))
+            store.log(action_id, f"Aktion fehlgeschlagen über WP CLI: {error}")
+    exporter.scrape()
+    assert exporter.total(catalog.COMPLETED) == 1
+    assert exporter.total(catalog.FAILED) == 1
+    assert exporter.total(catalog.FAILED, reason="unknown") == 1
+    # created and started rows that are not the action's latest row are not guessed at
+    assert exporter.total(catalog.LOG_ROWS_UNCLASSIFIED) == 4
+    assert exporter.total(catalog.LOG_ROWS_READ) == 6
+
+
+def test_histograms_have_exact_buckets(store: ActionSchedulerStore, follow: Follow) -> None:
+    exporter = follow()
+    exporter.scrape()
+    with store.frozen() as now:
+        with store.seconds_ago(100):
+            late = store.create("wc_admin_import_orders", group="imports",
+                                scheduled=now - dt.timedelta(seconds=220))
+            on_time = store.create("woocommerce_deliver_webhook_async", group="webhooks")
+            store.start(late)        # 120 s after its scheduled date
+            store.start(on_time)     # in the same second as scheduled: delay 0
+        with store.seconds_ago(60):
+            store.complete(late)     # ran 40 s
+        store.complete(on_time)      # ran 100 s
+
+    exporter.scrape()
+    delay = exporter.buckets(catalog.START_DELAY, group="imports")
+    assert delay["60.0"] == 0 and delay["120.0"] == 1 and delay["+Inf"] == 1
+    assert exporter.buckets(catalog.START_DELAY, group="webhooks")["0.5"] == 1
+    duration = exporter.buckets(catalog.RUN_DURATION, hook="wc_admin_import_orders")
+    assert duration["30.0"] == 0 and duration["60.0"] == 1
+    duration = exporter.buckets(catalog.RUN_DURATION, hook="woocommerce_deliver_webhook_async")
+    assert duration["60.0"] == 0 and duration["120.0"] == 1
+    sums = {dict(s.labels)["hook"]: s.value for s in exporter.last.samples  # type: ignore[union-attr]
+            if s.metric is catalog.RUN_DURATION and s.suffix == "_sum"}
+    assert sums == {"wc_admin_import_orders": 40, "woocommerce_deliver_webhook_async": 100}
+
+
+def test_a_burst_larger_than_the_row_limit_is_absorbed_over_several_scrapes(
+        store: ActionSchedulerStore, follow: Follow) -> None:
+    exporter = follow(log_rows_per_scrape=50)
+    exporter.scrape()
+    for index in range(60):
+        store.create("woocommerce_deliver_webhook_async", args=[index])
+    store.run_batch(60)  # 60 created + 60 started + 60 complete = 180 rows
+
+    reads = []
+    lags = []
+    while True:
+        before = exporter.total(catalog.LOG_ROWS_READ)
+        exporter.scrape()
+        reads.append(exporter.total(catalog.LOG_ROWS_READ) - before)
+        lags.append(exporter.total(catalog.LOG_CURSOR_LAG))
+        if lags[-1] == 0:
+            break
+    assert reads == [50, 50, 50, 30]
+    assert lags == [130, 80, 30, 0]
+    assert exporter.total(catalog.CREATED) == 60
+    assert exporter.total(catalog.STARTED) == 60
+    assert exporter.total(catalog.COMPLETED) == 60
+    # When a start and its end were read by different scrapes, the duration still counts.
+    assert exporter.total(catalog.RUN_DURATION) == 60
+
+
+def test_restart_starts_from_the_newest_row_and_never_replays(
+        store: ActionSchedulerStore, follow: Follow) -> None:
+    first = follow()
+    first.scrape()
+    for index in range(5):
+        store.create("woocommerce_deliver_webhook_async", args=[index])
+    first.scrape()
+    assert first.total(catalog.CREATED) == 5
+
+    restarted = follow()
+    restarted.scrape()
+    assert restarted.total(catalog.CREATED) == 0
+    assert restarted.total(catalog.LOG_CURSOR_LAG) == 0
+    store.create("woocommerce_deliver_webhook_async")
+    restarted.scrape()
+    first.scrape()
+    assert restarted.total(catalog.CREATED) == 1
+    # Two exporters on the same site each count every event exactly once.
+    assert first.total(catalog.CREATED) == 6
+
+
+def test_purge_and_truncation(store: ActionSchedulerStore, follow: Follow) -> None:
+    exporter = follow()
+    with store.seconds_ago(40 * 86400):
+        for index in range(3):
+            store.run_action(store.create("old_import", args=[index]))
+    exporter.scrape()
+    store.create("woocommerce_deliver_webhook_async")
+    assert store.purge() == 3          # deletes old actions and their (already read) logs
+    exporter.scrape()
+    assert exporter.total(catalog.CREATED) == 1
+    assert exporter.total(catalog.LOG_CURSOR_RESETS) == 0
+
+    store._execute("TRUNCATE TABLE wp_actionscheduler_logs")
+    store.create("woocommerce_deliver_webhook_async")
+    store.create("woocommerce_deliver_webhook_async")
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_RESETS) == 1
+    assert exporter.total(catalog.CREATED) == 3
+    store.create("woocommerce_deliver_webhook_async")
+    exporter.scrape()
+    assert exporter.total(catalog.CREATED) == 4
+
+
+def test_ids_committed_out_of_order_are_counted_once(
+        store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str) -> None:
+    exporter = follow()
+    exporter.scrape()
+    action = store.create("woocommerce_deliver_webhook_async")
+    slow = mariadb.connect(database)
+    slow.autocommit(False)
+    with slow.cursor() as cursor:  # takes the next log_id, commits later
+        cursor.execute("INSERT INTO wp_actionscheduler_logs (action_id, message, log_date_gmt,"
+                       " log_date_local) VALUES (%s, 'action started via WP CLI',"
+                       " UTC_TIMESTAMP(), UTC_TIMESTAMP())", (action,))
+    store.create("woocommerce_deliver_webhook_async")  # a later id, committed first
+    exporter.scrape()
+    assert exporter.total(catalog.CREATED) == 2
+    assert exporter.total(catalog.STARTED) == 0
+    slow.commit()
+    slow.close()
+    exporter.scrape()
+    exporter.scrape()
+    assert exporter.total(catalog.STARTED) == 1
+    assert exporter.total(catalog.CREATED) == 2
+    assert exporter.total(catalog.LOG_ROWS_READ) == 3
+
+
+def test_a_gap_that_never_fills_is_given_up(store: ActionSchedulerStore, follow: Follow,
+                                            mariadb: Server, database: str) -> None:
+    exporter = follow(log_gap_grace=0.2)
+    exporter.scrape()
+    rolled_back = mariadb.connect(database)
+    rolled_back.autocommit(False)
+    with rolled_back.cursor() as cursor:
+        cursor.execute("INSERT INTO wp_actionscheduler_logs (action_id, message) VALUES (1, 'x')")
+    rolled_back.rollback()
+    rolled_back.close()
+    store.create("woocommerce_deliver_webhook_async")
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_LAG) == 2  # held below the gap
+    time.sleep(0.3)
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_LAG) == 0
+    assert exporter.total(catalog.CREATED) == 1
+
+
+def test_counts_are_exact_with_concurrent_writers(
+        store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str) -> None:
+    exporter = follow(log_rows_per_scrape=200)
+    exporter.scrape()
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writer() -> None:
+        own = ActionSchedulerStore(mariadb.connect(database))
+        batches = 0
+        while not stop.is_set():
+            for index in range(5):
+                own.create("woocommerce_deliver_webhook_async", args=[index])
+            own.run_batch(5, lambda hook: None)
+            batches += 1
+        written.append(batches)
+        own.connection.close()
+
+    threads = [threading.Thread(target=writer) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for _ in range(15):
+        exporter.scrape()
+        time.sleep(0.05)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    while exporter.scrape() and exporter.total(catalog.LOG_CURSOR_LAG) > 0:
+        pass
+    with store.connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM wp_actionscheduler_logs")
+        (rows,) = cursor.fetchone()
+        cursor.execute("SELECT COUNT(*), SUM(status = 'complete')"
+                       " FROM wp_actionscheduler_actions")
+        created, completed = cursor.fetchone()
+    assert len(written) == 3 and sum(written) > 0  # every writer ran to the end
+    assert exporter.total(catalog.LOG_ROWS_READ) == rows
+    assert exporter.total(catalog.CREATED) == created
+    assert exporter.total(catalog.STARTED) == completed
+    assert exporter.total(catalog.COMPLETED) == completed
