@@ -1,0 +1,100 @@
+"""A real Prometheus server (Debian's `prometheus`) scraping test targets on loopback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Prometheus:
+    def __init__(self, targets: list[str], scrape_interval: str = "1s",
+                 rule_files: list[Path] | None = None,
+                 extra_config: dict[str, Any] | None = None) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.fail("prometheus is not installed: `make test` installs Debian's "
+                        "prometheus package; run it, or apt-get install prometheus")
+        self._workdir = tempfile.TemporaryDirectory(prefix="as-test-prometheus-")
+        workdir = Path(self._workdir.name)
+        config: dict[str, Any] = {
+            "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "actionscheduler",
+                                "static_configs": [{"targets": targets}]}],
+            "rule_files": [str(path) for path in rule_files or []],
+            **(extra_config or {}),
+        }
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self._log = (workdir / "prometheus.log").open("w")
+        self._process = subprocess.Popen(
+            [binary, f"--config.file={workdir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("prometheus did not become ready")
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=30) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expression: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expression}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        result: list[dict[str, Any]] = self.api("query", **params)["result"]
+        return result
+
+    def wait_for(self, expression: str, timeout: float = 30) -> list[dict[str, Any]]:
+        """The query's result once it is not empty."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            result = self.query(expression)
+            if result:
+                return result
+            time.sleep(0.5)
+        raise AssertionError(f"no data for {expression} within {timeout}s")
+
+    def stop(self) -> None:
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+        self._workdir.cleanup()
