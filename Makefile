@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-# Test tools that come from Debian: promtool (package prometheus).
+# Test tools that come from Debian: prometheus, promtool and prometheus-alertmanager.
 tools:
 	scripts/install-test-tools.sh
 

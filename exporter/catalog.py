@@ -160,6 +160,31 @@ BUILD_INFO = MetricDef(
     ("version", "python_version"),
 )
 
+THRESHOLD_OLDEST_DUE_WARNING = _gauge(
+    "actionscheduler_alert_threshold_oldest_due_warning_seconds",
+    "Alert threshold: age of the oldest due action that warns (site's alerts.oldest_due_warning).")
+THRESHOLD_OLDEST_DUE_CRITICAL = _gauge(
+    "actionscheduler_alert_threshold_oldest_due_critical_seconds",
+    "Alert threshold: age of the oldest due action that pages (alerts.oldest_due_critical).")
+THRESHOLD_DRAIN_TARGET = _gauge(
+    "actionscheduler_alert_threshold_drain_target_seconds",
+    "Alert threshold: the longest acceptable estimated drain time of the due backlog "
+    "(alerts.drain_target).")
+THRESHOLD_FAILURE_RATIO = _gauge(
+    "actionscheduler_alert_threshold_failure_ratio",
+    "Alert threshold: share of a hook's runs that fail (alerts.failure_ratio).")
+THRESHOLD_FAILURE_RATE = _gauge(
+    "actionscheduler_alert_threshold_failures_per_second",
+    "Alert threshold: failures per second of one hook (alerts.failure_rate).")
+THRESHOLD_RESTARTS = _gauge(
+    "actionscheduler_alert_threshold_restarts",
+    "Alert threshold: worker container restarts within 15 minutes (alerts.restarts).")
+WORKER_INFO = MetricDef(
+    "actionscheduler_worker", "info",
+    "Where the site's queue workers run (site's workers: setting), for joining "
+    "kube-state-metrics series to the site.",
+    ("namespace", "deployment", "container", "horizontalpodautoscaler"))
+
 _EVENT_LABELS = ("hook", "group")
 CREATED = MetricDef(
     "actionscheduler_actions_created", "counter",
@@ -223,6 +248,13 @@ ALL: tuple[MetricDef, ...] = (
     FAILED_BY_HOOK,
     CONCURRENT_BATCHES_LIMIT,
     TIMEOUT_PERIOD,
+    THRESHOLD_OLDEST_DUE_WARNING,
+    THRESHOLD_OLDEST_DUE_CRITICAL,
+    THRESHOLD_DRAIN_TARGET,
+    THRESHOLD_FAILURE_RATIO,
+    THRESHOLD_FAILURE_RATE,
+    THRESHOLD_RESTARTS,
+    WORKER_INFO,
     TABLE_ROWS,
     TABLE_SIZE,
     OLDEST_FINISHED_AGE,

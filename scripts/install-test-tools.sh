@@ -1,8 +1,10 @@
 #!/bin/sh
-# Installs the Debian packages the tests run for real: promtool (package prometheus).
+# Installs the Debian packages the tests run for real: prometheus and promtool (package
+# prometheus) and Alertmanager (package prometheus-alertmanager).
 set -eu
 missing=""
 command -v promtool >/dev/null || missing="$missing prometheus"
+command -v prometheus-alertmanager >/dev/null || missing="$missing prometheus-alertmanager"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

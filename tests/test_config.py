@@ -29,6 +29,7 @@ listen_address: 127.0.0.1:9100
 defaults:
   query_timeout: 2s
   top_hooks: 5
+  alerts: {{oldest_due_warning: 10m, drain_target: 2h}}
 sites:
   - name: shop
     host: db.internal
@@ -41,6 +42,8 @@ sites:
     labels: {{team: checkout, env: prod}}
     concurrent_batches_limit: 4
     timeout_period: 10m
+    alerts: {{oldest_due_warning: 5m, failure_ratio: 0.5}}
+    workers: {{namespace: shop, deployment: shop-as-worker}}
   - name: blog
     dsn: mysql://reader:p%40ss@db2:3306/blog?table_prefix=auto&query_timeout=500ms
 """))
@@ -54,6 +57,12 @@ sites:
     assert shop.concurrent_batches_limit == 4
     assert shop.timeout_period == 600
     assert shop.query_timeout == 2 and shop.top_hooks == 5
+    # alerts merge key by key: the site's own, then defaults:, then built-in defaults
+    assert shop.alerts.oldest_due_warning == 300 and shop.alerts.failure_ratio == 0.5
+    assert shop.alerts.drain_target == 7200 and shop.alerts.oldest_due_critical == 86400
+    assert blog.alerts.oldest_due_warning == 600
+    assert shop.workers is not None and shop.workers.hpa == "keda-hpa-shop-as-worker"
+    assert blog.workers is None
     assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2",
                                                                      "blog")
     assert blog.discovers_prefixes and blog.query_timeout == 0.5
@@ -89,6 +98,12 @@ def test_environment_gives_one_site() -> None:
      "sites[0].tls.ca_file", "does not exist"),
     ("sites:\n  - {database: x, concurrent_batches_limit: 0}",
      "sites[0].concurrent_batches_limit", "at least 1"),
+    ("sites:\n  - {database: x, alerts: {failure_ratio: 2}}", "sites[0].alerts.failure_ratio",
+     "at most 1"),
+    ("sites:\n  - {database: x, alerts: {oldest_due: 5m}}", "sites[0].alerts.oldest_due",
+     "not a known key"),
+    ("sites:\n  - {database: x, workers: {namespace: shop}}", "sites[0].workers.deployment",
+     "is missing"),
     ("sites: [x", "", "not valid YAML"),
     ("- just a list", "", "mapping"),
     ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),

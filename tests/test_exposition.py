@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from exporter import catalog
 from exporter.collectors import default_collectors
 from exporter.config import ExporterConfig, SiteConfig
+from exporter.config.model import WorkersConfig
 from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.exposition import render
 from testbed.store import ActionSchedulerStore
@@ -66,7 +67,8 @@ def first_sample_name(metric: catalog.MetricDef) -> str:
 def test_every_family_is_emitted_and_only_declared_ones(
         store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
     coordinator = Coordinator(ExporterConfig(sites=(
-        site(concurrent_batches_limit=2, labels=(("team", "checkout"),)),)))
+        site(concurrent_batches_limit=2, labels=(("team", "checkout"),),
+             workers=WorkersConfig("shop", "shop-worker")),)))
     try:
         coordinator.scrape()  # the log cursor starts here
         killed_worker_after_cleaner(store)

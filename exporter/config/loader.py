@@ -16,7 +16,13 @@ import yaml
 
 from exporter.config import values
 from exporter.config.errors import ConfigError
-from exporter.config.model import ExporterConfig, SiteConfig, TLSConfig
+from exporter.config.model import (
+    AlertThresholds,
+    ExporterConfig,
+    SiteConfig,
+    TLSConfig,
+    WorkersConfig,
+)
 
 ENV_DSN = "AS_EXPORTER_DSN"
 ENV_SITE = "AS_EXPORTER_SITE"
@@ -47,7 +53,22 @@ _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
 # DSN parameters that configure TLS, in the spelling MySQL clients use.
 _DSN_TLS_PARAMS = {"ssl_ca": "ca_file", "ssl_verify": "verify", "ssl_cert": "cert_file",
                    "ssl_key": "key_file"}
-_SITE_KEYS = {*_SCALARS, "name", "dsn", "password", "password_file", "tls", "labels"}
+_ALERT_KEYS: dict[str, Callable[[Any], Any]] = {
+    "oldest_due_warning": values.duration,
+    "oldest_due_critical": values.duration,
+    "drain_target": values.duration,
+    "failure_ratio": values.ratio,
+    "failure_rate": values.positive_number,
+    "restarts": values.positive_number,
+}
+_WORKER_KEYS: dict[str, Callable[[Any], Any]] = {
+    "namespace": values.text,
+    "deployment": values.text,
+    "container": values.text,
+    "horizontalpodautoscaler": values.text,
+}
+_SITE_KEYS = {*_SCALARS, "name", "dsn", "password", "password_file", "tls", "labels",
+              "alerts", "workers"}
 _TOP_KEYS = {"sites", "defaults", "listen_address"}
 
 
@@ -109,7 +130,7 @@ def _site(source: str, key: str, raw: dict[str, Any],
     tls: dict[str, Any] = {}
     if defaults:
         _scalars_and_tls(source, "defaults", defaults, fields, tls)
-        raw = {**{k: v for k, v in defaults.items() if k not in _SCALARS and k != "tls"}, **raw}
+        raw = _merge_defaults(defaults, raw)
     if "dsn" in raw:
         clash = sorted({"host", "port", "user", "database", "unix_socket"} & raw.keys())
         if clash:
@@ -122,6 +143,14 @@ def _site(source: str, key: str, raw: dict[str, Any],
     _check_tls_files(source, f"{key}.tls", tls)
     fields["tls"] = TLSConfig(**tls)
 
+    fields["alerts"] = AlertThresholds(**_section(source, f"{key}.alerts",
+                                                  raw.get("alerts", {}), _ALERT_KEYS))
+    if "workers" in raw:
+        workers = _section(source, f"{key}.workers", raw["workers"], _WORKER_KEYS)
+        for required in ("namespace", "deployment"):
+            if required not in workers:
+                raise ConfigError(source, f"{key}.workers.{required}", "is missing")
+        fields["workers"] = WorkersConfig(**workers)
     fields["password"] = _password(source, key, raw, fields.pop("password", ""))
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
 
@@ -132,17 +161,30 @@ def _site(source: str, key: str, raw: dict[str, Any],
     return SiteConfig(**fields)
 
 
+def _merge_defaults(defaults: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """Non-scalar defaults under the site's keys; `alerts` and `labels` merge key by key."""
+    merged = {**{k: v for k, v in defaults.items() if k not in _SCALARS and k != "tls"}, **raw}
+    for name in ("alerts", "labels"):
+        if isinstance(defaults.get(name), dict) and isinstance(raw.get(name), dict):
+            merged[name] = {**defaults[name], **raw[name]}
+    return merged
+
+
+def _section(source: str, key: str, raw: object, checks: dict[str, Callable[[Any], Any]]
+             ) -> dict[str, Any]:
+    section = _mapping(source, key, raw)
+    _reject_unknown(source, key, section, set(checks))
+    return {name: _checked(source, f"{key}.{name}", check, section[name])
+            for name, check in checks.items() if name in section}
+
+
 def _scalars_and_tls(source: str, key: str, raw: dict[str, Any], fields: dict[str, Any],
                      tls: dict[str, Any]) -> None:
     for name, check in _SCALARS.items():
         if name in raw:
             fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
     if "tls" in raw:
-        tls_raw = _mapping(source, f"{key}.tls", raw["tls"])
-        _reject_unknown(source, f"{key}.tls", tls_raw, set(_TLS_KEYS))
-        for name, check in _TLS_KEYS.items():
-            if name in tls_raw:
-                tls[name] = _checked(source, f"{key}.tls.{name}", check, tls_raw[name])
+        tls.update(_section(source, f"{key}.tls", raw["tls"], _TLS_KEYS))
 
 
 def _parse_dsn(source: str, key: str, dsn: object) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -21,6 +21,33 @@ class TLSConfig:
 
 
 @dataclass(frozen=True)
+class AlertThresholds:
+    """Per-site thresholds the alerting rules compare with (exported as metrics), so that
+    one site can be tuned without editing the rules."""
+
+    oldest_due_warning: float = 900.0  # 15 minutes: a webhook or e-mail is late
+    oldest_due_critical: float = 86400.0  # Action Scheduler's own past-due notice: a day
+    drain_target: float = 3600.0  # the backlog should drain within an hour
+    failure_ratio: float = 0.1  # a tenth of a hook's runs fail
+    failure_rate: float = 0.1  # failures per second of one hook (6 a minute)
+    restarts: float = 3.0  # worker container restarts within 15 minutes
+
+
+@dataclass(frozen=True)
+class WorkersConfig:
+    """Where the site's queue workers run in Kubernetes, for joining kube-state-metrics."""
+
+    namespace: str
+    deployment: str
+    container: str = "worker"
+    horizontalpodautoscaler: str = ""  # default: keda-hpa-<deployment>, as KEDA names it
+
+    @property
+    def hpa(self) -> str:
+        return self.horizontalpodautoscaler or f"keda-hpa-{self.deployment}"
+
+
+@dataclass(frozen=True)
 class SiteConfig:
     """One configured site: a database and a table prefix (or `auto`)."""
 
@@ -41,6 +68,8 @@ class SiteConfig:
     top_groups: int = 20
     log_rows_per_scrape: int = 10_000
     log_gap_grace: float = 30.0
+    alerts: AlertThresholds = AlertThresholds()
+    workers: WorkersConfig | None = None
 
     @property
     def discovers_prefixes(self) -> bool:

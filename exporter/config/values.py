@@ -24,6 +24,12 @@ RESERVED_LABELS = frozenset(
         "label",
         "version",
         "python_version",
+        "namespace",
+        "deployment",
+        "container",
+        "horizontalpodautoscaler",
+        "reason",
+        "le",
         "job",
         "instance",
     }
@@ -51,6 +57,18 @@ def positive_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"must be a whole number of at least 1, got {value!r}")
     return value
+
+
+def ratio(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ValueError(f"must be a number above 0 and at most 1, got {value!r}")
+    return float(value)
+
+
+def positive_number(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"must be a positive number, got {value!r}")
+    return float(value)
 
 
 def port(value: object) -> int:

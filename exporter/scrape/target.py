@@ -152,11 +152,8 @@ class Target:
             self._report(label, f"site down site={label} kind={kind} problem={problem!r}")
         else:
             self._report(label, "")
-        if self.site.concurrent_batches_limit is not None:
-            result.samples.append(
-                sample(catalog.CONCURRENT_BATCHES_LIMIT, self.site.concurrent_batches_limit))
+        result.samples += settings_samples(self.site)
         result.samples += [
-            sample(catalog.TIMEOUT_PERIOD, self.site.timeout_period),
             sample(catalog.UP, result.up),
             sample(catalog.SCRAPE_DURATION, time.monotonic() - started),
             *self._errors.samples(label),
@@ -173,6 +170,28 @@ class Target:
             log.warning(problem)
         elif previous:
             log.info("site recovered site=%s", label)
+
+
+def settings_samples(site: SiteConfig) -> list[Sample]:
+    """The site's configuration that rules and dashboards compare the queue with."""
+    alerts = site.alerts
+    samples = [
+        sample(catalog.TIMEOUT_PERIOD, site.timeout_period),
+        sample(catalog.THRESHOLD_OLDEST_DUE_WARNING, alerts.oldest_due_warning),
+        sample(catalog.THRESHOLD_OLDEST_DUE_CRITICAL, alerts.oldest_due_critical),
+        sample(catalog.THRESHOLD_DRAIN_TARGET, alerts.drain_target),
+        sample(catalog.THRESHOLD_FAILURE_RATIO, alerts.failure_ratio),
+        sample(catalog.THRESHOLD_FAILURE_RATE, alerts.failure_rate),
+        sample(catalog.THRESHOLD_RESTARTS, alerts.restarts),
+    ]
+    if site.concurrent_batches_limit is not None:
+        samples.append(sample(catalog.CONCURRENT_BATCHES_LIMIT, site.concurrent_batches_limit))
+    if site.workers is not None:
+        workers = site.workers
+        samples.append(sample(catalog.WORKER_INFO, 1, namespace=workers.namespace,
+                              deployment=workers.deployment, container=workers.container,
+                              horizontalpodautoscaler=workers.hpa))
+    return samples
 
 
 def _collector_samples(collector: Collector | type[Collector], ok: bool, duration: float
