@@ -26,7 +26,7 @@ def free_port() -> int:
 class Prometheus:
     def __init__(self, targets: list[str], scrape_interval: str = "1s",
                  rule_files: list[Path] | None = None,
-                 extra_config: dict[str, Any] | None = None) -> None:
+                 alertmanagers: list[str] | None = None) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             pytest.fail("prometheus is not installed: `make test` installs Debian's "
@@ -38,15 +38,19 @@ class Prometheus:
             "scrape_configs": [{"job_name": "actionscheduler",
                                 "static_configs": [{"targets": targets}]}],
             "rule_files": [str(path) for path in rule_files or []],
-            **(extra_config or {}),
         }
+        if alertmanagers:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [
+                {"targets": alertmanagers}]}]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self._log = (workdir / "prometheus.log").open("w")
         self._process = subprocess.Popen(
             [binary, f"--config.file={workdir / 'prometheus.yml'}",
              f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
+             f"--web.listen-address=127.0.0.1:{self.port}",
+             # Series go stale within seconds, not five minutes: tests run in seconds.
+             "--query.lookback-delta=5s"],
             stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
