@@ -99,6 +99,11 @@ def test_all_events_and_failure_reasons(store: ActionSchedulerStore, follow: Fol
     store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
 
     exporter.scrape()
+    # every counter of a (hook, group) pair exists from the pair's first event on
+    for reason in catalog.FAILURE_REASONS:
+        assert any(s.metric is catalog.FAILED and dict(s.labels)["reason"] == reason
+                   and dict(s.labels)["hook"] == "woocommerce_cancel_unpaid_orders"
+                   for s in exporter.last.samples)  # type: ignore[union-attr]
     assert exporter.total(catalog.CREATED) == 4 + 4 + 1 + 1 + 2 + 1
     assert exporter.total(catalog.CREATED, group="webhooks") == 6
     assert exporter.total(catalog.STARTED) == 8 + 1 + 1 + 1

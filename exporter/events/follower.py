@@ -135,6 +135,8 @@ class LogFollower(Collector):
             cursor.restart()
             self._resets += 1
         cursor.advance([row.log_id for row in fetched], time.monotonic())
+        for pair in tally.pairs:
+            self._initialise(pair)
         self._counters.update(tally.counters)
         self._start_delay.merge(tally.start_delay)
         self._run_duration.merge(tally.run_duration)
@@ -165,6 +167,7 @@ class LogFollower(Collector):
             hook = self._hooks(action.hook) if action else OTHER
             group = self._groups(action.group) if action else OTHER
             labels: Labels = (("hook", hook), ("group", group))
+            tally.pairs.add(labels)
             if event.kind is Kind.FAILED:
                 labels = (*labels, ("reason", event.reason))
             tally.counters[(metric, labels)] += 1
@@ -184,6 +187,16 @@ class LogFollower(Collector):
             if started is not None:
                 duration = (row.date - started).total_seconds()
                 tally.run_duration.observe((("hook", hook),), max(0.0, duration))
+
+    def _initialise(self, pair: Labels) -> None:
+        """Every counter of a (hook, group) pair exists from its first event on, so the
+        pair's later first failure of a kind is an increase from 0 that rate() sees."""
+        for metric in _COUNTER_FOR.values():
+            if metric is catalog.FAILED:
+                for reason in catalog.FAILURE_REASONS:
+                    self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)
+            else:
+                self._counters.setdefault((metric, pair), 0)
 
     def _samples(self, lag: int) -> Iterator[Sample]:
         for (metric, labels), count in sorted(self._counters.items(),
@@ -206,6 +219,7 @@ class _Tally:
 
     def __post_init__(self) -> None:
         self.counters: Counter[tuple[MetricDef, Labels]] = Counter()
+        self.pairs: set[Labels] = set()
         self.unclassified = 0
 
 

@@ -1,0 +1,195 @@
+"""End to end: MariaDB queues driven into failure, the exporter, a real Prometheus with the
+shipped rules (durations shortened by testbed.rules) and a real Alertmanager delivering to
+a webhook of the test's own. Each failure's alert arrives with its labels and
+annotations, the healthy site raises nothing, and losing the exporter is noticed too."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.config import SiteConfig
+from exporter.config.model import AlertThresholds
+from testbed.mariadb import Server, start_private, temporary
+from testbed.rules import render
+from testbed.store import ActionSchedulerStore
+from tests.alertmanager import Alertmanager, WebhookReceiver
+from tests.http_server import RunningExporter
+from tests.prometheus import Prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+TIME_SCALE = 1 / 60  # fifteen minutes become fifteen seconds
+WAIT = 150.0
+
+EXPECTED_WITH_SITES = {
+    ("ActionSchedulerSiteDown", "gone"),
+    ("ActionSchedulerQueueStalled", "stalled"),
+    ("ActionSchedulerOldestDueActionLate", "stalled"),
+    ("ActionSchedulerOldestDueActionPastDue", "stalled"),
+    ("ActionSchedulerHookFailureRatio", "failing"),
+    ("ActionSchedulerHookFailureRate", "failing"),
+    ("ActionSchedulerNoCallbackFailures", "failing"),
+    ("ActionSchedulerActionRunningTooLong", "killed"),
+    ("ActionSchedulerTimeoutFailures", "killed"),
+    ("ActionSchedulerOrphanedClaimsGrowing", "killed"),
+    ("ActionSchedulerConcurrentBatchesAtLimit", "atlimit"),
+    ("ActionSchedulerQueueStalled", "atlimit"),  # at the limit, nothing runs
+}
+EXPECTED_WHEN_EXPORTER_GONE = {"ActionSchedulerExporterDown", "ActionSchedulerMetricsAbsent"}
+
+
+class Queue:
+    """A producer and a healthy worker keeping one site's queue moving in a thread."""
+
+    def __init__(self, server: Server, database: str, prefix: str,
+                 outcome: Callable[[str], str | None] | None = None) -> None:
+        self.store = ActionSchedulerStore(server.connect(database), prefix)
+        self.outcome = outcome
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for index in range(3):
+                self.store.create("woocommerce_deliver_webhook_async", group="webhooks",
+                                  args=[index])
+                if self.outcome:
+                    self.store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+            self.store.run_batch(10, self.outcome)
+            self.stop.wait(0.3)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.store.connection.close()
+
+
+@pytest.fixture
+def gone_server() -> Iterator[Server]:
+    with temporary(start_private) as server:
+        yield server
+
+
+def alert_keys(alerts: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(a["labels"]["alertname"], a["labels"].get("site", "")) for a in alerts}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return condition()
+
+
+def test_each_failure_raises_its_alert_through_alertmanager(
+        mariadb: Server, database: str, gone_server: Server,
+        store_factory: Callable[[str], ActionSchedulerStore],
+        site: Callable[..., SiteConfig], tmp_path: Path) -> None:
+    stores = {prefix: store_factory(prefix) for prefix in ("wp_", "st_", "fl_", "kw_", "cl_")}
+    with gone_server.connect().cursor() as cursor:
+        cursor.execute("CREATE DATABASE gone")
+    ActionSchedulerStore(gone_server.connect("gone")).create_tables()
+
+    sites = (
+        site(name="healthy", table_prefix="wp_"),
+        site(name="stalled", table_prefix="st_",
+             alerts=AlertThresholds(oldest_due_warning=5, oldest_due_critical=15)),
+        site(name="failing", table_prefix="fl_"),
+        site(name="killed", table_prefix="kw_", timeout_period=5),
+        site(name="atlimit", table_prefix="cl_", concurrent_batches_limit=1),
+        site(name="gone", host=gone_server.host, port=gone_server.port, database="gone",
+             query_timeout=1.0),
+    )
+    rules_file = tmp_path / "actionscheduler.rules.yml"
+    rules_file.write_text(yaml.safe_dump(render(
+        yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
+        TIME_SCALE)))
+
+    receiver = WebhookReceiver()
+    alertmanager = Alertmanager(receiver.url)
+    exporter = RunningExporter_(sites)
+    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=[rules_file],
+                            alertmanagers=[alertmanager.address])
+    queues: list[Queue] = []
+    try:
+        prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
+        queues = [
+            Queue(mariadb, database, "wp_"),
+            Queue(mariadb, database, "kw_"),
+            Queue(mariadb, database, "fl_",
+                  outcome=lambda hook: "Supplier API unreachable"
+                  if hook == "mailchimp_sync_order" else None),
+        ]
+        # stalled: due actions that nobody runs, already half a minute late
+        with stores["st_"].seconds_ago(30):
+            for index in range(20):
+                stores["st_"].create("woocommerce_scheduled_subscription_payment", args=[index])
+        # failing: also an action whose hook nothing handles any more
+        renamed = stores["fl_"].create("renamed_after_release")
+        claim = stores["fl_"].stake_claim(100)
+        if renamed in claim.action_ids:
+            stores["fl_"].start(renamed)
+            stores["fl_"].fail_without_callback(renamed, "renamed_after_release")
+        stores["fl_"].release_claim(claim.claim_id)
+        # killed: a worker SIGKILLed mid-batch, its import still "in progress"
+        for index in range(3):
+            stores["kw_"].create("wc_admin_import_orders", group="imports", args=[index])
+        stores["kw_"].kill_worker_mid_batch(batch_size=3, finished=0)
+        # atlimit: the only allowed batch is held, more work waits
+        stores["cl_"].create("woocommerce_deliver_webhook_async")
+        stores["cl_"].stake_claim(1)
+        for index in range(5):
+            stores["cl_"].create("woocommerce_deliver_webhook_async", args=[index])
+        # gone: its database stops
+        gone_server.stop()
+
+        # The killed worker's action is failed by the next batch's cleaner, 15 s later.
+        time.sleep(15)
+        assert stores["kw_"].cleaner_mark_failed(failure_period=5) == 1
+        stores["kw_"].cleaner_reset(timeout=5)
+
+        wait_until(lambda: alert_keys(receiver.received()) >= EXPECTED_WITH_SITES, WAIT)
+        received = receiver.received()
+        assert alert_keys(received) == EXPECTED_WITH_SITES
+        for alert in received:
+            labels, annotations = alert["labels"], alert["annotations"]
+            assert labels["severity"] in {"warning", "critical"}
+            assert labels["site"] in annotations["description"]
+            assert annotations["summary"]
+            assert annotations["runbook_url"].endswith(".md")
+            assert labels["job"] == "actionscheduler" and labels["instance"]
+        failing = [a for a in received if a["labels"]["alertname"] ==
+                   "ActionSchedulerHookFailureRatio"]
+        assert {a["labels"]["hook"] for a in failing} == {"mailchimp_sync_order"}
+        assert not [a for a in received if a["labels"]["site"] == "healthy"]
+
+        # Losing the exporter itself is noticed.
+        exporter.stop()
+        wait_until(lambda: EXPECTED_WHEN_EXPORTER_GONE <= {
+            name for name, _ in alert_keys(receiver.received())}, 60)
+        names = {name for name, _ in alert_keys(receiver.received())}
+        assert EXPECTED_WHEN_EXPORTER_GONE <= names
+    finally:
+        for queue in queues:
+            queue.close()
+        exporter.stop()
+        prometheus.stop()
+        alertmanager.stop()
+        receiver.stop()
+
+
+def RunningExporter_(sites: tuple[SiteConfig, ...]) -> RunningExporter:  # noqa: N802
+    from exporter.config import ExporterConfig
+
+    running = RunningExporter(ExporterConfig(sites=sites))
+    running.start()
+    return running
