@@ -5,6 +5,7 @@ annotations, the healthy site raises nothing, and losing the exporter is noticed
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,8 @@ from tests.prometheus import Prometheus
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 1 / 60  # fifteen minutes become fifteen seconds
 WAIT = 150.0
+# As long as the failure run takes to raise all its alerts.
+HEALTHY_RUN = 45.0
 
 EXPECTED_WITH_SITES = {
     ("ActionSchedulerSiteDown", "gone"),
@@ -66,6 +69,8 @@ class Queue:
             self.stop.wait(0.3)
 
     def close(self) -> None:
+        if self.stop.is_set():
+            return
         self.stop.set()
         self.thread.join()
         self.store.connection.close()
@@ -110,18 +115,11 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         site(name="gone", host=gone_server.host, port=gone_server.port, database="gone",
              query_timeout=1.0),
     )
-    rules_file = tmp_path / "actionscheduler.rules.yml"
-    rules_file.write_text(yaml.safe_dump(render(
-        yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
-        TIME_SCALE)))
-
-    receiver = WebhookReceiver()
-    alertmanager = Alertmanager(receiver.url)
     exporter = exporter_http(*sites)
-    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=[rules_file],
-                            alertmanagers=[alertmanager.address])
     queues: list[Queue] = []
-    try:
+    with alerting_stack(exporter, tmp_path) as (receiver, prometheus), \
+            contextlib.ExitStack() as cleanup:
+        cleanup.callback(close_all, queues)
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
         queues = [
             Queue(mariadb, database, "wp_"),
@@ -174,14 +172,57 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         assert not [a for a in received if a["labels"]["site"] == "healthy"]
 
         # Losing the exporter itself is noticed.
+        close_all(queues)
         exporter.stop()
-        wait_until(lambda: {
-            name for name, _ in alert_keys(receiver.received())} >= EXPECTED_WHEN_EXPORTER_GONE, 60)
-        names = {name for name, _ in alert_keys(receiver.received())}
-        assert names >= EXPECTED_WHEN_EXPORTER_GONE
+        wait_until(lambda: gone_names(receiver) >= EXPECTED_WHEN_EXPORTER_GONE, 60)
+        assert gone_names(receiver) >= EXPECTED_WHEN_EXPORTER_GONE
+
+
+def close_all(queues: list[Queue]) -> None:
+    for queue in queues:
+        queue.close()
+
+
+def gone_names(receiver: WebhookReceiver) -> set[str]:
+    return {name for name, _ in alert_keys(receiver.received())}
+
+
+def test_a_healthy_run_of_the_same_length_fires_nothing(
+        mariadb: Server, database: str, store_factory: Callable[[str], ActionSchedulerStore],
+        site: Callable[..., SiteConfig], exporter_http: Callable[..., RunningExporter],
+        tmp_path: Path) -> None:
+    store_factory("wp_")
+    store_factory("wp_2_")
+    exporter = exporter_http(site(name="shop", table_prefix="wp_", concurrent_batches_limit=2),
+                             site(name="blog", table_prefix="wp_2_"))
+    with alerting_stack(exporter, tmp_path) as (receiver, prometheus):
+        prometheus.wait_for('actionscheduler_up{site="blog"} == 1')
+        queues = [Queue(mariadb, database, "wp_"), Queue(mariadb, database, "wp_2_")]
+        try:
+            time.sleep(HEALTHY_RUN)
+            # the rules did evaluate: the queue moved and Prometheus recorded it
+            assert prometheus.query("site:actionscheduler_actions_completed:rate5m > 0")
+        finally:
+            close_all(queues)
+        assert receiver.received() == []
+
+
+@contextlib.contextmanager
+def alerting_stack(exporter: RunningExporter, tmp_path: Path
+                   ) -> Iterator[tuple[WebhookReceiver, Prometheus]]:
+    """Prometheus with the shortened rules, scraping the exporter, alerting through a real
+    Alertmanager to a webhook receiver."""
+    rules_file = tmp_path / "actionscheduler.rules.yml"
+    rules_file.write_text(yaml.safe_dump(render(
+        yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
+        TIME_SCALE)))
+    receiver = WebhookReceiver()
+    alertmanager = Alertmanager(receiver.url)
+    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=[rules_file],
+                            alertmanagers=[alertmanager.address])
+    try:
+        yield receiver, prometheus
     finally:
-        for queue in queues:
-            queue.close()
         prometheus.stop()
         alertmanager.stop()
         receiver.stop()
