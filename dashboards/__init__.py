@@ -1,0 +1,1 @@
+"""Grafana dashboards, generated from this package into JSON files beside it."""

@@ -1,0 +1,51 @@
+"""Writes the dashboards' JSON files from their Python source.
+
+    python -m dashboards.build           # write dashboards/*.json
+    python -m dashboards.build --check   # exit 1 when a committed file is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from dashboards import hooks, overview
+from dashboards.grafana import Json
+
+FOLDER = Path(__file__).resolve().parent
+DASHBOARDS: dict[str, Callable[[], Json]] = {
+    "actionscheduler-overview.json": overview.build,
+    "actionscheduler-hooks.json": hooks.build,
+}
+
+
+def rendered() -> dict[str, str]:
+    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+            for name, build in DASHBOARDS.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    stale = []
+    for name, text in rendered().items():
+        path = FOLDER / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"out of date, run python -m dashboards.build: {', '.join(stale)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

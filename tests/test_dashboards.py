@@ -1,0 +1,193 @@
+"""The dashboards: generated from source, structurally sound, and every query answered by
+a real Prometheus that scrapes the exporter over a moving MariaDB queue."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboards import build, hooks, overview
+from dashboards.grafana import DATASOURCE, RUNBOOKS, SCHEMA_VERSION, Panel, Query
+from dashboards.queries import keda_query
+from exporter.config import SiteConfig
+from exporter.config.model import WorkersConfig
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.http_server import RunningExporter
+from tests.prometheus import Prometheus
+from tests.test_rules import RULES, exported_series, external_series, referenced_names, rules
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = {name: ROOT / "dashboards" / name for name in build.DASHBOARDS}
+SOURCES: dict[str, list[Panel]] = {
+    "actionscheduler-overview.json": overview.panels(),
+    "actionscheduler-hooks.json": hooks.panels(),
+}
+SITE = "shop"
+
+
+def load(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(FILES[name].read_text())
+    return document
+
+
+def test_committed_json_is_what_the_source_generates() -> None:
+    for name, text in build.rendered().items():
+        assert FILES[name].read_text() == text, f"{name}: run python -m dashboards.build"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_dashboard_structure(name: str) -> None:
+    document = load(name)
+    assert document["schemaVersion"] == SCHEMA_VERSION
+    assert document["uid"] == name.removesuffix(".json")
+    assert document["time"] == {"from": "now-6h", "to": "now"} and document["refresh"]
+    variables = {v["name"]: v for v in document["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for variable in ("site", "namespace", *(("hook", "group") if "hooks" in name else ())):
+        assert variables[variable]["multi"] and variables[variable]["includeAll"]
+        assert variables[variable]["datasource"] == DATASOURCE
+
+    panels = document["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+        covered = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                   for y in range(grid["y"], grid["y"] + grid["h"])}
+        assert not covered & cells, panel["title"]
+        cells |= covered
+        assert panel["datasource"] == DATASOURCE
+        assert all(target["datasource"] == DATASOURCE for target in panel["targets"])
+        assert len(panel["description"]) > 40, panel["title"]
+        defaults = panel["fieldConfig"]["defaults"]
+        assert defaults["unit"] and defaults["thresholds"]["steps"], panel["title"]
+        for link in panel.get("links", []):
+            page = link["url"].removeprefix(RUNBOOKS)
+            assert (ROOT / "docs" / "runbooks" / page).is_file(), page
+    # Every datasource reference anywhere goes through the variable: no hard-coded uid.
+    uids = set(re.findall(r'"uid": "([^"]*)"', FILES[name].read_text()))
+    assert uids == {"${datasource}", document["uid"]}
+
+
+def test_queries_use_only_series_that_exist() -> None:
+    recorded = {rule["record"] for rule in rules() if "record" in rule}
+    known = exported_series() | recorded | external_series()
+    used: set[str] = set()
+    for name in FILES:
+        document = load(name)
+        expressions = [t["expr"] for p in document["panels"] for t in p["targets"]]
+        expressions += [a["expr"] for a in document["annotations"]["list"]]
+        expressions += [re.sub(r"label_values\((.*), \w+\)", r"\1", v["definition"])
+                        for v in document["templating"]["list"] if v["type"] == "query"]
+        for expression in expressions:
+            names = referenced_names(expression)
+            assert names <= known, (name, names - known)
+            used |= names
+    rule_names = {n for rule in rules() for n in referenced_names(str(rule["expr"]))}
+    # Every series documented as coming from elsewhere is used by a rule or a panel.
+    assert external_series() <= used | rule_names
+
+
+def test_the_autoscaling_panel_uses_the_keda_query_verbatim() -> None:
+    workers = next(p for p in load("actionscheduler-overview.json")["panels"]
+                   if p["title"].startswith("Workers"))
+    assert workers["repeat"] == "site"
+    assert workers["targets"][0]["expr"] == keda_query("$site")
+
+
+def substitute(expression: str) -> str:
+    """Variables as Grafana would fill them: one site for repeated panels, All elsewhere."""
+    expression = expression.replace('site="$site"', f'site="{SITE}"')
+    for variable in ("site", "namespace", "hook", "group"):
+        expression = expression.replace(f"${variable}", ".*")
+    return expression.replace("$__rate_interval", "1m")
+
+
+@pytest.fixture
+def scraped_queue(mariadb: Server, database: str,
+                  store_factory: Callable[[str], ActionSchedulerStore],
+                  site: Callable[..., SiteConfig],
+                  exporter_http: Callable[..., RunningExporter]) -> Iterator[Prometheus]:
+    """A queue through healthy flow, a backlog and failures, scraped for 20 seconds."""
+    store = store_factory("wp_")
+    exporter = exporter_http(site(name=SITE, concurrent_batches_limit=2,
+                                  workers=WorkersConfig("shop", "shop-worker")))
+    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=RULES)
+    stop = threading.Event()
+
+    def run() -> None:
+        writer = ActionSchedulerStore(mariadb.connect(database))
+        while not stop.is_set():
+            for index in range(4):
+                writer.create("woocommerce_deliver_webhook_async", group="webhooks",
+                              args=[index])
+                writer.create("mailchimp_sync_order", group="mailchimp", args=[index])
+            writer.run_batch(5, lambda hook: "Supplier API unreachable"
+                             if hook == "mailchimp_sync_order" else None)
+            stop.wait(0.2)
+        writer.connection.close()
+
+    try:
+        prometheus.wait_for("actionscheduler_up == 1")
+        thread = threading.Thread(target=run)
+        thread.start()
+        with store.seconds_ago(600):
+            for index in range(30):
+                store.create("wc_admin_import_orders", group="imports", args=[index])
+        time.sleep(20)
+        stop.set()
+        thread.join()
+        time.sleep(2)
+        yield prometheus
+    finally:
+        stop.set()
+        prometheus.stop()
+
+
+def all_queries() -> list[tuple[str, str, Query]]:
+    return [(name, panel.title, query) for name, panels in SOURCES.items()
+            for panel in panels for query in panel.queries]
+
+
+def test_every_panel_query_returns_data_from_a_real_prometheus(
+        scraped_queue: Prometheus) -> None:
+    empty = []
+    for name, title, query in all_queries():
+        result = scraped_queue.query(substitute(query.expr))
+        if not result and not query.may_be_empty:
+            empty.append((name, title, query.expr))
+    assert not empty
+    # The queries the JSON files carry are the ones just checked.
+    for name, panels in SOURCES.items():
+        assert {t["expr"] for p in load(name)["panels"] for t in p["targets"]} == {
+            query.expr for panel in panels for query in panel.queries}
+    # Variables list values, and the alert annotation query is valid PromQL.
+    for name in FILES:
+        for variable in load(name)["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            match = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["definition"])
+            assert match, variable["definition"]
+            selector, label = match.groups()
+            values = scraped_queue.query(f"group by ({label}) ({substitute(selector)})")
+            assert values, (name, variable["name"])
+        for annotation in load(name)["annotations"]["list"]:
+            scraped_queue.query(substitute(annotation["expr"]))
+
+
+def test_empty_panels_are_documented() -> None:
+    readme = (ROOT / "dashboards" / "README.md").read_text()
+    for _, title, query in all_queries():
+        if query.may_be_empty:
+            assert title in readme, title
