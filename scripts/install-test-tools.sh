@@ -1,10 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages the tests run for real: prometheus and promtool (package
-# prometheus) and Alertmanager (package prometheus-alertmanager).
+# prometheus), Alertmanager (package prometheus-alertmanager) and shellcheck.
 set -eu
 missing=""
 command -v promtool >/dev/null || missing="$missing prometheus"
 command -v prometheus-alertmanager >/dev/null || missing="$missing prometheus-alertmanager"
+command -v shellcheck >/dev/null || missing="$missing shellcheck"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

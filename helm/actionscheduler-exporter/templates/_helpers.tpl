@@ -1,0 +1,81 @@
+{{/* Resource names and labels. */}}
+{{- define "ase.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ase.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ase.workerName" -}}
+{{- printf "%s-worker" (include "ase.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ase.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "ase.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "ase.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ase.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: exporter
+{{- end -}}
+
+{{- define "ase.workerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "ase.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{- define "ase.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+The KEDA scaling signal for a site: due plus in-progress actions. The same text as
+dashboards/queries.py (keda_query), which the overview dashboard shows; a test keeps them equal.
+*/}}
+{{- define "ase.kedaQuery" -}}
+{{- printf "max(sum by (job, instance) (actionscheduler_due_actions{site=%q}) + sum by (job, instance) (actionscheduler_in_progress_actions{site=%q}))" . . -}}
+{{- end -}}
+
+{{/* The worker's grace period: the running batch must be able to finish. */}}
+{{- define "ase.workerGracePeriod" -}}
+{{- add (mul .Values.worker.batchSize .Values.worker.longestActionSeconds) 30 -}}
+{{- end -}}
+
+{{/* The exporter's configuration file, with passwords as files and the worker's settings. */}}
+{{- define "ase.exporterConfig" -}}
+{{- $sites := list -}}
+{{- range .Values.config.sites -}}
+{{- $site := deepCopy . -}}
+{{- if $.Values.databasePasswords.existingSecret -}}
+{{- $_ := set $site "password_file" (printf "/etc/actionscheduler-exporter/passwords/%s" $site.name) -}}
+{{- end -}}
+{{- if and $.Values.worker.enabled (eq $site.name $.Values.worker.site) -}}
+{{- $_ := set $site "concurrent_batches_limit" $.Values.worker.concurrentBatches -}}
+{{- if eq $.Values.worker.kind "Deployment" -}}
+{{- $_ := set $site "workers" (dict "namespace" $.Release.Namespace "deployment" (include "ase.workerName" $) "container" "worker") -}}
+{{- end -}}
+{{- end -}}
+{{- $sites = append $sites $site -}}
+{{- end -}}
+{{- $config := dict "sites" $sites -}}
+{{- if .Values.config.defaults -}}
+{{- $_ := set $config "defaults" .Values.config.defaults -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}

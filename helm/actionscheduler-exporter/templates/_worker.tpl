@@ -1,0 +1,93 @@
+{{/* The worker pod, shared by the Deployment and the CronJob forms. */}}
+{{- define "ase.workerPod" -}}
+metadata:
+  labels:
+    {{- include "ase.workerSelectorLabels" . | nindent 4 }}
+  annotations:
+    checksum/loop: {{ .Files.Get "files/worker/as-worker-loop.sh" | sha256sum }}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: {{ include "ase.workerGracePeriod" . }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ .Values.worker.runAsUser }}
+    runAsGroup: {{ .Values.worker.runAsUser }}
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: worker
+      image: {{ printf "%s:%s" .Values.worker.image.repository (default "latest" .Values.worker.image.tag) }}
+      imagePullPolicy: {{ .Values.worker.image.pullPolicy }}
+      command: ["/bin/sh", "/opt/as-worker/as-worker-loop.sh"]
+      env:
+        - name: WP_PATH
+          value: {{ .Values.worker.wordpressPath | quote }}
+        - name: AS_BATCH_SIZE
+          value: {{ .Values.worker.batchSize | quote }}
+        - name: AS_IDLE_SLEEP
+          value: {{ .Values.worker.idleSleepSeconds | quote }}
+        - name: AS_MAX_FAILURES
+          value: {{ .Values.worker.maxFailures | quote }}
+        - name: AS_CONCURRENT_BATCHES
+          value: {{ .Values.worker.concurrentBatches | quote }}
+        - name: AS_MAX_BATCHES
+          value: {{ ternary .Values.worker.cronBatches 0 (eq .Values.worker.kind "CronJob") | quote }}
+        {{- with .Values.worker.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with .Values.worker.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if eq .Values.worker.kind "Deployment" }}
+      livenessProbe:
+        # The loop touches its heartbeat before every batch: older than a whole batch can
+        # take means it hangs.
+        exec:
+          command:
+            - /bin/sh
+            - -c
+            - test -n "$(find /tmp/as-worker-heartbeat -mmin -{{ add (div (mul .Values.worker.batchSize .Values.worker.longestActionSeconds) 60) 2 }})"
+        initialDelaySeconds: 60
+        periodSeconds: 60
+        failureThreshold: 2
+      {{- end }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        runAsNonRoot: true
+        capabilities:
+          drop: [ALL]
+      resources:
+        {{- toYaml .Values.worker.resources | nindent 8 }}
+      volumeMounts:
+        - name: loop
+          mountPath: /opt/as-worker
+          readOnly: true
+        - name: tmp
+          mountPath: /tmp
+        {{- with .Values.worker.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: loop
+      configMap:
+        name: {{ include "ase.workerName" . }}
+    - name: tmp
+      emptyDir:
+        sizeLimit: 256Mi
+    {{- with .Values.worker.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/* Security-scanner findings that do not apply to a queue worker, with the reason. */}}
+{{- define "ase.workerCheckovSkips" -}}
+checkov.io/skip1: CKV_K8S_40=runs as the WordPress image's own user (www-data, 33 by default) so that it reads the site's files
+checkov.io/skip2: CKV_K8S_9=a queue worker serves no traffic, so a readiness probe has nothing to report
+checkov.io/skip3: CKV_K8S_35=WordPress images read their database settings from the environment (WORDPRESS_DB_PASSWORD), so worker.env and worker.envFrom pass the user's Secret the way the image expects
+{{- end -}}

@@ -1,0 +1,304 @@
+"""The Helm chart, rendered by the real Helm engine and validated against the schemas of
+Kubernetes 1.36 and of the prometheus-operator and KEDA CRDs; scanned by checkov."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+from dashboards.queries import keda_query
+from exporter.config import load_file
+from tests.helm_chart import (
+    ALL_ON,
+    CHART,
+    MINIMAL,
+    ROOT,
+    crd_schema,
+    find,
+    merged,
+    notes,
+    render,
+    validate,
+)
+
+VARIANTS = {
+    "minimal": MINIMAL,
+    "all-on": ALL_ON,
+    "podmonitor": merged(ALL_ON, **{"serviceMonitor.enabled": False,
+                                    "podMonitor.enabled": True}),
+    "cronjob-worker": merged(ALL_ON, **{"worker.kind": "CronJob", "keda.enabled": False}),
+    "mysql-trigger": merged(ALL_ON, **{"keda.trigger": "mysql", "keda.mysql": {
+        "host": "mariadb.shop", "username": "keda", "dbName": "wordpress",
+        "passwordSecret": {"name": "keda-db", "key": "password"}}}),
+    "basic-auth": merged(ALL_ON, **{"keda.prometheus.authentication.mode": "basic"}),
+    "tls-configmap": merged(ALL_ON, **{"databaseTLS": {"caConfigMap": "db-ca"}}),
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lint_is_clean(variant: str) -> None:
+    report = helm.lint(str(CHART), VARIANTS[variant], strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2
+                and m["error"] != "icon is recommended"]
+    assert not problems and not report["errors"], report
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_rendered_object_is_valid(variant: str) -> None:
+    objects = render(VARIANTS[variant])
+    assert objects
+    for obj in objects:
+        validate(obj)
+        assert obj["metadata"]["namespace"] == "shop", obj["metadata"]["name"]
+
+
+def test_the_crd_check_catches_a_misspelt_field() -> None:
+    scaled = find(render(ALL_ON), "ScaledObject")
+    scaled["spec"]["maxReplicas"] = 3
+    with pytest.raises(Exception, match="maxReplicas"):
+        validate(scaled)
+    assert crd_schema("keda.sh/v1alpha1", "ScaledObject")["properties"]["spec"][
+        "additionalProperties"] is False
+
+
+def test_all_on_renders_every_part() -> None:
+    kinds = sorted(o["kind"] for o in render(ALL_ON))
+    assert kinds == sorted([
+        "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap",  # config, 2 dashboards, loop
+        "Deployment", "Deployment", "Service", "ServiceAccount", "ServiceMonitor",
+        "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "ScaledObject",
+        "TriggerAuthentication", "Pod"])
+
+
+def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
+    chart = helm.Chart.load(CHART)
+    chart.validate_schema(ALL_ON)
+    for bad, problem in [
+        (merged(MINIMAL, servicemonitor={"enabled": True}), "servicemonitor"),
+        (merged(MINIMAL, replicaCount="two"), "replicaCount"),
+        (merged(MINIMAL, **{"keda.trigger": "both"}), "trigger"),
+        (merged(MINIMAL, **{"worker.batchSize": 0}), "batchSize"),
+        (merged(MINIMAL, **{"keda.prometheus.threshold": "fifty"}), "threshold"),
+        (merged(MINIMAL, config={"sites": [{"name": "x", "password": "secret"}]}), "password"),
+        (merged(MINIMAL, config={"sites": [{"name": "x", "dsn": "mysql://u:pw@h/d"}]}), "dsn"),
+    ]:
+        with pytest.raises(helm.HelmValuesError, match=problem):
+            chart.validate_schema(bad)
+
+
+def test_templates_fail_with_a_clear_message() -> None:
+    for values, message in [
+        ({"config": {"sites": []}}, "config.sites is empty"),
+        (merged(ALL_ON, **{"podMonitor.enabled": True}), "choose one"),
+        (merged(ALL_ON, **{"keda.prometheus.serverAddress": ""}), "serverAddress is empty"),
+        (merged(ALL_ON, **{"keda.minReplicaCount": 5, "keda.maxReplicaCount": 2}),
+         "minReplicaCount is above"),
+        (merged(ALL_ON, **{"worker.image.repository": ""}), "worker.image.repository"),
+    ]:
+        with pytest.raises(helm.HelmError, match=message):
+            render(values)
+
+
+def test_the_chart_copies_of_rules_and_dashboards_are_the_repository_files() -> None:
+    rules = ROOT / "rules" / "actionscheduler.rules.yml"
+    assert (CHART / "files" / "rules" / rules.name).read_bytes() == rules.read_bytes()
+    shipped = sorted(p.name for p in (CHART / "files" / "dashboards").glob("*.json"))
+    assert shipped == sorted(p.name for p in (ROOT / "dashboards").glob("*.json"))
+    for name in shipped:
+        assert (CHART / "files" / "dashboards" / name).read_bytes() == \
+            (ROOT / "dashboards" / name).read_bytes(), "run make chart-files"
+
+
+def test_prometheus_rule_and_dashboards_carry_the_files() -> None:
+    objects = render(ALL_ON)
+    rule = find(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    source = yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text())
+    assert rule["spec"]["groups"] == source["groups"]
+    for name in ("overview", "hooks"):
+        config_map = find(objects, "ConfigMap", f"-{name}")
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        file = f"actionscheduler-{name}.json"
+        assert config_map["data"][file] == (ROOT / "dashboards" / file).read_text().rstrip("\n")
+
+
+def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> None:
+    objects = render(ALL_ON)
+    config_map = find(objects, "ConfigMap", "exporter")
+    text = config_map["data"]["exporter.yml"]
+    passwords = tmp_path / "passwords"
+    passwords.mkdir()
+    for site in ("shop", "network"):
+        (passwords / site).write_text(f"pw-{site}\n")
+    path = tmp_path / "exporter.yml"
+    path.write_text(text.replace("/etc/actionscheduler-exporter/passwords", str(passwords)))
+    config = load_file(str(path))  # the exporter's own validation
+    shop, network = config.sites
+    assert shop.password == "pw-shop" and network.discovers_prefixes
+    # The worker's limit and the exporter's come from one value.
+    assert shop.concurrent_batches_limit == ALL_ON["worker"].get("concurrentBatches", 2)
+    assert shop.workers is not None
+    assert shop.workers.deployment == "shop-actionscheduler-exporter-worker"
+    assert shop.alerts.oldest_due_warning == 600
+    worker = find(objects, "Deployment", "-worker")
+    container = worker["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["AS_CONCURRENT_BATCHES"] == str(shop.concurrent_batches_limit)
+    # Secrets are mounted, never rendered.
+    for obj in objects:
+        if obj["kind"] == "ConfigMap":
+            assert "pw-" not in yaml.safe_dump(obj) and "password:" not in yaml.safe_dump(obj)
+
+
+def test_exporter_pod_is_locked_down() -> None:
+    pod = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_worker_deployment_finishes_its_batch_on_rollouts() -> None:
+    values = merged(ALL_ON, **{"worker.batchSize": 20, "worker.longestActionSeconds": 30})
+    worker = find(render(values), "Deployment", "-worker")
+    spec = worker["spec"]
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert "replicas" not in spec  # KEDA owns it
+    pod = spec["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 20 * 30 + 30
+    probe = pod["containers"][0]["livenessProbe"]["exec"]["command"][-1]
+    assert "-mmin -12" in probe  # a whole batch (10 minutes) and some
+
+
+def test_cronjob_worker_for_small_stores() -> None:
+    values = VARIANTS["cronjob-worker"]
+    objects = render(values)
+    cron = find(objects, "CronJob")
+    assert cron["spec"]["schedule"] == "* * * * *"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["AS_MAX_BATCHES"] == "5"
+    assert not [o for o in objects if o["kind"] == "ScaledObject"]
+
+
+def test_keda_prometheus_trigger() -> None:
+    objects = render(ALL_ON)
+    scaled = find(objects, "ScaledObject")
+    assert [o["kind"] for o in objects].count("ScaledObject") == 1
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["type"] == "prometheus"
+    # The dashboard's autoscaling panel shows this very query.
+    assert trigger["metadata"]["query"] == keda_query("shop")
+    assert trigger["metadata"]["threshold"] == "50"
+    assert trigger["metadata"]["ignoreNullValues"] == "false"
+    assert trigger["authenticationRef"]["name"] == find(objects, "TriggerAuthentication")[
+        "metadata"]["name"]
+    behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"] == {"stabilizationWindowSeconds": 300, "policies": [
+        {"type": "Pods", "value": 1, "periodSeconds": 120}]}
+    assert scaled["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1}
+
+
+def test_keda_mysql_trigger_is_the_alternative() -> None:
+    objects = render(VARIANTS["mysql-trigger"])
+    (trigger,) = find(objects, "ScaledObject")["spec"]["triggers"]
+    assert trigger["type"] == "mysql"
+    assert "scheduled_date_gmt <= UTC_TIMESTAMP()" in trigger["metadata"]["query"]
+    assert "wp_actionscheduler_actions" in trigger["metadata"]["query"]
+    auth = find(objects, "TriggerAuthentication")
+    assert auth["spec"]["secretTargetRef"] == [
+        {"parameter": "password", "name": "keda-db", "key": "password"}]
+
+
+def test_notes_and_helm_test_hook() -> None:
+    text = notes(ALL_ON)
+    assert "shop-actionscheduler-exporter" in text and "port-forward" in text
+    assert "ScaledObject" in text and "mu-plugins" in text
+    hook = find(render(ALL_ON), "Pod", "test-metrics")
+    assert hook["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert "/metrics" in hook["spec"]["containers"][0]["command"][-1]
+
+
+def checkov() -> str:
+    binary = ROOT / ".tools" / "checkov" / "bin" / "checkov"
+    found = str(binary) if binary.exists() else shutil.which("checkov")
+    if found is None:
+        pytest.fail("checkov is not installed: `make test` installs it in .tools/checkov")
+    return found
+
+
+def test_checkov_finds_nothing_in_the_manifests_and_the_dockerfile(tmp_path: Path) -> None:
+    files = []
+    for variant in ("all-on", "cronjob-worker", "mysql-trigger"):
+        path = tmp_path / f"{variant}.yaml"
+        path.write_text(yaml.safe_dump_all(render(VARIANTS[variant])))
+        files += ["-f", str(path)]
+    scan = subprocess.run(
+        [checkov(), *files, "-f", str(ROOT / "Dockerfile"),
+         "--config-file", str(ROOT / ".checkov.yaml"), "--compact", "--quiet",
+         "--skip-download",  # no network here, and none needed
+         "--output", "cli"],
+        capture_output=True, text=True, timeout=600)
+    assert scan.returncode == 0, scan.stdout[-4000:] + scan.stderr[-2000:]
+    assert "Passed checks" in scan.stdout
+
+
+def test_every_skipped_checkov_check_is_justified() -> None:
+    config = (ROOT / ".checkov.yaml").read_text()
+    skipped = yaml.safe_load(config)["skip-check"]
+    for check in skipped:
+        comment = config.split(f"- {check}")[0].rsplit("skip-check:", 1)[-1]
+        assert f"# {check}" in comment, check
+    for template in (CHART / "templates").rglob("*"):
+        if template.is_file():
+            for line in template.read_text().splitlines():
+                if "checkov.io/skip" in line:
+                    assert "=" in line and len(line.split("=", 1)[1]) > 20, line
+
+
+def test_values_yaml_documents_every_key() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    free_form_below: int | None = None  # inside resources: or labels:, keys are data
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#") or stripped.startswith("-") \
+                or ":" not in stripped:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if free_form_below is not None and indent > free_form_below:
+            continue
+        free_form_below = None
+        above = lines[index - 1].strip()
+        assert above.startswith("#"), f"values.yaml line {index + 1} has no comment: {line}"
+        if stripped.split(":")[0] in {"resources", "labels"}:
+            free_form_below = indent
+
+
+def _values_keys(node: Any, prefix: str = "") -> set[str]:
+    keys = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            keys.add(prefix + key)
+            if isinstance(value, dict) and value and key not in {"resources", "labels"}:
+                keys |= _values_keys(value, prefix + key + ".")
+    return keys
+
+
+def test_chart_readme_lists_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    missing = [key for key in sorted(_values_keys(values)) if f"`{key}`" not in readme]
+    assert not missing
