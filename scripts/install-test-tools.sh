@@ -1,11 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages the tests run for real: prometheus and promtool (package
-# prometheus), Alertmanager (package prometheus-alertmanager) and shellcheck.
+# prometheus), Alertmanager (package prometheus-alertmanager), shellcheck, and PHP (for the
+# chart's must-use plugin).
 set -eu
 missing=""
 command -v promtool >/dev/null || missing="$missing prometheus"
 command -v prometheus-alertmanager >/dev/null || missing="$missing prometheus-alertmanager"
 command -v shellcheck >/dev/null || missing="$missing shellcheck"
+command -v php >/dev/null || missing="$missing php-cli"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then
