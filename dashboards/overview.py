@@ -16,6 +16,7 @@ UID = "actionscheduler-overview"
 SITE = 'site=~"$site"'
 NAMESPACE = 'namespace=~"$namespace"'
 NO_KSM = "needs kube-state-metrics and the site's workers: setting"
+NO_SOURCE = "needs the exporter's Kubernetes source (the site's kubernetes: setting)"
 DRILL_DOWN = {"title": "Hooks and groups", "url": "/d/actionscheduler-hooks?${site:queryparam}",
               "type": "link", "icon": "dashboard"}
 RUNBOOK_INDEX = {"title": "Runbooks", "type": "link", "icon": "doc", "targetBlank": True,
@@ -138,21 +139,24 @@ def panels() -> list[Panel]:
                      "{{site}} {{reason}}")],
               unit="ops", width=12, runbook="timeout-failures.md"),
         Panel("Worker restarts", "timeseries",
-              "Restarts of the site's worker container in 15 minutes (kube-state-metrics, "
-              "joined through the exporter's workers: setting). OOMKilled workers leave "
-              "orphaned claims and timeout failures behind.",
+              "Restarts of the site's worker container in 15 minutes, from the exporter's "
+              "Kubernetes source or from kube-state-metrics (joined through the workers: "
+              "setting). OOMKilled workers leave orphaned claims and timeout failures behind.",
               [Query("sum by (site, namespace, deployment) ("
                      "label_replace(increase(kube_pod_container_status_restarts_total[15m]),"
                      ' "deployment", "$1", "pod", "(.+)-[a-z0-9]+-[a-z0-9]+")'
                      " * on (namespace, deployment, container) group_left (site)"
                      " max by (namespace, deployment, container, site)"
                      f" (actionscheduler_worker_info{{{SITE}, {NAMESPACE}}}))",
-                     "{{site}} {{deployment}}", may_be_empty=NO_KSM)],
+                     "{{site}} {{deployment}}", may_be_empty=NO_KSM),
+               Query("sum by (site) (increase(actionscheduler_worker_container_restarts_total"
+                     f"{{{SITE}}}[15m]))", "{{site}} (exporter)", may_be_empty=NO_SOURCE)],
               width=12, runbook="worker-restarts.md",
               thresholds=[(None, "green"), (3, "red")]),
         Panel("Workers: replicas and the scaling signal ($site)", "timeseries",
               "The workers' autoscaler (current, desired and maximum replicas, from "
-              "kube-state-metrics) next to the scaling signal, from the very query the Helm "
+              "kube-state-metrics or the exporter's Kubernetes source) next to the scaling "
+              "signal, from the very query the Helm "
               "chart gives KEDA: due plus in-progress actions. KEDA wants signal ÷ threshold "
               "workers, between its minimum and maximum.",
               [Query(keda_query("$site"), "KEDA signal (actions)"),
@@ -163,7 +167,9 @@ def panels() -> list[Panel]:
                        f"{label} replicas", may_be_empty=NO_KSM)
                  for name, label in (("status_current_replicas", "current"),
                                      ("status_desired_replicas", "desired"),
-                                     ("spec_max_replicas", "maximum"))]],
+                                     ("spec_max_replicas", "maximum"))],
+               Query('actionscheduler_worker_autoscaler_replicas{site="$site"}',
+                     "{{state}} replicas (exporter)", may_be_empty=NO_SOURCE)],
               width=12, runbook="workers-at-max-replicas.md", repeat="site"),
         Panel("Firing Action Scheduler alerts", "table",
               "Alerts of this bundle that fire now, per site. Empty when all is well.",

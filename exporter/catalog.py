@@ -185,6 +185,32 @@ WORKER_INFO = MetricDef(
     "kube-state-metrics series to the site.",
     ("namespace", "deployment", "container", "horizontalpodautoscaler"))
 
+KUBERNETES_UP = _gauge(
+    "actionscheduler_kubernetes_up",
+    "1 when the Kubernetes API answered the last reading of the site's workers "
+    "(kubernetes: setting).")
+KUBERNETES_ERRORS = MetricDef(
+    "actionscheduler_kubernetes_errors", "counter",
+    "Failed readings of the site's workers from the Kubernetes API, by kind: config, "
+    "connect, timeout, unauthorized, forbidden, not_found, http.", ("kind",))
+WORKER_RESTARTS = MetricDef(
+    "actionscheduler_worker_container_restarts", "counter",
+    "Restarts of the worker container, per pod, as Kubernetes reports them.", ("pod",))
+WORKER_LAST_TERMINATION = _gauge(
+    "actionscheduler_worker_container_last_terminated_reason",
+    "1 per worker pod whose container terminated before, with the reason Kubernetes gave "
+    "(OOMKilled, Error, Completed...).", "pod", "reason")
+WORKER_PODS = _gauge(
+    "actionscheduler_worker_pods",
+    "Worker pods, by whether they are ready.", "ready")
+WORKER_DEPLOYMENT_REPLICAS = _gauge(
+    "actionscheduler_worker_deployment_replicas",
+    "Replicas of the worker Deployment: desired, updated, available.", "state")
+WORKER_AUTOSCALER_REPLICAS = _gauge(
+    "actionscheduler_worker_autoscaler_replicas",
+    "Replicas of the workers' HorizontalPodAutoscaler (the one KEDA creates): current, "
+    "desired, maximum.", "state")
+
 _EVENT_LABELS = ("hook", "group")
 CREATED = MetricDef(
     "actionscheduler_actions_created", "counter",
@@ -255,6 +281,13 @@ ALL: tuple[MetricDef, ...] = (
     THRESHOLD_FAILURE_RATE,
     THRESHOLD_RESTARTS,
     WORKER_INFO,
+    KUBERNETES_UP,
+    KUBERNETES_ERRORS,
+    WORKER_RESTARTS,
+    WORKER_LAST_TERMINATION,
+    WORKER_PODS,
+    WORKER_DEPLOYMENT_REPLICAS,
+    WORKER_AUTOSCALER_REPLICAS,
     TABLE_ROWS,
     TABLE_SIZE,
     OLDEST_FINISHED_AGE,
@@ -282,3 +315,5 @@ ALL: tuple[MetricDef, ...] = (
 ERROR_KINDS: tuple[str, ...] = ("connect", "query", "timeout", "missing_table", "deadline")
 
 FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
+KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
+    "config", "connect", "timeout", "unauthorized", "forbidden", "not_found", "http")

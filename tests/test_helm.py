@@ -73,7 +73,7 @@ def test_all_on_renders_every_part() -> None:
         "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap",  # config, 2 dashboards, loop
         "Deployment", "Deployment", "Service", "ServiceAccount", "ServiceMonitor",
         "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "ScaledObject",
-        "TriggerAuthentication", "Pod"])
+        "TriggerAuthentication", "Pod", "Role", "RoleBinding"])
 
 
 def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
@@ -157,8 +157,15 @@ def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> Non
 
 
 def test_exporter_pod_is_locked_down() -> None:
+    # No API token unless the Kubernetes source is on (it is with the chart's worker).
+    without_source = find(render(merged(ALL_ON, **{"kubernetesSource.enabled": False})),
+                          "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert without_source["automountServiceAccountToken"] is False
+    assert not [o for o in render(MINIMAL) if o["kind"] in {"Role", "RoleBinding"}]
+    assert find(render(MINIMAL), "Deployment", "exporter")["spec"]["template"]["spec"][
+        "automountServiceAccountToken"] is False
     pod = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     container = pod["containers"][0]

@@ -19,6 +19,7 @@ from exporter.config.errors import ConfigError
 from exporter.config.model import (
     AlertThresholds,
     ExporterConfig,
+    KubernetesConfig,
     SiteConfig,
     TLSConfig,
     WorkersConfig,
@@ -67,8 +68,18 @@ _WORKER_KEYS: dict[str, Callable[[Any], Any]] = {
     "container": values.text,
     "horizontalpodautoscaler": values.text,
 }
+_KUBERNETES_KEYS: dict[str, Callable[[Any], Any]] = {
+    "namespace": values.text,
+    "selector": values.text,
+    "container": values.text,
+    "deployment": values.text,
+    "horizontalpodautoscaler": values.text,
+    "cache": values.duration,
+    "timeout": values.duration,
+    "kubeconfig": values.text,
+}
 _SITE_KEYS = {*_SCALARS, "name", "dsn", "password", "password_file", "tls", "labels",
-              "alerts", "workers"}
+              "alerts", "workers", "kubernetes"}
 _TOP_KEYS = {"sites", "defaults", "listen_address"}
 
 
@@ -151,6 +162,12 @@ def _site(source: str, key: str, raw: dict[str, Any],
             if required not in workers:
                 raise ConfigError(source, f"{key}.workers.{required}", "is missing")
         fields["workers"] = WorkersConfig(**workers)
+    if "kubernetes" in raw:
+        kubernetes = _section(source, f"{key}.kubernetes", raw["kubernetes"], _KUBERNETES_KEYS)
+        for required in ("namespace", "selector"):
+            if required not in kubernetes:
+                raise ConfigError(source, f"{key}.kubernetes.{required}", "is missing")
+        fields["kubernetes"] = KubernetesConfig(**kubernetes)
     fields["password"] = _password(source, key, raw, fields.pop("password", ""))
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
 

@@ -48,6 +48,20 @@ class WorkersConfig:
 
 
 @dataclass(frozen=True)
+class KubernetesConfig:
+    """The site's worker pods, read from the Kubernetes API (optional, off by default)."""
+
+    namespace: str
+    selector: str  # a label selector of the worker pods, e.g. app=shop-worker
+    container: str = "worker"
+    deployment: str = ""
+    horizontalpodautoscaler: str = ""
+    cache: float = 15.0  # seconds a reading is reused: at most one set of calls per period
+    timeout: float = 5.0  # per API call
+    kubeconfig: str | None = None  # default: in-cluster service account
+
+
+@dataclass(frozen=True)
 class SiteConfig:
     """One configured site: a database and a table prefix (or `auto`)."""
 
@@ -70,6 +84,7 @@ class SiteConfig:
     log_gap_grace: float = 30.0
     alerts: AlertThresholds = AlertThresholds()
     workers: WorkersConfig | None = None
+    kubernetes: KubernetesConfig | None = None
 
     @property
     def discovers_prefixes(self) -> bool:

@@ -18,6 +18,7 @@ from exporter.db.errors import QueryError
 from exporter.db.session import Session
 from exporter.db.tables import TableNames, discover_prefixes, read_table_stats
 from exporter.events.follower import LogFollower
+from exporter.kubernetes.source import WorkerSource
 from exporter.scrape.errors import ErrorCounts
 from exporter.scrape.result import SiteResult
 
@@ -33,12 +34,25 @@ class Target:
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         # The log follower keeps a cursor and counters: one per table prefix, for life.
         self._followers: dict[str, LogFollower] = {}
+        self._workers = WorkerSource(site.kubernetes) if site.kubernetes else None
         self._last_problem: dict[str, str] = {}
 
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
 
     def run(self, deadline: float) -> list[SiteResult]:
+        results = self._run_database(deadline)
+        if self._workers is not None:
+            # Independent of the database: reported whether the site is up or not.
+            workers = self._workers.samples()
+            self._report(f"{self.site.name}/kubernetes", self._workers.last_error and
+                         f"kubernetes source failing site={self.site.name} "
+                         f"problem={self._workers.last_error!r}")
+            for result in results:
+                result.samples += workers
+        return results
+
+    def _run_database(self, deadline: float) -> list[SiteResult]:
         started = time.monotonic()
         try:
             prefixes = self._prefixes()

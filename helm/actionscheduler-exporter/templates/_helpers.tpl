@@ -52,6 +52,20 @@ dashboards/queries.py (keda_query), which the overview dashboard shows; a test k
 {{- printf "max(sum by (job, instance) (actionscheduler_due_actions{site=%q}) + sum by (job, instance) (actionscheduler_in_progress_actions{site=%q}))" . . -}}
 {{- end -}}
 
+{{/* Whether the exporter reads the chart's worker from the Kubernetes API. */}}
+{{- define "ase.kubernetesSource" -}}
+{{- if and .Values.kubernetesSource.enabled .Values.worker.enabled (eq .Values.worker.kind "Deployment") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The HorizontalPodAutoscaler KEDA creates for the worker's ScaledObject. */}}
+{{- define "ase.workerHPA" -}}
+{{- if and .Values.keda.enabled (not .Values.keda.scaleTargetName) -}}
+{{- printf "keda-hpa-%s" (include "ase.workerName" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The worker's grace period: the running batch must be able to finish. */}}
 {{- define "ase.workerGracePeriod" -}}
 {{- add (mul .Values.worker.batchSize .Values.worker.longestActionSeconds) 30 -}}
@@ -68,7 +82,19 @@ dashboards/queries.py (keda_query), which the overview dashboard shows; a test k
 {{- if and $.Values.worker.enabled (eq $site.name $.Values.worker.site) -}}
 {{- $_ := set $site "concurrent_batches_limit" $.Values.worker.concurrentBatches -}}
 {{- if eq $.Values.worker.kind "Deployment" -}}
-{{- $_ := set $site "workers" (dict "namespace" $.Release.Namespace "deployment" (include "ase.workerName" $) "container" "worker") -}}
+{{- $workers := dict "namespace" $.Release.Namespace "deployment" (include "ase.workerName" $) "container" "worker" -}}
+{{- if include "ase.workerHPA" $ -}}
+{{- $_ := set $workers "horizontalpodautoscaler" (include "ase.workerHPA" $) -}}
+{{- end -}}
+{{- $_ := set $site "workers" $workers -}}
+{{- end -}}
+{{- if include "ase.kubernetesSource" $ -}}
+{{- $selector := printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component=worker" (include "ase.name" $) $.Release.Name -}}
+{{- $source := dict "namespace" $.Release.Namespace "selector" $selector "container" "worker" "deployment" (include "ase.workerName" $) "cache" $.Values.kubernetesSource.cache -}}
+{{- if include "ase.workerHPA" $ -}}
+{{- $_ := set $source "horizontalpodautoscaler" (include "ase.workerHPA" $) -}}
+{{- end -}}
+{{- $_ := set $site "kubernetes" $source -}}
 {{- end -}}
 {{- end -}}
 {{- $sites = append $sites $site -}}

@@ -1,0 +1,1 @@
+"""The optional Kubernetes source: the site's worker pods, Deployment and autoscaler."""

@@ -1,0 +1,199 @@
+"""The Kubernetes source against a local HTTPS API server (tests/fake_kubernetes.py), next
+to a real MariaDB: worker restarts, termination reasons, readiness, Deployment and HPA
+replicas, and every failure kept away from the database metrics."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from exporter import catalog
+from exporter.config import SiteConfig
+from exporter.config.model import KubernetesConfig
+from exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
+from exporter.kubernetes.source import WorkerSource
+from exporter.scrape.result import SiteResult
+from testbed.store import ActionSchedulerStore
+from tests.conftest import Scrape
+from tests.fake_kubernetes import FakeKubernetes, pod
+from tests.helm_chart import ALL_ON, find, render
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
+    fake = FakeKubernetes(tmp_path)
+    fake.pods = [
+        pod("shop-worker-5d9f7c6b8-aaaaa", restarts=0),
+        pod("shop-worker-5d9f7c6b8-bbbbb", restarts=2, last_reason="OOMKilled"),
+        pod("shop-worker-5d9f7c6b8-ccccc", ready=False, restarts=7, waiting="CrashLoopBackOff",
+            last_reason="Error"),
+    ]
+    yield fake
+    fake.stop()
+
+
+def kubernetes_config(api: FakeKubernetes, **overrides: object) -> KubernetesConfig:
+    fields: dict[str, object] = {
+        "namespace": "shop", "selector": "app.kubernetes.io/component=worker",
+        "container": "worker", "deployment": "shop-worker",
+        "horizontalpodautoscaler": "keda-hpa-shop-worker", "cache": 0.001, "timeout": 2.0,
+        "kubeconfig": str(api.kubeconfig()),
+    }
+    fields.update(overrides)
+    return KubernetesConfig(**fields)  # type: ignore[arg-type]
+
+
+def by_labels(result: SiteResult, metric: catalog.MetricDef) -> dict[tuple[str, ...], float]:
+    return {tuple(value for _, value in s.labels): s.value
+            for s in result.samples if s.metric is metric}
+
+
+def test_workers_restarts_reasons_readiness_and_replicas(
+        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
+        site: Callable[..., SiteConfig]) -> None:
+    (result,) = scrape(site(kubernetes=kubernetes_config(api)))
+    assert result.up
+    assert result.value("actionscheduler_kubernetes_up") == 1
+    assert by_labels(result, catalog.WORKER_RESTARTS) == {
+        ("shop-worker-5d9f7c6b8-aaaaa",): 0, ("shop-worker-5d9f7c6b8-bbbbb",): 2,
+        ("shop-worker-5d9f7c6b8-ccccc",): 7}
+    assert by_labels(result, catalog.WORKER_LAST_TERMINATION) == {
+        ("shop-worker-5d9f7c6b8-bbbbb", "OOMKilled"): 1,
+        ("shop-worker-5d9f7c6b8-ccccc", "Error"): 1}
+    assert by_labels(result, catalog.WORKER_PODS) == {("false",): 1, ("true",): 2}
+    assert by_labels(result, catalog.WORKER_DEPLOYMENT_REPLICAS) == {
+        ("desired",): 3, ("updated",): 2, ("available",): 2}
+    assert by_labels(result, catalog.WORKER_AUTOSCALER_REPLICAS) == {
+        ("current",): 3, ("desired",): 4, ("maximum",): 4}
+    (call,) = [c for c in api.calls if c.resource == "pods"]
+    assert call.query == {"labelSelector": ["app.kubernetes.io/component=worker"]}
+
+
+def test_pods_that_are_gone_disappear(api: FakeKubernetes,
+                                      site: Callable[..., SiteConfig]) -> None:
+    source = WorkerSource(kubernetes_config(api))
+    first = {dict(s.labels)["pod"] for s in source.samples() if s.metric is catalog.WORKER_RESTARTS}
+    api.pods = [pod("shop-worker-7f8e9d0c1-ddddd", restarts=1)]
+    time.sleep(0.01)
+    second = {dict(s.labels)["pod"] for s in source.samples()
+              if s.metric is catalog.WORKER_RESTARTS}
+    assert len(first) == 3
+    assert second == {"shop-worker-7f8e9d0c1-ddddd"}
+
+
+def test_readings_are_cached(api: FakeKubernetes) -> None:
+    source = WorkerSource(kubernetes_config(api, cache=60.0))
+    for _ in range(5):
+        source.samples()
+    assert [c.resource for c in api.calls] == ["pods", "deployments",
+                                               "horizontalpodautoscalers"]
+
+
+def test_forbidden_names_the_missing_verb_and_resource_and_spares_the_database(
+        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
+        site: Callable[..., SiteConfig], caplog: pytest.LogCaptureFixture) -> None:
+    api.forbidden = {"pods"}
+    store.create("woocommerce_deliver_webhook_async")
+    (result,) = scrape(site(kubernetes=kubernetes_config(api)))
+    assert result.up
+    assert result.value("actionscheduler_due_actions", claim="unclaimed") == 1
+    assert result.value("actionscheduler_kubernetes_up") == 0
+    assert by_labels(result, catalog.KUBERNETES_ERRORS)[("forbidden",)] == 1
+    assert result.value(catalog.COLLECTOR_SUCCESS.name, collector="kubernetes") == 0
+    assert not [s for s in result.samples if s.metric is catalog.WORKER_RESTARTS]
+    assert "needs RBAC verb list on pods" in caplog.text
+    assert "cannot list resource" in caplog.text
+
+
+def test_a_rotated_token_is_read_again_after_401(api: FakeKubernetes, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("token-1")
+    context = ssl.create_default_context(cafile=str(api.ca))
+
+    def credentials() -> Credentials:
+        return Credentials(api.server, context, token_file=token_file)
+
+    source = WorkerSource(kubernetes_config(api), credentials=credentials)
+    assert source.samples()[0].metric is not None
+    assert source.last_error == ""
+    # The API server rotates to a new token; the file is rewritten with the same mtime, so
+    # only the 401 tells the exporter to read it again.
+    mtime = token_file.stat().st_mtime_ns
+    api.token = "token-2"
+    token_file.write_text("token-2")
+    os.utime(token_file, ns=(mtime, mtime))
+    time.sleep(0.01)
+    up = [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP]
+    assert up == [1.0], source.last_error
+    # A token that stays wrong is reported, not retried forever.
+    api.token = "token-3"
+    up = [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP]
+    assert up == [0.0]
+    assert "rejected the exporter's credentials" in source.last_error
+
+
+def test_a_slow_api_is_waited_for_and_a_timeout_is_an_error(
+        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
+        site: Callable[..., SiteConfig]) -> None:
+    api.delay = 0.3
+    slow = WorkerSource(kubernetes_config(api, timeout=2.0))
+    assert [s.value for s in slow.samples() if s.metric is catalog.KUBERNETES_UP] == [1.0]
+
+    api.delay = 3.0
+    started = time.monotonic()
+    (result,) = scrape(site(kubernetes=kubernetes_config(api, timeout=0.5)))
+    assert time.monotonic() - started < 2.5
+    assert result.up
+    assert result.value("actionscheduler_kubernetes_up") == 0
+    assert by_labels(result, catalog.KUBERNETES_ERRORS)[("timeout",)] == 1
+
+
+def test_in_cluster_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                api: FakeKubernetes) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("token-1\n")
+    (account / "ca.crt").write_bytes(api.ca.read_bytes())
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(api.port))
+    credentials = in_cluster(account)
+    assert credentials.bearer() == "token-1"
+    source = WorkerSource(kubernetes_config(api), credentials=lambda: credentials)
+    assert [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP] == [1.0]
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(KubernetesError, match="not running in a cluster"):
+        in_cluster(account)
+
+
+def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKubernetes) -> None:
+    objects = render(ALL_ON)
+    config_map = find(objects, "ConfigMap", "exporter")
+    exporter_config = yaml.safe_load(config_map["data"]["exporter.yml"])
+    shop = next(s for s in exporter_config["sites"] if s["name"] == "shop")
+    settings = shop["kubernetes"]
+    source = WorkerSource(KubernetesConfig(
+        namespace="shop", selector=settings["selector"], container=settings["container"],
+        deployment=settings["deployment"],
+        horizontalpodautoscaler=settings["horizontalpodautoscaler"],
+        kubeconfig=str(api.kubeconfig())))
+    api.deployment["metadata"]["name"] = settings["deployment"]
+    source.samples()
+    made = {(c.api_group, c.resource, c.verb, c.name) for c in api.calls}
+
+    role = find(objects, "Role")
+    allowed = {(group, resource, verb, name)
+               for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] for verb in rule["verbs"]
+               for name in rule.get("resourceNames", [""])}
+    assert allowed == made
+    binding = find(objects, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    deployment = find(objects, "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert deployment["automountServiceAccountToken"] is True
+    assert binding["subjects"][0]["name"] == deployment["serviceAccountName"]
