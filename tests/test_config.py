@@ -44,6 +44,7 @@ sites:
     timeout_period: 10m
     alerts: {{oldest_due_warning: 5m, failure_ratio: 0.5}}
     workers: {{namespace: shop, deployment: shop-as-worker}}
+    kubernetes: {{namespace: shop, selector: app=worker, cache: 30s}}
   - name: blog
     dsn: mysql://reader:p%40ss@db2:3306/blog?table_prefix=auto&query_timeout=500ms
 """))
@@ -63,6 +64,8 @@ sites:
     assert blog.alerts.oldest_due_warning == 600
     assert shop.workers is not None and shop.workers.hpa == "keda-hpa-shop-as-worker"
     assert blog.workers is None
+    assert shop.kubernetes is not None and shop.kubernetes.cache == 30
+    assert shop.kubernetes.container == "worker" and blog.kubernetes is None
     assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2",
                                                                      "blog")
     assert blog.discovers_prefixes and blog.query_timeout == 0.5
@@ -104,6 +107,10 @@ def test_environment_gives_one_site() -> None:
      "not a known key"),
     ("sites:\n  - {database: x, workers: {namespace: shop}}", "sites[0].workers.deployment",
      "is missing"),
+    ("sites:\n  - {database: x, kubernetes: {namespace: shop}}",
+     "sites[0].kubernetes.selector", "is missing"),
+    ("sites:\n  - {database: x, kubernetes: {namespace: a, selector: b, cache: never}}",
+     "sites[0].kubernetes.cache", "duration"),
     ("sites: [x", "", "not valid YAML"),
     ("- just a list", "", "mapping"),
     ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
