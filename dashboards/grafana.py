@@ -62,6 +62,25 @@ def variable_query(name: str, label: str, query: str) -> Json:
     }
 
 
+SITE = 'site=~"$site"'
+
+
+def dashboard_link(title: str, uid: str) -> Json:
+    """A link to another dashboard of the bundle that keeps the selected sites."""
+    return {"title": title, "url": f"/d/{uid}?${{site:queryparam}}", "type": "link",
+            "icon": "dashboard"}
+
+
+def site_variables() -> list[Json]:
+    """The variables every dashboard starts with: data source, site, namespace."""
+    return [
+        variable_datasource(),
+        variable_query("site", "Site", "label_values(actionscheduler_up, site)"),
+        variable_query("namespace", "Namespace",
+                       'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)'),
+    ]
+
+
 def alert_annotation() -> Json:
     return {
         "name": "Action Scheduler alerts", "enable": True, "iconColor": "red",

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from dashboards.grafana import Json, Panel, Query, dashboard, variable_datasource, variable_query
+from dashboards.grafana import (
+    SITE,
+    Json,
+    Panel,
+    Query,
+    dashboard,
+    dashboard_link,
+    site_variables,
+    variable_query,
+)
 
 UID = "actionscheduler-hooks"
-SITE = 'site=~"$site"'
 HOOK = 'hook=~"$hook"'
 GROUP = 'group=~"$group"'
-OVERVIEW = {"title": "Overview", "url": "/d/actionscheduler-overview?${site:queryparam}",
-            "type": "link", "icon": "dashboard"}
 
 
 def panels() -> list[Panel]:
@@ -78,14 +84,11 @@ def build() -> Json:
         UID, "Action Scheduler / Hooks and groups",
         "Backlog, throughput, failures and latency per hook and group. "
         "From actionscheduler-exporter.",
-        [variable_datasource(),
-         variable_query("site", "Site", "label_values(actionscheduler_up, site)"),
-         variable_query("namespace", "Namespace",
-                        'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)'),
+        [*site_variables(),
          variable_query("hook", "Hook",
                         'label_values(actionscheduler_actions_started_total{site=~"$site"}, hook)'),
          variable_query("group", "Group",
                         'label_values(actionscheduler_actions_by_group{site=~"$site"}, group)')],
         panels(),
-        [OVERVIEW],
+        [dashboard_link("Overview", "actionscheduler-overview")],
     )

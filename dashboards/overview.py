@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 from dashboards.grafana import (
+    RUNBOOKS,
+    SITE,
     Json,
     Panel,
     Query,
     dashboard,
-    variable_datasource,
-    variable_query,
+    dashboard_link,
+    site_variables,
 )
 from dashboards.queries import keda_query
 
 UID = "actionscheduler-overview"
-SITE = 'site=~"$site"'
 NAMESPACE = 'namespace=~"$namespace"'
 NO_KSM = "needs kube-state-metrics and the site's workers: setting"
 NO_SOURCE = "needs the exporter's Kubernetes source (the site's kubernetes: setting)"
-DRILL_DOWN = {"title": "Hooks and groups", "url": "/d/actionscheduler-hooks?${site:queryparam}",
-              "type": "link", "icon": "dashboard"}
 RUNBOOK_INDEX = {"title": "Runbooks", "type": "link", "icon": "doc", "targetBlank": True,
-                 "url": "https://github.com/actionscheduler-exporter/actionscheduler-exporter/"
-                        "blob/main/docs/runbooks/README.md"}
+                 "url": RUNBOOKS + "README.md"}
 UP_MAPPING: Json = {"type": "value", "options": {
     "0": {"text": "DOWN", "color": "red", "index": 0},
     "1": {"text": "UP", "color": "green", "index": 1}}}
@@ -210,10 +208,7 @@ def build() -> Json:
         UID, "Action Scheduler / Overview",
         "Is each site's Action Scheduler queue healthy, and if not, where? "
         "From actionscheduler-exporter.",
-        [variable_datasource(),
-         variable_query("site", "Site", "label_values(actionscheduler_up, site)"),
-         variable_query("namespace", "Namespace",
-                        'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)')],
+        site_variables(),
         panels(),
-        [DRILL_DOWN, RUNBOOK_INDEX],
+        [dashboard_link("Hooks and groups", "actionscheduler-hooks"), RUNBOOK_INDEX],
     )

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +59,7 @@ class Server:
     def stop(self) -> None:
         if self.process is None:
             return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, timeout=30)
         self.process = None
 
 
@@ -138,6 +134,29 @@ def start_private(workdir: Path, *, install: bool = True, port: int | None = Non
     server.stop()
     tail = error_log.read_text(errors="replace")[-2000:] if error_log.exists() else ""
     raise MariaDBUnavailableError(f"private mariadbd did not start; its error log ends:\n{tail}")
+
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 20) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within the timeout."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def wait_until_ready(url: str, what: str, timeout: float = 30) -> None:
+    """Polls an HTTP endpoint until it answers 200."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{what} did not become ready at {url}")
 
 
 def _binary(name: str) -> str | None:

@@ -8,8 +8,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.mariadb import stop_process, wait_until_ready
 from tests.prometheus import free_port
 
 
@@ -79,26 +78,13 @@ class Alertmanager:
              f"--storage.path={workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
             stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready",
-                                            timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("alertmanager did not become ready")
+        wait_until_ready(f"http://127.0.0.1:{self.port}/-/ready", "alertmanager")
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        stop_process(self._process)
         self._log.close()
         self._workdir.cleanup()

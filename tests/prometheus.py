@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.mariadb import stop_process, wait_until_ready
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -52,22 +54,11 @@ class Prometheus:
              # Series go stale within seconds, not five minutes: tests run in seconds.
              "--query.lookback-delta=5s"],
             stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready()
+        wait_until_ready(f"{self.url}/-/ready", "prometheus")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("prometheus did not become ready")
 
     def api(self, path: str, **params: str) -> Any:
         query = urllib.parse.urlencode(params)
@@ -94,11 +85,6 @@ class Prometheus:
         raise AssertionError(f"no data for {expression} within {timeout}s")
 
     def stop(self) -> None:
-        self._process.terminate()
-        try:
-            self._process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        stop_process(self._process)
         self._log.close()
         self._workdir.cleanup()

@@ -157,17 +157,12 @@ def _site(source: str, key: str, raw: dict[str, Any],
     fields["alerts"] = AlertThresholds(**_section(source, f"{key}.alerts",
                                                   raw.get("alerts", {}), _ALERT_KEYS))
     if "workers" in raw:
-        workers = _section(source, f"{key}.workers", raw["workers"], _WORKER_KEYS)
-        for required in ("namespace", "deployment"):
-            if required not in workers:
-                raise ConfigError(source, f"{key}.workers.{required}", "is missing")
-        fields["workers"] = WorkersConfig(**workers)
+        fields["workers"] = WorkersConfig(**_section(
+            source, f"{key}.workers", raw["workers"], _WORKER_KEYS, ("namespace", "deployment")))
     if "kubernetes" in raw:
-        kubernetes = _section(source, f"{key}.kubernetes", raw["kubernetes"], _KUBERNETES_KEYS)
-        for required in ("namespace", "selector"):
-            if required not in kubernetes:
-                raise ConfigError(source, f"{key}.kubernetes.{required}", "is missing")
-        fields["kubernetes"] = KubernetesConfig(**kubernetes)
+        fields["kubernetes"] = KubernetesConfig(**_section(
+            source, f"{key}.kubernetes", raw["kubernetes"], _KUBERNETES_KEYS,
+            ("namespace", "selector")))
     fields["password"] = _password(source, key, raw, fields.pop("password", ""))
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
 
@@ -187,10 +182,13 @@ def _merge_defaults(defaults: dict[str, Any], raw: dict[str, Any]) -> dict[str, 
     return merged
 
 
-def _section(source: str, key: str, raw: object, checks: dict[str, Callable[[Any], Any]]
-             ) -> dict[str, Any]:
+def _section(source: str, key: str, raw: object, checks: dict[str, Callable[[Any], Any]],
+             required: tuple[str, ...] = ()) -> dict[str, Any]:
     section = _mapping(source, key, raw)
     _reject_unknown(source, key, section, set(checks))
+    for name in required:
+        if name not in section:
+            raise ConfigError(source, f"{key}.{name}", "is missing")
     return {name: _checked(source, f"{key}.{name}", check, section[name])
             for name, check in checks.items() if name in section}
 
