@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 from exporter import catalog
-from exporter.config import SiteConfig
+from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import KubernetesConfig
 from exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
 from exporter.kubernetes.source import WorkerSource
+from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
@@ -197,3 +198,27 @@ def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKube
     deployment = find(objects, "Deployment", "exporter")["spec"]["template"]["spec"]
     assert deployment["automountServiceAccountToken"] is True
     assert binding["subjects"][0]["name"] == deployment["serviceAccountName"]
+
+
+def test_a_slow_api_never_holds_up_the_scrape(
+        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
+        site: Callable[..., SiteConfig]) -> None:
+    """Three slow calls take longer than the whole scrape may: the database metrics come
+    back in time, and the reading lands in a later scrape."""
+    store.create("woocommerce_deliver_webhook_async")
+    api.delay = 1.0
+    coordinator = Coordinator(ExporterConfig(sites=(
+        site(kubernetes=kubernetes_config(api, timeout=5.0, cache=60.0)),)))
+    try:
+        started = time.monotonic()
+        (first,) = coordinator.scrape(1.5)
+        assert time.monotonic() - started < 2.5
+        assert first.up
+        assert first.value("actionscheduler_due_actions", claim="unclaimed") == 1
+        assert first.value("actionscheduler_kubernetes_up") == 0  # no reading yet
+        time.sleep(3.5)
+        (later,) = coordinator.scrape(1.5)
+        assert later.value("actionscheduler_kubernetes_up") == 1
+        assert by_labels(later, catalog.WORKER_PODS) == {("false",): 1, ("true",): 2}
+    finally:
+        coordinator.close()

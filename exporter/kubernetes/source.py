@@ -1,8 +1,9 @@
 """The site's worker pods, Deployment and autoscaler, read from the Kubernetes API.
 
 At most one set of calls (list pods, get Deployment, get HPA) per `cache` seconds, each
-bounded by `timeout`. A failure here marks only this source down: the database metrics
-never wait for it or fail with it.
+bounded by `timeout`. The calls run in a thread of their own; a scrape waits for them only
+as long as its own deadline allows and otherwise reports the previous reading, so a slow
+or failing API never delays or fails the database metrics.
 """
 
 from __future__ import annotations
@@ -46,12 +47,21 @@ class WorkerSource:
         self._reading = _Reading()
         self._errors: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._refresh: threading.Thread | None = None
         self.last_error = ""
 
-    def samples(self) -> list[Sample]:
+    def samples(self, wait: float | None = None) -> list[Sample]:
+        """The latest reading; a due refresh is waited for at most `wait` seconds."""
         with self._lock:
-            if time.monotonic() - self._reading.taken_at >= self.config.cache:
-                self._reading = self._read()
+            due = time.monotonic() - self._reading.taken_at >= self.config.cache
+            if due and (self._refresh is None or not self._refresh.is_alive()):
+                self._refresh = threading.Thread(target=self._update, daemon=True,
+                                                 name="kubernetes-source")
+                self._refresh.start()
+            refresh = self._refresh
+        if due and refresh is not None:
+            refresh.join(wait)
+        with self._lock:
             reading = self._reading
             errors = [sample(catalog.KUBERNETES_ERRORS, self._errors[kind], kind=kind)
                       for kind in catalog.KUBERNETES_ERROR_KINDS]
@@ -63,6 +73,11 @@ class WorkerSource:
             *errors,
         ]
 
+    def _update(self) -> None:
+        reading = self._read()
+        with self._lock:
+            self._reading = reading
+
     def _read(self) -> _Reading:
         started = time.monotonic()
         try:
@@ -73,7 +88,8 @@ class WorkerSource:
             if self.config.horizontalpodautoscaler:
                 found += self._autoscaler_samples(client)
         except KubernetesError as error:
-            self._errors[error.kind] += 1
+            with self._lock:
+                self._errors[error.kind] += 1
             self.last_error = error.message
             return _Reading(ok=False, duration=time.monotonic() - started, taken_at=started)
         self.last_error = ""

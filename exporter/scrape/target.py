@@ -44,7 +44,7 @@ class Target:
         results = self._run_database(deadline)
         if self._workers is not None:
             # Independent of the database: reported whether the site is up or not.
-            workers = self._workers.samples()
+            workers = self._workers.samples(wait=max(0.0, deadline - time.monotonic()))
             self._report(f"{self.site.name}/kubernetes", self._workers.last_error and
                          f"kubernetes source failing site={self.site.name} "
                          f"problem={self._workers.last_error!r}")
