@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -15,6 +16,7 @@ from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
 from testbed.mariadb import Server, ensure_server, temporary
 from testbed.store import ActionSchedulerStore
+from tests.fake_kubernetes import FakeKubernetes, pod
 from tests.http_server import RunningExporter
 
 
@@ -116,3 +118,16 @@ def exporter_http(site: SiteFactory) -> Iterator[Callable[..., RunningExporter]]
     yield start
     for running in started:
         running.stop()
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
+    fake = FakeKubernetes(tmp_path)
+    fake.pods = [
+        pod("shop-worker-5d9f7c6b8-aaaaa", restarts=0),
+        pod("shop-worker-5d9f7c6b8-bbbbb", restarts=2, last_reason="OOMKilled"),
+        pod("shop-worker-5d9f7c6b8-ccccc", ready=False, restarts=7, waiting="CrashLoopBackOff",
+            last_reason="Error"),
+    ]
+    yield fake
+    fake.stop()

@@ -22,6 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from exporter.config.model import KubernetesConfig
+
 _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods$"), "", "pods", "list"),
     (re.compile(r"^/apis/apps/v1/namespaces/([^/]+)/deployments/([^/]+)$"), "apps",
@@ -197,3 +199,14 @@ class FakeKubernetes:
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "code": code}
+
+
+def kubernetes_config(api: FakeKubernetes, **overrides: object) -> KubernetesConfig:
+    fields: dict[str, object] = {
+        "namespace": "shop", "selector": "app.kubernetes.io/component=worker",
+        "container": "worker", "deployment": "shop-worker",
+        "horizontalpodautoscaler": "keda-hpa-shop-worker", "cache": 0.001, "timeout": 2.0,
+        "kubeconfig": str(api.kubeconfig()),
+    }
+    fields.update(overrides)
+    return KubernetesConfig(**fields)  # type: ignore[arg-type]

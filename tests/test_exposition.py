@@ -19,6 +19,7 @@ from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.exposition import render
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
+from tests.fake_kubernetes import FakeKubernetes, kubernetes_config
 from tests.test_queue_states import killed_worker_after_cleaner
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
@@ -65,10 +66,12 @@ def first_sample_name(metric: catalog.MetricDef) -> str:
 
 
 def test_every_family_is_emitted_and_only_declared_ones(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
+        api: FakeKubernetes) -> None:
     coordinator = Coordinator(ExporterConfig(sites=(
         site(concurrent_batches_limit=2, labels=(("team", "checkout"),),
-             workers=WorkersConfig("shop", "shop-worker")),)))
+             workers=WorkersConfig("shop", "shop-worker"),
+             kubernetes=kubernetes_config(api)),)))
     try:
         coordinator.scrape()  # the log cursor starts here
         killed_worker_after_cleaner(store)

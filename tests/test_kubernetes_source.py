@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,32 +22,8 @@ from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.fake_kubernetes import FakeKubernetes, pod
+from tests.fake_kubernetes import FakeKubernetes, kubernetes_config, pod
 from tests.helm_chart import ALL_ON, find, render
-
-
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
-    fake = FakeKubernetes(tmp_path)
-    fake.pods = [
-        pod("shop-worker-5d9f7c6b8-aaaaa", restarts=0),
-        pod("shop-worker-5d9f7c6b8-bbbbb", restarts=2, last_reason="OOMKilled"),
-        pod("shop-worker-5d9f7c6b8-ccccc", ready=False, restarts=7, waiting="CrashLoopBackOff",
-            last_reason="Error"),
-    ]
-    yield fake
-    fake.stop()
-
-
-def kubernetes_config(api: FakeKubernetes, **overrides: object) -> KubernetesConfig:
-    fields: dict[str, object] = {
-        "namespace": "shop", "selector": "app.kubernetes.io/component=worker",
-        "container": "worker", "deployment": "shop-worker",
-        "horizontalpodautoscaler": "keda-hpa-shop-worker", "cache": 0.001, "timeout": 2.0,
-        "kubeconfig": str(api.kubeconfig()),
-    }
-    fields.update(overrides)
-    return KubernetesConfig(**fields)  # type: ignore[arg-type]
 
 
 def by_labels(result: SiteResult, metric: catalog.MetricDef) -> dict[tuple[str, ...], float]:

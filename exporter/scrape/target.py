@@ -24,6 +24,8 @@ from exporter.scrape.result import SiteResult
 
 log = logging.getLogger(__name__)
 
+_HANDOVER_MARGIN = 0.25
+
 
 class Target:
     def __init__(self, site: SiteConfig, collectors: Sequence[Collector]) -> None:
@@ -44,7 +46,9 @@ class Target:
         results = self._run_database(deadline)
         if self._workers is not None:
             # Independent of the database: reported whether the site is up or not.
-            workers = self._workers.samples(wait=max(0.0, deadline - time.monotonic()))
+            # Leave the round time to hand its results over before the scrape's deadline.
+            budget = deadline - time.monotonic() - _HANDOVER_MARGIN
+            workers = self._workers.samples(wait=max(0.0, budget))
             self._report(f"{self.site.name}/kubernetes", self._workers.last_error and
                          f"kubernetes source failing site={self.site.name} "
                          f"problem={self._workers.last_error!r}")
