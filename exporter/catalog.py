@@ -143,6 +143,11 @@ COLLECTOR_DURATION = _gauge(
     "Time the collector's queries took in the last scrape.",
     "collector",
 )
+USER_CAN_WRITE = _gauge(
+    "actionscheduler_exporter_database_user_can_write",
+    "1 when SHOW GRANTS gives the exporter's database user a writing privilege on the "
+    "site's database: it should have SELECT on the four tables only.",
+)
 SCRAPE_DURATION = _gauge(
     "actionscheduler_exporter_scrape_duration_seconds",
     "Time the last round of queries for the site took.",
@@ -306,6 +311,7 @@ ALL: tuple[MetricDef, ...] = (
     FOLDED_LABEL_VALUES,
     COLLECTOR_SUCCESS,
     COLLECTOR_DURATION,
+    USER_CAN_WRITE,
     SCRAPE_DURATION,
     ERRORS,
     BUILD_INFO,

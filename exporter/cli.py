@@ -13,6 +13,7 @@ from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.logs import configure as configure_logging
 from exporter.scrape.coordinator import Coordinator
+from exporter.web.webconfig import WebConfig, load_web_config, server_ssl_context
 
 EXIT_CONFIG = 2
 EXIT_UNHEALTHY = 1
@@ -34,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
     parser.add_argument("--listen-address", metavar="[HOST]:PORT",
                         help=f"where to serve HTTP (default :{DEFAULT_PORT})")
+    parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                        help="exporter-toolkit web configuration: TLS and basic auth")
     parser.add_argument("--log-level", default="info",
                         choices=("debug", "info", "warning", "error"))
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -50,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.listen_address:
             host, port = listen_address(args.listen_address)
             config = ExporterConfig(config.sites, host, port, config.source)
+        web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
     except ConfigError as error:
         print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
         return EXIT_CONFIG
@@ -59,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "check":
         return run_check(config, args.timeout)
-    return serve(config)
+    return serve(config, web)
 
 
 def run_check(config: ExporterConfig, timeout: float) -> int:
@@ -72,17 +76,23 @@ def run_check(config: ExporterConfig, timeout: float) -> int:
     return 0 if check.healthy(results) else EXIT_UNHEALTHY
 
 
-def serve(config: ExporterConfig) -> int:
+def serve(config: ExporterConfig, web: WebConfig) -> int:
     import uvicorn
 
     from exporter.web.app import create_app
 
     coordinator = Coordinator(config)
-    log.info("starting version=%s sites=%d listen=%s:%d", __version__, len(config.sites),
-             config.listen_host, config.listen_port)
+    log.info("starting version=%s sites=%d listen=%s:%d tls=%s basic_auth=%s", __version__,
+             len(config.sites), config.listen_host, config.listen_port, web.tls,
+             bool(web.users))
+    tls: dict[str, object] = {}
+    if web.tls:
+        tls = {"ssl_certfile": web.cert_file, "ssl_keyfile": web.key_file,
+               "ssl_context_factory": lambda _config, _default: server_ssl_context(web)}
     try:
-        uvicorn.run(create_app(coordinator), host=config.listen_host, port=config.listen_port,
-                    log_config=None, access_log=False, timeout_graceful_shutdown=1)
+        uvicorn.run(create_app(coordinator, web), host=config.listen_host,
+                    port=config.listen_port, log_config=None, access_log=False,
+                    timeout_graceful_shutdown=1, **tls)  # type: ignore[arg-type]
     finally:
         coordinator.close()
     return 0

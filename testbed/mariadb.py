@@ -42,6 +42,7 @@ class Server:
     password: str = field(default="", repr=False)
     process: subprocess.Popen[bytes] | None = None
     workdir: Path | None = None
+    connect_options: dict[str, Any] = field(default_factory=dict)
 
     def connect(self, database: str | None = None, **options: Any
                 ) -> pymysql.connections.Connection[Any]:
@@ -51,7 +52,7 @@ class Server:
 
     def answers(self) -> bool:
         try:
-            self.connect().close()
+            self.connect(**self.connect_options).close()
         except pymysql.err.MySQLError:
             return False
         return True
@@ -96,7 +97,9 @@ def from_dsn(dsn: str) -> Server:
                   unquote(parts.username or "root"), unquote(parts.password or ""))
 
 
-def start_private(workdir: Path, *, install: bool = True, port: int | None = None) -> Server:
+def start_private(workdir: Path, *, install: bool = True, port: int | None = None,
+                  extra_arguments: list[str] | None = None,
+                  connect_options: dict[str, Any] | None = None) -> Server:
     mariadbd = _binary("mariadbd")
     install_db = _binary("mariadb-install-db")
     if (mariadbd is None or install_db is None) and install:
@@ -120,10 +123,12 @@ def start_private(workdir: Path, *, install: bool = True, port: int | None = Non
         [mariadbd, "--no-defaults", f"--datadir={datadir}", f"--port={port}",
          "--bind-address=127.0.0.1", f"--socket={workdir / 'mariadb.sock'}",
          f"--pid-file={workdir / 'mariadb.pid'}", f"--log-error={error_log}",
-         "--skip-name-resolve", "--innodb-buffer-pool-size=256M", *run_as],
+         "--skip-name-resolve", "--innodb-buffer-pool-size=256M", *run_as,
+         *(extra_arguments or [])],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
-    server = Server("127.0.0.1", port, process=process, workdir=workdir)
+    server = Server("127.0.0.1", port, process=process, workdir=workdir,
+                    connect_options=connect_options or {})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.answers():

@@ -14,7 +14,7 @@ import pytest
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
-from testbed.mariadb import Server, ensure_server, temporary
+from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.fake_kubernetes import FakeKubernetes, pod
 from tests.http_server import RunningExporter
@@ -131,3 +131,10 @@ def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
     ]
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def private_server() -> Iterator[Server]:
+    """A MariaDB of this test's own, which it may stop and start again."""
+    with temporary(start_private) as server:
+        yield server

@@ -11,7 +11,6 @@ import base64
 import json
 import re
 import ssl
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from exporter.config.model import KubernetesConfig
+from testbed.certs import make_certificates
 
 _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/([^/]+)/pods$"), "", "pods", "list"),
@@ -41,25 +41,6 @@ class Call:
     namespace: str
     name: str
     query: dict[str, list[str]]
-
-
-def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
-    """A CA and a server certificate for 127.0.0.1, made with openssl."""
-    ca_key, ca_crt = folder / "ca.key", folder / "ca.crt"
-    key, csr, crt = folder / "server.key", folder / "server.csr", folder / "server.crt"
-    ext = folder / "ext.cnf"
-    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    run = [
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
-         "-out", ca_crt, "-days", "2", "-subj", "/CN=test-kubernetes-ca"],
-        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-         "-subj", "/CN=127.0.0.1"],
-        ["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
-         "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext],
-    ]
-    for command in run:
-        subprocess.run([str(part) for part in command], check=True, capture_output=True)
-    return ca_crt, crt, key
 
 
 def pod(name: str, *, ready: bool = True, restarts: int = 0, waiting: str = "",
@@ -111,7 +92,9 @@ class FakeKubernetes:
     calls: list[Call] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.ca, cert, key = make_certificates(self.folder)
+        certificates = make_certificates(self.folder, "kubernetes")
+        self.ca, cert, key = (certificates.ca, certificates.server_cert,
+                              certificates.server_key)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):

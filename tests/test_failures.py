@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -13,7 +13,7 @@ from exporter import catalog
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.result import SiteResult
-from testbed.mariadb import Server, start_private, temporary
+from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.truth import compute
@@ -138,13 +138,6 @@ def test_the_scrape_deadline_skips_remaining_collectors(
     # The scrape returned before the round finished: the site is reported down for it.
     assert not result.up
     assert errors(result, "deadline") == 1
-
-
-@pytest.fixture
-def private_server() -> Iterator[Server]:
-    """A MariaDB of this test's own, which it may stop and start again."""
-    with temporary(start_private) as server:
-        yield server
 
 
 def test_database_down_at_start_then_back_then_gone_mid_scrape(

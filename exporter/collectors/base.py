@@ -74,7 +74,8 @@ def label_value(raw: Any) -> str:
         return ""
     if isinstance(raw, bytes | bytearray):
         return bytes(raw).decode("utf-8", errors="replace")
-    return str(raw)
+    # Lone surrogates cannot be written as UTF-8: replace them rather than fail the scrape.
+    return str(raw).encode("utf-8", errors="replace").decode("utf-8")
 
 
 def seconds(raw: Any) -> float:

@@ -17,6 +17,7 @@ import pymysql.err
 
 from exporter.config.model import SiteConfig
 from exporter.db.errors import QueryError, classify
+from exporter.db.grants import can_write
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ class Session:
         self._connection: pymysql.connections.Connection[Any] | None = None
         self._lock = threading.Lock()
         self.server_version = ""
+        self.can_write = False
 
     @property
     def connected(self) -> bool:
@@ -74,11 +76,16 @@ class Session:
                 **_tls_arguments(site),
             )
             self.server_version = _prepare(connection, timeout)
+            self.can_write = _user_can_write(connection, site.database)
         except pymysql.err.MySQLError as error:
             raise classify(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._connection = connection
+        if self.can_write:
+            log.warning("the database user may write site=%s user=%s: grant it SELECT on the "
+                        "four Action Scheduler tables only (README, 'The database user')",
+                        site.name, site.user)
         log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint,
                   self.server_version)
         return connection
@@ -104,6 +111,12 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
         else:
             cursor.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
     return version
+
+
+def _user_can_write(connection: pymysql.connections.Connection[Any], database: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GRANTS")
+        return can_write([str(row[0]) for row in cursor.fetchall()], database)
 
 
 def _tls_arguments(site: SiteConfig) -> dict[str, Any]:

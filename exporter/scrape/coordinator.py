@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
 from exporter.collectors import default_collectors
 from exporter.collectors.base import Collector
@@ -16,6 +17,12 @@ from exporter.scrape.target import Target
 DEFAULT_SCRAPE_TIMEOUT = 10.0
 # Rounds of different sites run side by side, up to this many at once.
 MAX_PARALLEL_SITES = 16
+
+
+@dataclass(frozen=True)
+class PendingScrape:
+    started: float
+    futures: list[Future[list[SiteResult]]]
 
 
 class Coordinator:
@@ -31,16 +38,24 @@ class Coordinator:
         self._flights = [SingleFlight(self._executor, target.run) for target in self.targets]
 
     def scrape(self, timeout: float = DEFAULT_SCRAPE_TIMEOUT) -> list[SiteResult]:
+        pending = self.begin(timeout)
+        wait(pending.futures, timeout=timeout)
+        return self.results(pending)
+
+    def begin(self, timeout: float) -> PendingScrape:
+        """Joins (or starts) each site's round; does not wait for them."""
         started = time.monotonic()
         deadline = started + timeout
-        futures = [flight.join(deadline) for flight in self._flights]
-        wait(futures, timeout=timeout)
+        return PendingScrape(started, [flight.join(deadline) for flight in self._flights])
+
+    def results(self, pending: PendingScrape) -> list[SiteResult]:
+        """What the rounds found; a round still running counts as past the deadline."""
         results: list[SiteResult] = []
-        for target, future in zip(self.targets, futures, strict=True):
+        for target, future in zip(self.targets, pending.futures, strict=True):
             if future.done():
                 results.extend(future.result())
             else:
-                results.extend(target.timed_out(time.monotonic() - started))
+                results.extend(target.timed_out(time.monotonic() - pending.started))
         return results
 
     def close(self) -> None:

@@ -171,6 +171,8 @@ class Target:
         else:
             self._report(label, "")
         result.samples += settings_samples(self.site)
+        if self.session.connected:
+            result.samples.append(sample(catalog.USER_CAN_WRITE, self.session.can_write))
         result.samples += [
             sample(catalog.UP, result.up),
             sample(catalog.SCRAPE_DURATION, time.monotonic() - started),

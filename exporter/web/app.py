@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
+from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
@@ -11,23 +13,43 @@ from starlette.concurrency import run_in_threadpool
 from exporter import __version__
 from exporter.scrape.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
 from exporter.scrape.exposition import render
+from exporter.web.auth import BasicAuth
+from exporter.web.webconfig import WebConfig
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 # Leave Prometheus time to receive the answer before its own timeout fires.
 _TIMEOUT_MARGIN = 0.5
 
 
-def create_app(coordinator: Coordinator) -> FastAPI:
+def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAPI:
     app = FastAPI(title="actionscheduler-exporter", version=__version__,
                   docs_url=None, redoc_url=None, openapi_url=None)
+    web = web or WebConfig()
+    auth = BasicAuth(web.users)
+
+    @app.middleware("http")
+    async def protect(request: Request,
+                      call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        # /healthz stays open for liveness probes: it tells nothing but "the process runs".
+        if auth.enabled and request.url.path != "/healthz":
+            allowed = await run_in_threadpool(auth.allows, request.headers.get("authorization"))
+            if not allowed:
+                return PlainTextResponse("Unauthorized\n", status_code=401, headers={
+                    "WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'})
+        response = await call_next(request)
+        response.headers.update(web.headers)
+        return response
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         timeout = _scrape_timeout(request.headers.get(SCRAPE_TIMEOUT_HEADER))
         if isinstance(timeout, str):
             return PlainTextResponse(timeout, status_code=400)
-        results = await run_in_threadpool(coordinator.scrape, timeout)
-        body, content_type = render(results, request.headers.get("accept"))
+        # Waiting on the rounds holds no thread: any number of scrapes can share a round.
+        pending = coordinator.begin(timeout)
+        await asyncio.wait([asyncio.wrap_future(future) for future in pending.futures],
+                           timeout=timeout)
+        body, content_type = render(coordinator.results(pending), request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     @app.get("/healthz")

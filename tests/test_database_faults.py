@@ -1,0 +1,165 @@
+"""What production does to the database, against real MariaDB: connections exhausted, a
+read-only replica, tables renamed away and back, a server ten times slower, and 200
+scrapes at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
+from testbed.mariadb import Server
+from testbed.proxy import SlowProxy
+from testbed.store import ActionSchedulerStore
+from tests.conftest import Scrape
+from tests.http_server import RunningExporter
+from tests.test_queue_states import assert_matches, backlog
+from tests.truth import compute
+
+
+@pytest.fixture
+def shop_on_private(private_server: Server) -> Iterator[tuple[Server, ActionSchedulerStore]]:
+    admin = private_server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE DATABASE shop")
+        cursor.execute("CREATE USER 'exporter'@'%' IDENTIFIED BY 'exporter-pw'")
+        cursor.execute("GRANT SELECT ON shop.* TO 'exporter'@'%'")
+    store = ActionSchedulerStore(private_server.connect("shop"))
+    store.create_tables()
+    backlog(store)
+    yield private_server, store
+    admin.close()
+
+
+def exporter_site(server: Server, **overrides: object) -> SiteConfig:
+    fields: dict[str, object] = {"name": "shop", "host": server.host, "port": server.port,
+                                 "user": "exporter", "password": "exporter-pw",
+                                 "database": "shop", "query_timeout": 2.0}
+    fields.update(overrides)
+    return SiteConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_max_connections_exhausted_then_freed(
+        shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
+    server, _ = shop_on_private
+    admin = server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("SET GLOBAL max_connections = 4")
+    hogs = []
+    try:
+        while True:  # take every connection a user may have
+            try:
+                hogs.append(server.connect("shop", user="exporter", password="exporter-pw"))
+            except Exception:
+                break
+        (refused,) = scrape(exporter_site(server))
+        assert not refused.up
+        assert "(1040) Too many connections" in refused.problems[0]
+    finally:
+        for hog in hogs:
+            hog.close()
+    (recovered,) = scrape(exporter_site(server))
+    assert recovered.up
+    with admin.cursor() as cursor:
+        cursor.execute("SET GLOBAL max_connections = 151")
+    admin.close()
+
+
+def test_a_read_only_replica_is_read_as_usual(
+        shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
+    server, store = shop_on_private
+    admin = server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("SET GLOBAL read_only = ON")
+    try:
+        (result,) = scrape(exporter_site(server))
+        assert_matches(result, compute(store.connection))
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL read_only = OFF")
+        admin.close()
+
+
+def test_tables_renamed_away_and_back(store: ActionSchedulerStore,
+                                      site: Callable[..., SiteConfig]) -> None:
+    backlog(store)
+    coordinator = Coordinator(ExporterConfig(sites=(site(),)))
+    try:
+        store._execute("RENAME TABLE wp_actionscheduler_logs TO wp_actionscheduler_logs_old")
+        (away,) = coordinator.scrape()
+        assert not away.up
+        assert away.value("actionscheduler_table_exists", table="logs") == 0
+        store._execute("RENAME TABLE wp_actionscheduler_logs_old TO wp_actionscheduler_logs")
+        (back,) = coordinator.scrape()
+        assert_matches(back, compute(store.connection))
+    finally:
+        coordinator.close()
+
+
+def test_a_ten_times_slower_server(store: ActionSchedulerStore, mariadb: Server,
+                                   scrape: Scrape, site: Callable[..., SiteConfig]) -> None:
+    """Every packet delayed: the scrape is slower and still right; with too short a
+    deadline the collectors it had no time for are marked, and nothing breaks."""
+    backlog(store)
+    started = time.monotonic()
+    scrape(site())
+    fast_time = time.monotonic() - started
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0.02)
+    try:
+        started = time.monotonic()
+        (slow,) = scrape(site(host="127.0.0.1", port=proxy.port), timeout=60)
+        slow_time = time.monotonic() - started
+        assert_matches(slow, compute(store.connection))
+        assert slow_time > 10 * fast_time
+
+        (cut,) = scrape(site(host="127.0.0.1", port=proxy.port), timeout=slow_time / 3)
+        assert not cut.up or cut.value("actionscheduler_exporter_collector_success",
+                                       collector="tables") == 0
+    finally:
+        proxy.close()
+
+
+def test_200_concurrent_scrapes_cause_one_round(
+        store: ActionSchedulerStore, mariadb: Server, site: Callable[..., SiteConfig],
+        exporter_http: Callable[..., RunningExporter]) -> None:
+    """Counted by the server itself (Com_select): one round of queries, not 200."""
+    backlog(store)
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0.02)  # a round takes about a second
+    running = exporter_http(site(host="127.0.0.1", port=proxy.port))
+    admin = mariadb.connect()
+
+    def selects() -> int:
+        with admin.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+            return int(cursor.fetchone()[1])
+
+    try:
+        running.get("/metrics")  # connects and sets the log cursor
+        before = selects()
+        running.get("/metrics")
+        one_round = selects() - before - 1
+
+        statuses: list[int] = []
+        barrier = threading.Barrier(200)
+
+        def scrape_once() -> None:
+            barrier.wait()
+            statuses.append(running.get("/metrics")[0])
+
+        threads = [threading.Thread(target=scrape_once) for _ in range(200)]
+        before = selects()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        rounds = (selects() - before - 1) / one_round
+    finally:
+        admin.close()
+        proxy.close()
+    assert statuses == [200] * 200
+    assert one_round >= 8
+    assert rounds == 1, rounds
