@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import pymysql
 import pytest
 
 from exporter.config import ExporterConfig, SiteConfig
@@ -50,12 +51,16 @@ def test_max_connections_exhausted_then_freed(
     with admin.cursor() as cursor:
         cursor.execute("SET GLOBAL max_connections = 4")
     hogs = []
+    refusal: pymysql.err.OperationalError | None = None
     try:
-        while True:  # take every connection a user may have
+        while refusal is None:  # take every connection a user may have
             try:
-                hogs.append(server.connect("shop", user="exporter", password="exporter-pw"))
-            except Exception:
-                break
+                hogs.append(pymysql.connect(host=server.host, port=server.port,
+                                            user="exporter", password="exporter-pw",
+                                            database="shop"))
+            except pymysql.err.OperationalError as error:
+                refusal = error
+        assert refusal.args[0] == 1040  # Too many connections
         (refused,) = scrape(exporter_site(server))
         assert not refused.up
         assert "(1040) Too many connections" in refused.problems[0]
