@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import html
-from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
 from exporter.scrape.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
@@ -25,20 +25,7 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
     app = FastAPI(title="actionscheduler-exporter", version=__version__,
                   docs_url=None, redoc_url=None, openapi_url=None)
     web = web or WebConfig()
-    auth = BasicAuth(web.users)
-
-    @app.middleware("http")
-    async def protect(request: Request,
-                      call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        # /healthz stays open for liveness probes: it tells nothing but "the process runs".
-        if auth.enabled and request.url.path != "/healthz":
-            allowed = await run_in_threadpool(auth.allows, request.headers.get("authorization"))
-            if not allowed:
-                return PlainTextResponse("Unauthorized\n", status_code=401, headers={
-                    "WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'})
-        response = await call_next(request)
-        response.headers.update(web.headers)
-        return response
+    app.add_middleware(Protect, auth=BasicAuth(web.users), headers=web.headers)
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -62,6 +49,42 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
         return landing_page(coordinator)
 
     return app
+
+
+class Protect:
+    """Basic auth and the configured response headers, as a plain ASGI middleware (no
+    per-request task group or stream, unlike Starlette's BaseHTTPMiddleware)."""
+
+    def __init__(self, app: ASGIApp, auth: BasicAuth, headers: dict[str, str]) -> None:
+        self.app = app
+        self.auth = auth
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                        for k, v in headers.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # /healthz stays open for liveness probes: it tells nothing but "the process runs".
+        if self.auth.enabled and scope["path"] != "/healthz":
+            header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            if not await run_in_threadpool(self.auth.allows, header or None):
+                refusal = PlainTextResponse("Unauthorized\n", status_code=401, headers={
+                    "WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'})
+                await refusal(scope, receive, self._with_headers(send))
+                return
+        await self.app(scope, receive, self._with_headers(send))
+
+    def _with_headers(self, send: Send) -> Send:
+        if not self.headers:
+            return send
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+            await send(message)
+
+        return send_with_headers
 
 
 def _scrape_timeout(header: str | None) -> float | str:
