@@ -121,6 +121,32 @@ class ActionSchedulerStore:
         self.log(action_id, "action created")
         return action_id
 
+    def create_failed_many(self, hooks_and_groups: list[tuple[str, str]],
+                           message: str = "Supplier API unreachable") -> None:
+        """Many actions that ran once and failed: the rows create(), start() and fail()
+        leave, written in a few multi-row statements (for histories of thousands)."""
+        now = self.now()
+        for slug in sorted({group for _, group in hooks_and_groups if group}):
+            self._group_id(slug)
+        ids = dict(self._query(f"SELECT slug, group_id FROM {self.groups}"))
+        rows = [(hook, "failed", now, now, 10, "[]", int(ids.get(group, 0)), 1, now, now)
+                for hook, group in hooks_and_groups]
+        first = None
+        for start in range(0, len(rows), 1000):
+            cursor = self._executemany(
+                f"INSERT INTO {self.actions} (hook, status, scheduled_date_gmt,"
+                " scheduled_date_local, priority, args, group_id, attempts, last_attempt_gmt,"
+                " last_attempt_local) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                rows[start:start + 1000])
+            first = first if first is not None else int(cursor.lastrowid)
+        assert first is not None
+        for text in ("action created", "action started via WP CLI",
+                     f"action failed via WP CLI: {message}"):
+            self._executemany(
+                f"INSERT INTO {self.logs} (action_id, message, log_date_gmt, log_date_local)"
+                " VALUES (%s, %s, %s, %s)",
+                [(first + index, text, now, now) for index in range(len(rows))])
+
     def stake_claim(self, batch_size: int = 25) -> Claim:
         """Inserts the claim row, then claims due pending actions in the runner's order."""
         now = self.now()
@@ -289,6 +315,12 @@ class ActionSchedulerStore:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, args)
             return list(cursor.fetchall())
+
+    def _executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> pymysql.cursors.Cursor:
+        cursor: pymysql.cursors.Cursor = self.connection.cursor()
+        cursor.executemany(sql, rows)
+        cursor.close()
+        return cursor
 
     def _execute(self, sql: str, args: tuple[Any, ...] | None = None
                  ) -> pymysql.cursors.Cursor:
