@@ -143,6 +143,16 @@ COLLECTOR_DURATION = _gauge(
     "Time the collector's queries took in the last scrape.",
     "collector",
 )
+COLLECTOR_AGE = _gauge(
+    "actionscheduler_exporter_collector_age_seconds",
+    "Seconds since a heavy-tier collector's values were read (refreshed in the background "
+    "every heavy_interval); absent for the hot tier, which is read on every scrape.",
+    "collector",
+)
+HEAVY_INTERVAL = _gauge(
+    "actionscheduler_exporter_heavy_interval_seconds",
+    "The site's heavy_interval: how often the heavy tier is refreshed (0: on every scrape).",
+)
 USER_CAN_WRITE = _gauge(
     "actionscheduler_exporter_database_user_can_write",
     "1 when SHOW GRANTS gives the exporter's database user a writing privilege on the "
@@ -311,6 +321,8 @@ ALL: tuple[MetricDef, ...] = (
     FOLDED_LABEL_VALUES,
     COLLECTOR_SUCCESS,
     COLLECTOR_DURATION,
+    COLLECTOR_AGE,
+    HEAVY_INTERVAL,
     USER_CAN_WRITE,
     SCRAPE_DURATION,
     ERRORS,

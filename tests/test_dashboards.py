@@ -122,7 +122,8 @@ def scraped_queue(mariadb: Server, database: str,
     """A queue through healthy flow, a backlog and failures, scraped for 20 seconds."""
     store = store_factory("wp_")
     exporter = exporter_http(site(name=SITE, concurrent_batches_limit=2,
-                                  workers=WorkersConfig("shop", "shop-worker")))
+                                  workers=WorkersConfig("shop", "shop-worker"),
+                                  heavy_interval=2.0))
     prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=RULES)
     stop = threading.Event()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from exporter import catalog
 from exporter.collectors import default_collectors
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import WorkersConfig
+from exporter.events.follower import LogFollower
 from exporter.scrape.coordinator import Coordinator
 from exporter.scrape.exposition import render
 from testbed.store import ActionSchedulerStore
@@ -54,6 +56,17 @@ def test_documented_metrics_are_exactly_the_catalog() -> None:
     assert documented == expected
 
 
+def test_every_family_states_its_tier_as_its_collector_runs() -> None:
+    tiers = dict(re.findall(r"^\| `(actionscheduler_[a-z_]+)` \| \w+ \|[^|]*\| (\w+) \|",
+                            DOCS.read_text(), flags=re.MULTILINE))
+    assert len(tiers) == len(catalog.ALL)
+    assert set(tiers.values()) == {"hot", "heavy", "none"}
+    for collector in (*default_collectors(), LogFollower):
+        for metric in collector.metrics:
+            assert tiers[metric.sample_name] == collector.tier.value, metric.name
+    assert tiers[catalog.COLLECTOR_AGE.name] == "heavy"
+
+
 def test_every_collector_declares_catalog_metrics() -> None:
     declared = {metric for collector in default_collectors() for metric in collector.metrics}
     assert declared <= set(catalog.ALL)
@@ -69,7 +82,7 @@ def test_every_family_is_emitted_and_only_declared_ones(
         store: ActionSchedulerStore, site: Callable[..., SiteConfig],
         api: FakeKubernetes) -> None:
     coordinator = Coordinator(ExporterConfig(sites=(
-        site(concurrent_batches_limit=2, labels=(("team", "checkout"),),
+        site(concurrent_batches_limit=2, labels=(("team", "checkout"),), heavy_interval=0.05,
              workers=WorkersConfig("shop", "shop-worker"),
              kubernetes=kubernetes_config(api)),)))
     try:
@@ -79,6 +92,12 @@ def test_every_family_is_emitted_and_only_declared_ones(
         store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
         store.log(store.create("translated_hook"), "Aktion erstellt")
         (result,) = coordinator.scrape()
+        # The heavy tier refreshes in the background: wait until it has seen the changes.
+        for _ in range(100):
+            if result.value(catalog.ACTIONS_BY_GROUP.name, status="failed", group="") is not None:
+                break
+            time.sleep(0.1)
+            (result,) = coordinator.scrape()
     finally:
         coordinator.close()
     body, _ = render([result], None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar
 
 from exporter.catalog import MetricDef
@@ -58,11 +59,23 @@ class SiteContext:
         return rows[0] if rows else ()
 
 
+class Tier(Enum):
+    """How often a collector's queries run, which follows from what they read."""
+
+    # Every scrape: queries bounded by the due, claimed, in-progress or new log rows
+    # (an index range), so they cost the same at any table size.
+    HOT = "hot"
+    # In the background, at most every `heavy_interval`: queries over all complete or
+    # failed actions, whose cost grows with the table.
+    HEAVY = "heavy"
+
+
 class Collector(ABC):
     """A group of metric families gathered by one set of queries."""
 
     name: ClassVar[str]
     metrics: ClassVar[tuple[MetricDef, ...]]
+    tier: ClassVar[Tier] = Tier.HOT
 
     @abstractmethod
     def collect(self, context: SiteContext) -> Iterable[Sample]: ...

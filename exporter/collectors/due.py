@@ -27,22 +27,14 @@ class DueCollector(Collector):
     metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:
-        tables = context.tables
-        unclaimed, claimed, zero_dated, dated_age = context.one(
-            "SELECT COALESCE(SUM(claim_id = 0), 0), COALESCE(SUM(claim_id <> 0), 0),"
-            " COALESCE(SUM(scheduled_date_gmt < %s), 0),"
-            " TIMESTAMPDIFF(SECOND,"
-            "   MIN(CASE WHEN scheduled_date_gmt >= %s THEN scheduled_date_gmt END),"
-            "   UTC_TIMESTAMP())"
-            f" FROM {tables.actions}"
-            " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()",
-            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
-        )
+        unclaimed, unclaimed_zero, unclaimed_age = self._due(context, "claim_id = 0")
+        claimed, claimed_zero, claimed_age = self._due(context, "claim_id > 0")
         (null_dated,) = context.one(
-            f"SELECT COUNT(*) FROM {tables.actions}"
+            f"SELECT COUNT(*) FROM {context.tables.actions}"
             " WHERE status = 'pending' AND scheduled_date_gmt IS NULL"
         )
-        oldest = seconds(dated_age)
+        oldest = max(unclaimed_age, claimed_age)
+        zero_dated = unclaimed_zero + claimed_zero
         if zero_dated:
             oldest = max(oldest, self._zero_dated_age(context))
 
@@ -51,6 +43,26 @@ class DueCollector(Collector):
         yield sample(catalog.UNDATED_PENDING, zero_dated, date="zero")
         yield sample(catalog.UNDATED_PENDING, null_dated, date="null")
         yield sample(catalog.OLDEST_DUE_AGE, oldest)
+
+    @staticmethod
+    def _due(context: SiteContext, claim_condition: str) -> tuple[int, int, float]:
+        """Count, zero-dated count and age of the oldest dated one, of due pending actions.
+
+        The claim condition comes first so that the (claim_id, status, scheduled_date_gmt)
+        index answers from the index alone: with a million due actions, a read of each row
+        would cost more than the whole scrape may.
+        """
+        count, zero_dated, age = context.one(
+            "SELECT COUNT(*), COALESCE(SUM(scheduled_date_gmt < %s), 0),"
+            " TIMESTAMPDIFF(SECOND,"
+            "   MIN(CASE WHEN scheduled_date_gmt >= %s THEN scheduled_date_gmt END),"
+            "   UTC_TIMESTAMP())"
+            f" FROM {context.tables.actions}"
+            f" WHERE {claim_condition} AND status = 'pending'"
+            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
+        )
+        return int(count), int(zero_dated), seconds(age)
 
     @staticmethod
     def _zero_dated_age(context: SiteContext) -> float:

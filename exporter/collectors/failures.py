@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from exporter import catalog
-from exporter.collectors.base import Collector, Sample, SiteContext, label_value, sample
+from exporter.collectors.base import Collector, Sample, SiteContext, Tier, label_value, sample
 from exporter.collectors.folding import fold
 
 
 class FailuresCollector(Collector):
     name = "failures"
+    tier = Tier.HEAVY
     metrics = (catalog.FAILED_BY_HOOK, catalog.FOLDED_LABEL_VALUES)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:

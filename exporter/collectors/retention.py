@@ -10,6 +10,7 @@ from exporter.collectors.base import (
     Collector,
     Sample,
     SiteContext,
+    Tier,
     sample,
     seconds,
 )
@@ -18,11 +19,12 @@ from exporter.collectors.base import (
 class RetentionCollector(Collector):
     """The cleaner purges complete and canceled actions by last_attempt_gmt.
 
-    Reading the last_attempt_gmt index in order stops at the first finished row, which on
-    a real store is near the start: the oldest rows are almost all complete.
+    Heavy tier: failed actions are kept for months, so reading the last_attempt_gmt index
+    in order passes every failed action older than the oldest finished one first.
     """
 
     name = "retention"
+    tier = Tier.HEAVY
     metrics = (catalog.OLDEST_FINISHED_AGE,)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:

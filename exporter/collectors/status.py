@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from exporter import catalog
-from exporter.collectors.base import Collector, Sample, SiteContext, label_value, sample
+from exporter.collectors.base import Collector, Sample, SiteContext, Tier, label_value, sample
 from exporter.collectors.folding import top_values
 from exporter.collectors.groups import group_slugs
 
@@ -18,6 +18,7 @@ NO_GROUP = ""
 
 class StatusCollector(Collector):
     name = "status"
+    tier = Tier.HEAVY
     metrics = (catalog.ACTIONS, catalog.ACTIONS_BY_GROUP, catalog.FOLDED_LABEL_VALUES)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:

@@ -44,6 +44,8 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "top_groups": values.positive_int,
     "log_rows_per_scrape": values.positive_int,
     "log_gap_grace": values.duration,
+    "heavy_interval": values.duration_or_zero,
+    "heavy_query_timeout": values.duration,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,

@@ -82,6 +82,10 @@ class SiteConfig:
     top_groups: int = 20
     log_rows_per_scrape: int = 10_000
     log_gap_grace: float = 30.0
+    # The heavy tier (totals over all actions) is re-read at most this often, in the
+    # background; 0 runs it inside every scrape instead.
+    heavy_interval: float = 300.0
+    heavy_query_timeout: float = 60.0
     alerts: AlertThresholds = AlertThresholds()
     workers: WorkersConfig | None = None
     kubernetes: KubernetesConfig | None = None

@@ -25,8 +25,9 @@ Row = tuple[Any, ...]
 
 
 class Session:
-    def __init__(self, site: SiteConfig) -> None:
+    def __init__(self, site: SiteConfig, *, warn_if_writable: bool = True) -> None:
         self._site = site
+        self._warn_if_writable = warn_if_writable
         self._connection: pymysql.connections.Connection[Any] | None = None
         self._lock = threading.Lock()
         self.server_version = ""
@@ -82,7 +83,7 @@ class Session:
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._connection = connection
-        if self.can_write:
+        if self.can_write and self._warn_if_writable:
             log.warning("the database user may write site=%s user=%s: grant it SELECT on the "
                         "four Action Scheduler tables only (README, 'The database user')",
                         site.name, site.user)

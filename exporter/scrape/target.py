@@ -1,8 +1,10 @@
 """One configured site entry: its database session and its round of queries.
 
-A round checks the tables, then runs every collector once for each table prefix (one
-prefix, or all of them for `table_prefix: auto`). A failing collector is marked and the
-others go on; a lost connection ends the round and marks the site down.
+A round checks the tables, then runs every hot-tier collector once for each table prefix
+(one prefix, or all of them for `table_prefix: auto`), and adds the heavy tier's latest
+values, which refresh in the background (`HeavyTier`), or inside the round when the
+site's `heavy_interval` is 0. A failing collector is marked and the others go on; a lost
+connection ends the round and marks the site down.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Sequence
 
 from exporter import catalog
-from exporter.collectors.base import Collector, Sample, SiteContext, sample
+from exporter.collectors.base import Collector, Sample, SiteContext, Tier, sample
 from exporter.config.model import SiteConfig
 from exporter.db.errors import QueryError
 from exporter.db.session import Session
@@ -20,7 +22,8 @@ from exporter.db.tables import TableNames, discover_prefixes, read_table_stats
 from exporter.events.follower import LogFollower
 from exporter.kubernetes.source import WorkerSource
 from exporter.scrape.errors import ErrorCounts
-from exporter.scrape.result import SiteResult
+from exporter.scrape.heavy import HeavyTier
+from exporter.scrape.result import SiteResult, collector_samples
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,13 @@ class Target:
         self.session = Session(site)
         self._collectors = tuple(collectors)
         self._errors = ErrorCounts()
+        # With heavy_interval 0 the heavy tier runs in the round, as the hot tier does.
+        background = site.heavy_interval > 0
+        self._in_round = tuple(c for c in self._collectors
+                               if not background or c.tier is Tier.HOT)
+        self._in_background = tuple(c for c in self._collectors if c not in self._in_round)
+        self._heavy = (HeavyTier(site, self._in_background, self._errors, self.site_label)
+                       if self._in_background else None)
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         # The log follower keeps a cursor and counters: one per table prefix, for life.
         self._followers: dict[str, LogFollower] = {}
@@ -76,7 +86,18 @@ class Target:
                                           started))
                 continue
             results.append(self._run_prefix(prefix, deadline))
+        if self._heavy is not None:
+            self._add_heavy_tier(self._heavy, prefixes, results, deadline)
         return results
+
+    def _add_heavy_tier(self, heavy: HeavyTier, prefixes: list[str],
+                        results: list[SiteResult], deadline: float) -> None:
+        up = [prefix for prefix, result in zip(prefixes, results, strict=True) if result.up]
+        if up:
+            heavy.refresh_if_stale(up, first_wait=deadline - time.monotonic() - _HANDOVER_MARGIN)
+        for prefix, result in zip(prefixes, results, strict=True):
+            if result.up:
+                result.samples += heavy.samples(prefix)
 
     def timed_out(self, waited: float) -> list[SiteResult]:
         """Results for a scrape that gave up waiting on this target's round."""
@@ -112,14 +133,14 @@ class Target:
             return self._finish(result, started, failure=("missing_table", problem))
 
         context = SiteContext(self.session, tables, self.site, stats)
-        for collector in (*self._collectors, self._follower(prefix)):
+        for collector in (*self._in_round, self._follower(prefix)):
             if not self.session.connected:
-                result.samples += _collector_samples(collector, ok=False, duration=0.0)
+                result.samples += collector_samples(collector, ok=False, duration=0.0)
                 continue
             if time.monotonic() > deadline:
                 self._errors.add(label, "deadline")
                 result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
-                result.samples += _collector_samples(collector, ok=False, duration=0.0)
+                result.samples += collector_samples(collector, ok=False, duration=0.0)
                 continue
             collector_started = time.monotonic()
             try:
@@ -131,9 +152,10 @@ class Target:
                 result.problems.append(f"{collector.name}: {error.message}")
                 log.warning("collector failed site=%s collector=%s kind=%s error=%r",
                             label, collector.name, error.kind, error.message)
-            result.samples += _collector_samples(collector, ok,
-                                                 time.monotonic() - collector_started)
+            result.samples += collector_samples(collector, ok,
+                                                time.monotonic() - collector_started)
         if not self.session.connected:
+            result.samples += self._failed(self._in_background)
             return self._finish(result, started,
                                 failure=("connect", "the connection was lost during the round"),
                                 counted=True)
@@ -153,10 +175,13 @@ class Target:
 
     def _down(self, label: str, kind: str, problem: str, started: float) -> SiteResult:
         result = SiteResult(label, self.site.labels, up=False)
-        for collector in self._collectors:
-            result.samples += _collector_samples(collector, ok=False, duration=0.0)
-        result.samples += _collector_samples(LogFollower, ok=False, duration=0.0)
+        result.samples += self._failed((*self._collectors, LogFollower))
         return self._finish(result, started, failure=(kind, problem))
+
+    @staticmethod
+    def _failed(collectors: Sequence[Collector | type[Collector]]) -> list[Sample]:
+        return [item for collector in collectors
+                for item in collector_samples(collector, ok=False, duration=0.0)]
 
     def _finish(self, result: SiteResult, started: float,
                 failure: tuple[str, str] | None = None, *, counted: bool = False) -> SiteResult:
@@ -197,6 +222,7 @@ def settings_samples(site: SiteConfig) -> list[Sample]:
     alerts = site.alerts
     samples = [
         sample(catalog.TIMEOUT_PERIOD, site.timeout_period),
+        sample(catalog.HEAVY_INTERVAL, site.heavy_interval),
         sample(catalog.THRESHOLD_OLDEST_DUE_WARNING, alerts.oldest_due_warning),
         sample(catalog.THRESHOLD_OLDEST_DUE_CRITICAL, alerts.oldest_due_critical),
         sample(catalog.THRESHOLD_DRAIN_TARGET, alerts.drain_target),
@@ -213,10 +239,3 @@ def settings_samples(site: SiteConfig) -> list[Sample]:
                               horizontalpodautoscaler=workers.hpa))
     return samples
 
-
-def _collector_samples(collector: Collector | type[Collector], ok: bool, duration: float
-                       ) -> list[Sample]:
-    return [
-        sample(catalog.COLLECTOR_SUCCESS, ok, collector=collector.name),
-        sample(catalog.COLLECTOR_DURATION, duration, collector=collector.name),
-    ]

@@ -1,0 +1,134 @@
+"""The benchmark's cases: a store of a given size, a huge due backlog, and a log burst."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from bench import hot_sql
+from bench.exporters import generic_exporter, our_exporter
+from bench.generate import PREFIX
+from bench.measure import metric_values, resident_mib, rows_examined_per_call, timed
+from bench.profile import StoreProfile
+from exporter.config.model import SiteConfig
+from testbed.mariadb import Server
+
+SCRAPES = 60
+WARM_UP = 5
+ROWS_REPEAT = 20
+BURST_ROWS = 100_000
+_HEAVY = ("status", "failures", "retention")
+
+
+def store_case(server: Server, profile: StoreProfile, workdir: Path,
+               generic_scrapes: int) -> dict[str, Any]:
+    """The exporter, its hot tier's raw SQL and the generic exporter on one store."""
+    database = profile.name
+    result: dict[str, Any] = {"store": database, "actions": profile.actions, "due": profile.due}
+    with server.connect(database) as connection:
+        with our_exporter(server, database, workdir) as exporter:
+            for _ in range(WARM_UP):
+                exposition = exporter.scrape()
+            result["scrape"] = timed(exporter.scrape, SCRAPES).as_dict()
+            result["scrape_rows_examined"] = rows_examined_per_call(
+                connection, exporter.scrape, ROWS_REPEAT)
+            rss, peak = resident_mib(exporter.process.pid)
+            result["rss_mib"], result["rss_peak_mib"] = rss, peak
+            durations = metric_values(exposition,
+                                      "actionscheduler_exporter_collector_duration_seconds")
+            result["heavy_refresh_s"] = {
+                name: value for name in _HEAVY for labels, value in durations.items()
+                if f'collector="{name}"' in labels}
+        statements = hot_sql.hot_statements(_site(server, database))
+        result["hot_statements"] = len(statements)
+        result["hot_plans"] = hot_sql.explain(connection, statements)
+        hot_sql.replay(connection, statements)  # warm, as the exporter was
+        result["raw_hot_sql"] = timed(lambda: hot_sql.replay(connection, statements),
+                                      SCRAPES).as_dict()
+        result["raw_hot_rows_examined"] = rows_examined_per_call(
+            connection, lambda: hot_sql.replay(connection, statements), ROWS_REPEAT)
+        if generic_scrapes:
+            with generic_exporter(server, database, workdir) as generic:
+                generic.scrape()
+                result["generic_scrape"] = timed(generic.scrape, generic_scrapes).as_dict()
+                result["generic_rss_mib"] = resident_mib(generic.process.pid)[0]
+    return result
+
+
+def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str, Any]:
+    """100,000 log rows arrive between two scrapes: how the following scrapes absorb them."""
+    database = profile.name
+    site = _site(server, database)
+    with server.connect(database) as connection, \
+            our_exporter(server, database, workdir) as exporter:
+        for _ in range(WARM_UP):
+            exporter.scrape()
+        read_before = _rows_read(exporter.scrape())
+        last_action, inserted = _insert_burst(connection)
+        try:
+            scrapes = []
+            read = read_before
+            for _ in range(100):
+                started = time.perf_counter()
+                exposition = exporter.scrape()
+                duration = time.perf_counter() - started
+                now_read = _rows_read(exposition)
+                lag = metric_values(exposition, "actionscheduler_log_cursor_lag")
+                scrapes.append({"seconds": duration, "rows_read": now_read - read,
+                                "lag": next(iter(lag.values()), 0.0)})
+                read = now_read
+                if now_read - read_before >= inserted:
+                    break
+        finally:
+            _remove_burst(connection, last_action)
+    return {"store": database, "burst_rows": inserted, "row_limit": site.log_rows_per_scrape,
+            "scrapes": scrapes,
+            "max_rows_per_scrape": max(item["rows_read"] for item in scrapes),
+            "rows_counted": read - read_before,
+            "max_scrape_s": max(item["seconds"] for item in scrapes)}
+
+
+def _rows_read(exposition: str) -> float:
+    return sum(metric_values(exposition, "actionscheduler_log_rows_read_total").values())
+
+
+def _insert_burst(connection: pymysql.connections.Connection[Any]) -> tuple[int, int]:
+    """New actions that each log created, started and complete: BURST_ROWS log rows."""
+    actions, logs = f"{PREFIX}actionscheduler_actions", f"{PREFIX}actionscheduler_logs"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT MAX(action_id), MAX(group_id) FROM {actions}")
+        last_action, group_id = cursor.fetchone() or (0, 0)
+        count = BURST_ROWS // 3
+        messages = ("action created", "action started via WP CLI", "action complete via WP CLI")
+        batch = 5_000
+        for first in range(0, count, batch):
+            ids = range(last_action + 1 + first, last_action + 1 + min(count, first + batch))
+            cursor.executemany(
+                f"INSERT INTO {actions} (action_id, hook, status, scheduled_date_gmt,"
+                " scheduled_date_local, args, group_id, attempts, last_attempt_gmt,"
+                " last_attempt_local) VALUES (%s, 'woocommerce_deliver_webhook_async',"
+                " 'complete', UTC_TIMESTAMP(), UTC_TIMESTAMP(), '[1]', %s, 1,"
+                " UTC_TIMESTAMP(), UTC_TIMESTAMP())",
+                [(action_id, group_id) for action_id in ids])
+            cursor.executemany(
+                f"INSERT INTO {logs} (action_id, message, log_date_gmt, log_date_local)"
+                " VALUES (%s, %s, UTC_TIMESTAMP(), UTC_TIMESTAMP())",
+                [(action_id, message) for action_id in ids for message in messages])
+    return int(last_action), count * len(messages)
+
+
+def _remove_burst(connection: pymysql.connections.Connection[Any], last_action: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {PREFIX}actionscheduler_logs WHERE action_id > %s",
+                       (last_action,))
+        cursor.execute(f"DELETE FROM {PREFIX}actionscheduler_actions WHERE action_id > %s",
+                       (last_action,))
+
+
+def _site(server: Server, database: str) -> SiteConfig:
+    return SiteConfig(name="bench", host=server.host, port=server.port, user=server.user,
+                      password=server.password, database=database, table_prefix=PREFIX,
+                      query_timeout=60.0)

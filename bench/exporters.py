@@ -1,0 +1,92 @@
+"""The two exporters under test, each run as its own process on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bench import generic
+from bench.measure import http_get
+from testbed.mariadb import Server, stop_process
+
+# The heavy tier is refreshed once at start, then not again while the scrapes are timed:
+# its own cost is reported apart (collector durations), not mixed into the hot scrapes.
+BENCH_HEAVY_INTERVAL = "1h"
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def scrape(self) -> str:
+        return http_get(self.metrics_url)
+
+
+@contextlib.contextmanager
+def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Running]:
+    config = workdir / "exporter.yml"
+    config.write_text(yaml.safe_dump({"sites": [{
+        "name": "bench", "host": server.host, "port": server.port, "user": server.user,
+        "password": server.password, "database": database,
+        "heavy_interval": BENCH_HEAVY_INTERVAL, "heavy_query_timeout": "10m",
+    }]}), encoding="utf-8")
+    port = _free_port()
+    command = [sys.executable, "-m", "exporter", "serve", "--config", str(config),
+               "--listen-address", f"127.0.0.1:{port}", "--log-level", "warning",
+               "--timeout", "60"]
+    with _running(command, port, "/healthz") as running:
+        yield running
+
+
+@contextlib.contextmanager
+def generic_exporter(server: Server, database: str, workdir: Path) -> Iterator[Running]:
+    command = generic.install(workdir.parent / "query-exporter")
+    config = workdir / "query-exporter.yml"
+    generic.write_config(config, server.host, server.port, server.user, database)
+    port = _free_port()
+    with _running(generic.command_line(command, config, port), port, "/") as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _running(command: list[str], port: int, ready_path: str) -> Iterator[Running]:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    running = Running(process, port)
+    try:
+        _wait_ready(running, ready_path)
+        yield running
+    finally:
+        stop_process(process, timeout=10)
+
+
+def _wait_ready(running: Running, path: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if running.process.poll() is not None:
+            errors = running.process.stderr.read().decode() if running.process.stderr else ""
+            raise RuntimeError(f"the exporter exited: {errors[-2000:]}")
+        with contextlib.suppress(OSError, urllib.error.URLError):
+            http_get(f"http://127.0.0.1:{running.port}{path}", timeout=2)
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing answered on port {running.port} within 60 s")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,71 @@
+"""The hot tier's queries, captured from the exporter's own collectors and replayed raw.
+
+The statements are not copied into the benchmark: a session that records what it runs
+is handed to the real collectors, so the benchmark measures exactly what a scrape sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pymysql
+
+from exporter.collectors import default_collectors
+from exporter.collectors.base import SiteContext, Tier
+from exporter.config.model import SiteConfig
+from exporter.db.session import Row, Session
+from exporter.db.tables import TableNames, read_table_stats
+from exporter.events.follower import LogFollower
+
+Statement = tuple[str, tuple[object, ...] | None]
+
+
+class RecordingSession(Session):
+    def __init__(self, site: SiteConfig) -> None:
+        super().__init__(site, warn_if_writable=False)
+        self.statements: list[Statement] = []
+
+    def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        self.statements.append((sql, tuple(args) if args is not None else None))
+        return super().query(sql, args)
+
+
+def hot_statements(site: SiteConfig) -> list[Statement]:
+    """What one steady-state scrape of the site's hot tier sends to the database."""
+    session = RecordingSession(site)
+    try:
+        tables = TableNames(site.table_prefix)
+        follower = LogFollower(site.log_rows_per_scrape, site.top_hooks, site.top_groups)
+        hot = [c for c in default_collectors() if c.tier is Tier.HOT]
+        context = SiteContext(session, tables, site, read_table_stats(session, tables))
+        list(follower.collect(context))  # the first read places the log cursor
+        session.statements.clear()
+        context = SiteContext(session, tables, site, read_table_stats(session, tables))
+        for collector in (*hot, follower):
+            list(collector.collect(context))
+        return list(session.statements)
+    finally:
+        session.close()
+
+
+def replay(connection: pymysql.connections.Connection[Any],
+           statements: Sequence[Statement]) -> None:
+    with connection.cursor() as cursor:
+        for sql, args in statements:
+            cursor.execute(sql, args)
+            cursor.fetchall()
+
+
+def explain(connection: pymysql.connections.Connection[Any],
+            statements: Sequence[Statement]) -> list[dict[str, Any]]:
+    """Which index each statement reads and how many rows the optimizer expects it to."""
+    plans = []
+    with connection.cursor(pymysql.cursors.DictCursor) as cursor:
+        for sql, args in statements:
+            cursor.execute("EXPLAIN " + sql, args)
+            for row in cursor.fetchall():
+                plans.append({"sql": " ".join(sql.split())[:90], "table": row["table"],
+                              "type": row["type"], "key": row["key"], "rows": row["rows"],
+                              "extra": row["Extra"]})
+    return plans

@@ -1,0 +1,94 @@
+"""Measurements shared by the benchmark's cases: timed HTTP scrapes, the server's handler
+counters (rows examined), a process's resident memory, and medians."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+# Every kind of row read the storage engine does for a statement: index lookups, index and
+# table scans. Their sum is what a query examined.
+_HANDLER_READS = ("Handler_read_first", "Handler_read_key", "Handler_read_last",
+                  "Handler_read_next", "Handler_read_prev", "Handler_read_rnd",
+                  "Handler_read_rnd_next")
+
+
+@dataclass(frozen=True)
+class Timings:
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def p95(self) -> float:
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median_s": self.median, "p95_s": self.p95, "count": len(self.samples)}
+
+
+def timed(call: Callable[[], object], repeat: int) -> Timings:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return Timings(tuple(samples))
+
+
+def http_get(url: str, timeout: float = 120) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return str(response.read().decode())
+
+
+def resident_mib(pid: int) -> tuple[float, float]:
+    """Resident memory now and at its peak (VmRSS, VmHWM), in MiB."""
+    fields: dict[str, float] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+def rows_read(connection: pymysql.connections.Connection[Any]) -> int:
+    """The server's total of handler reads so far (all sessions)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
+        return sum(int(value) for _, value in cursor.fetchall())
+
+
+def rows_examined_per_call(connection: pymysql.connections.Connection[Any],
+                           call: Callable[[], object], repeat: int) -> float:
+    """Rows the server read per call, less what reading the counters itself costs.
+
+    Nothing else may use the server meanwhile: the counters are global, so that the rows
+    another process (the exporter) reads are counted.
+    """
+    first = rows_read(connection)
+    overhead = rows_read(connection) - first
+    before = rows_read(connection)
+    for _ in range(repeat):
+        call()
+    after = rows_read(connection)
+    return max(0.0, (after - before - overhead) / repeat)
+
+
+def metric_values(exposition: str, name: str) -> dict[str, float]:
+    """Samples of one metric from a text exposition, by their label text."""
+    values: dict[str, float] = {}
+    for line in exposition.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels, _, value = line[len(name):].rpartition(" ")
+            values[labels] = float(value)
+    return values

@@ -1,0 +1,157 @@
+"""Runs the benchmark side by side on one machine and prints the results and the targets.
+
+    python -m bench.run                      # `make bench`: 100k and 1M stores, backlog, burst
+    python -m bench.run --sizes 10m          # the 10M store (generated once, about 25 min)
+
+Stores are generated on first use into the benchmark's own MariaDB (.bench/); results go
+to .bench/results/ as JSON, and the summary to standard output, for docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+from typing import Any
+
+from bench.cases import burst_case, store_case
+from bench.generate import generate, is_generated
+from bench.profile import StoreProfile
+from bench.server import BUFFER_POOL, ROOT, bench_server
+from testbed.mariadb import Server
+
+SIZES = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
+BACKLOG = StoreProfile(1_100_000, due=1_000_000)
+# The generic exporter takes seconds per scrape on big stores: fewer of its scrapes there.
+GENERIC_SCRAPES = {100_000: 50, 1_000_000: 50, 10_000_000: 20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100k,1m", help="comma-separated: 100k, 1m, 10m")
+    parser.add_argument("--no-backlog", action="store_true", help="skip the 1M due backlog")
+    parser.add_argument("--no-burst", action="store_true", help="skip the log burst")
+    arguments = parser.parse_args()
+    profiles = [StoreProfile(SIZES[size.strip()]) for size in arguments.sizes.split(",")]
+    workdir = ROOT / ".bench" / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    report: dict[str, Any] = {"machine": _machine(), "stores": [], "generated": {}}
+    with bench_server() as server:
+        report["machine"]["mariadb"] = _server_version(server)
+        for profile in [*profiles, *([] if arguments.no_backlog else [BACKLOG])]:
+            report["generated"][profile.name] = _ensure(server, profile)
+        for profile in profiles:
+            print(f"measuring {profile.name} ...", flush=True)
+            report["stores"].append(store_case(server, profile, workdir,
+                                               GENERIC_SCRAPES[profile.actions]))
+        if not arguments.no_backlog:
+            print(f"measuring {BACKLOG.name} ...", flush=True)
+            report["backlog"] = store_case(server, BACKLOG, workdir, generic_scrapes=0)
+        if not arguments.no_burst:
+            print(f"measuring a log burst on {profiles[-1].name} ...", flush=True)
+            report["burst"] = burst_case(server, profiles[-1], workdir)
+
+    results = ROOT / ".bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results / f"{stamp}.json"
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(summary(report))
+    print(f"\nfull results: {path.relative_to(ROOT)}")
+
+
+def _ensure(server: Server, profile: StoreProfile) -> float | None:
+    """Seconds the generation took, or None when the store already existed."""
+    with server.connect(local_infile=True) as connection:
+        if is_generated(connection, profile):
+            return None
+        print(f"generating {profile.name} ...", flush=True)
+        return generate(connection, profile)
+
+
+def summary(report: dict[str, Any]) -> str:
+    machine = report["machine"]
+    lines = [f"{machine['date']} · {machine['cpu']} ({machine['cores']} cores) · "
+             f"MariaDB {machine['mariadb']} (buffer pool {machine['buffer_pool']}) · "
+             f"Python {machine['python']}", "",
+             "| store | scrape median | p95 | raw hot SQL median | ratio | rows examined "
+             "(scrape / raw) | RSS MiB | heavy refresh s | generic median | generic / ours |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for store in [*report["stores"], *([report["backlog"]] if "backlog" in report else [])]:
+        scrape, raw = store["scrape"], store["raw_hot_sql"]
+        generic = store.get("generic_scrape")
+        lines.append(
+            f"| {store['store']} | {_ms(scrape['median_s'])} | {_ms(scrape['p95_s'])} | "
+            f"{_ms(raw['median_s'])} | {scrape['median_s'] / raw['median_s']:.2f} | "
+            f"{store['scrape_rows_examined']:,.0f} / {store['raw_hot_rows_examined']:,.0f} | "
+            f"{store['rss_mib']:.1f} | {sum(store['heavy_refresh_s'].values()):.2f} | "
+            + (f"{_ms(generic['median_s'])} | {generic['median_s'] / scrape['median_s']:.0f}x |"
+               if generic else "- | - |"))
+    if "burst" in report:
+        burst = report["burst"]
+        lines += ["", f"log burst of {burst['burst_rows']:,} rows on {burst['store']}: "
+                  f"{len(burst['scrapes'])} scrapes, at most {burst['max_rows_per_scrape']:,.0f} "
+                  f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
+                  f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted"]
+    lines += ["", *targets(report)]
+    return "\n".join(lines)
+
+
+def targets(report: dict[str, Any]) -> list[str]:
+    stores = report["stores"]
+    smallest, largest = stores[0], stores[-1]
+    scrape, raw = largest["scrape"]["median_s"], largest["raw_hot_sql"]["median_s"]
+    checks = [
+        (f"scrape at {largest['store']} <= 1.5 x its raw hot SQL", scrape <= 1.5 * raw,
+         f"{scrape / raw:.2f}x"),
+        (f"scrape at {largest['store']} <= 1.5 x scrape at {smallest['store']}",
+         scrape <= 1.5 * smallest["scrape"]["median_s"],
+         f"{scrape / smallest['scrape']['median_s']:.2f}x"),
+        ("exporter RSS < 60 MiB", max(s["rss_mib"] for s in stores) < 60,
+         f"{max(s['rss_mib'] for s in stores):.1f} MiB"),
+    ]
+    if "generic_scrape" in largest:
+        generic = largest["generic_scrape"]["median_s"]
+        checks.append((f"generic exporter at {largest['store']} >= 40 x slower",
+                       generic >= 40 * scrape, f"{generic / scrape:.0f}x"))
+    if "backlog" in report:
+        backlog = report["backlog"]["scrape"]
+        checks.append(("scrape with a 1M due backlog < 1 s", backlog["p95_s"] < 1.0,
+                       f"median {_ms(backlog['median_s'])}, p95 {_ms(backlog['p95_s'])}"))
+    if "burst" in report:
+        burst = report["burst"]
+        checks.append(("log burst absorbed within the row limit",
+                       burst["max_rows_per_scrape"] <= burst["row_limit"]
+                       and burst["rows_counted"] >= burst["burst_rows"],
+                       f"{len(burst['scrapes'])} scrapes"))
+    return [f"- [{'PASS' if ok else 'FAIL'}] {name}: {value}" for name, ok, value in checks]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _machine() -> dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info
+                        if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"date": dt.date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
+            "python": platform.python_version(), "buffer_pool": BUFFER_POOL}
+
+
+def _server_version(server: Server) -> str:
+    with server.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT VERSION()")
+        row = cursor.fetchone()
+    return str(row[0]) if row else ""
+
+
+if __name__ == "__main__":
+    main()

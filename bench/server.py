@@ -1,0 +1,28 @@
+"""The benchmark's own MariaDB: its data stays in .bench/ between runs, so a store is
+generated once, and its buffer pool is sized like a shop's database server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from testbed.mariadb import Server, start_private
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKDIR = ROOT / ".bench" / "mariadb"
+# The issue's measurements used 4 GB; 2 GB holds the 10M store's indexes on a 24 GB machine.
+BUFFER_POOL = os.environ.get("AS_BENCH_BUFFER_POOL", "2G")
+
+
+@contextlib.contextmanager
+def bench_server() -> Iterator[Server]:
+    server = start_private(WORKDIR, extra_arguments=[
+        f"--innodb-buffer-pool-size={BUFFER_POOL}", "--local-infile=1",
+        "--innodb-log-file-size=512M", "--max-allowed-packet=64M",
+    ])
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,105 @@
+"""The hot tier reads index ranges bounded by the queue, not by the table.
+
+Two generated stores with the same due backlog and running batch, one four times the
+other, must cost every hot-tier statement the same number of rows read (the server's own
+handler counters), and no statement may scan the actions or logs table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from bench import hot_sql
+from bench.generate import PREFIX, generate
+from bench.measure import rows_read
+from bench.profile import StoreProfile
+from exporter.collectors import default_collectors
+from exporter.collectors.base import SiteContext, Tier
+from exporter.config.model import SiteConfig
+from exporter.db.session import Session
+from exporter.db.tables import TableNames
+from testbed.mariadb import Server
+
+DUE = 400
+SMALL, LARGE = 10_000, 40_000
+
+
+def _session_rows_read(connection: pymysql.connections.Connection[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+        return sum(int(value) for _, value in cursor.fetchall())
+
+
+def rows_per_statement(server: Server, database: str
+                       ) -> list[tuple[str, int, list[dict[str, Any]]]]:
+    site = SiteConfig(name="plans", host=server.host, port=server.port, user=server.user,
+                      password=server.password, database=database, table_prefix=PREFIX)
+    statements = hot_sql.hot_statements(site)
+    measured = []
+    with server.connect(database) as connection:
+        for statement in statements:
+            hot_sql.replay(connection, [statement])  # warm
+            overhead = _session_rows_read(connection)
+            overhead = _session_rows_read(connection) - overhead
+            before = _session_rows_read(connection)
+            hot_sql.replay(connection, [statement])
+            examined = _session_rows_read(connection) - before - overhead
+            measured.append((statement[0], examined, hot_sql.explain(connection, [statement])))
+    return measured
+
+
+@pytest.fixture(scope="module")
+def stores(mariadb: Server) -> Iterator[dict[int, str]]:
+    names = {size: f"as_plans_{size}" for size in (SMALL, LARGE)}
+    with mariadb.connect(local_infile=True) as connection:
+        for size, name in names.items():
+            generate(connection, StoreProfile(size, due=DUE), database=name)
+    yield names
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        for name in names.values():
+            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_hot_statements_read_as_many_rows_at_four_times_the_table(
+        mariadb: Server, stores: dict[int, str]) -> None:
+    small = rows_per_statement(mariadb, stores[SMALL])
+    large = rows_per_statement(mariadb, stores[LARGE])
+    assert [sql for sql, _, _ in small] == [sql for sql, _, _ in large]
+    for (sql, small_rows, _), (_, large_rows, _) in zip(small, large, strict=True):
+        # The due backlog and the running batch are the same in both stores.
+        assert large_rows <= small_rows + 10, f"grows with the table: {sql}"
+        assert large_rows <= 2 * (DUE + StoreProfile.batch_size) + 50, f"reads too much: {sql}"
+
+
+def test_no_hot_statement_scans_a_big_table(mariadb: Server,
+                                            stores: dict[int, str]) -> None:
+    big_tables = {f"{PREFIX}actionscheduler_actions", f"{PREFIX}actionscheduler_logs"}
+    for sql, _, plans in rows_per_statement(mariadb, stores[LARGE]):
+        for plan in plans:
+            if plan["table"] in big_tables or plan["table"] in ("a", "l"):
+                assert plan["type"] in ("range", "ref", "eq_ref", "index_subquery",
+                                        "const"), f"{plan['type']} read of {plan['table']}: {sql}"
+                assert plan["key"], f"no index used: {sql}"
+
+
+def test_heavy_statements_do_grow_with_the_table(
+        mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]) -> None:
+    """The counter-test: what the heavy tier reads is proportional to the store, which is
+    why it is refreshed in the background instead of on every scrape."""
+    heavy = [c for c in default_collectors() if c.tier is Tier.HEAVY]
+    examined = {}
+    for size, database in stores.items():
+        config = site(database=database, table_prefix=PREFIX)
+        session = Session(config)
+        context = SiteContext(session, TableNames(PREFIX), config, {})
+        with mariadb.connect() as counters:
+            before = rows_read(counters)
+            for collector in heavy:
+                list(collector.collect(context))
+            examined[size] = rows_read(counters) - before
+        session.close()
+    assert examined[LARGE] > 3 * examined[SMALL]

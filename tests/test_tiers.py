@@ -1,0 +1,188 @@
+"""The heavy tier: refreshed in the background at most every heavy_interval, never inside a
+scrape (but the first), never two at once, with its age on show and its failures kept apart
+from the hot tier."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import pymysql
+
+from exporter import catalog
+from exporter.collectors import default_collectors
+from exporter.collectors.base import Collector, Sample, SiteContext, Tier, sample
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.scrape.coordinator import Coordinator
+from exporter.scrape.result import SiteResult
+from testbed.store import ActionSchedulerStore
+
+AGE = catalog.COLLECTOR_AGE.name
+FOLDED = catalog.FOLDED_LABEL_VALUES.name
+
+
+class SleepingCollector(Collector):
+    """A heavy collector whose query takes as long as the test says, on the real server."""
+
+    name = "sleeping"
+    tier = Tier.HEAVY
+    metrics: ClassVar[tuple[catalog.MetricDef, ...]] = (catalog.FOLDED_LABEL_VALUES,)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def collect(self, context: SiteContext) -> Iterator[Sample]:
+        with self._lock:
+            self.runs += 1
+            run = self.runs
+        context.query("SELECT SLEEP(%s)", (self.seconds,))
+        yield sample(catalog.FOLDED_LABEL_VALUES, run, label="sleeping")
+
+
+def coordinator_for(site: SiteConfig, *extra: Collector) -> Coordinator:
+    return Coordinator(ExporterConfig(sites=(site,)), (*default_collectors(), *extra))
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def sleeping_queries(connection: pymysql.connections.Connection[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                       " WHERE INFO LIKE 'SELECT SLEEP%%'")
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_interval(
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    for index in range(3):
+        store.run_action(store.create("woocommerce_deliver_webhook_async", args=[index]),
+                         outcome=lambda hook: "Supplier API unreachable")
+    coordinator = coordinator_for(site(heavy_interval=2.0))
+    try:
+        (first,) = coordinator.scrape()
+        # The exporter's first scrape waits for the first refresh.
+        assert first.value("actionscheduler_actions", status="failed") == 3
+        assert first.value(AGE, collector="status") is not None
+
+        store.run_action(store.create("woocommerce_deliver_webhook_async", args=[9]),
+                         outcome=lambda hook: "Supplier API unreachable")
+        (between,) = coordinator.scrape()
+        assert between.value("actionscheduler_actions", status="failed") == 3
+        # The hot tier saw the new action's log rows at once.
+        assert between.value("actionscheduler_actions_failed", hook="woocommerce_deliver_webhook_async",
+                             group="", reason="exception") == 1
+
+        def refreshed() -> bool:
+            (result,) = coordinator.scrape()
+            return result.value("actionscheduler_actions", status="failed") == 4
+        assert wait_for(refreshed)
+        (after,) = coordinator.scrape()
+        assert (after.value(AGE, collector="status") or 0) < 2.0 + 1.0
+        assert after.value("actionscheduler_exporter_heavy_interval_seconds") == 2.0
+    finally:
+        coordinator.close()
+
+
+def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
+        connect: Callable[[], pymysql.connections.Connection[Any]]) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    slow = SleepingCollector(seconds=3.0)
+    coordinator = coordinator_for(site(heavy_interval=0.2, heavy_query_timeout=30.0), slow)
+    observer = connect()
+    try:
+        # The first scrape gives up waiting at its deadline and serves the hot tier.
+        (first,) = coordinator.scrape(timeout=1.0)
+        assert first.up
+        assert first.value("actionscheduler_due_actions", claim="unclaimed") == 1
+        assert first.value(FOLDED, label="sleeping") is None  # the refresh is not done
+        assert sleeping_queries(observer) == 1
+
+        # Scrapes while the refresh runs: each is answered, none starts a second refresh.
+        answered = 0
+        seen_running = []
+        while slow.runs == 1 and answered < 200:
+            (result,) = coordinator.scrape(timeout=1.0)
+            answered += result.up
+            seen_running.append(sleeping_queries(observer))
+        assert answered >= 2 and max(seen_running) == 1
+
+        # Once done, its value is served; the next refresh starts only after the interval.
+        assert wait_for(lambda: coordinator.scrape()[0].value(FOLDED, label="sleeping")
+                        is not None)
+        assert max(sleeping_queries(observer) for _ in range(10)) <= 1
+    finally:
+        coordinator.close()
+
+
+def test_a_failing_refresh_keeps_the_last_values_and_says_so(
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    sleeper = SleepingCollector(seconds=0.0)
+    coordinator = coordinator_for(site(heavy_interval=0.2, heavy_query_timeout=1.0), sleeper)
+    try:
+        (first,) = coordinator.scrape()
+        assert first.value(FOLDED, label="sleeping") == 1
+        sleeper.seconds = 5.0  # from now on the server stops it at heavy_query_timeout
+
+        def failed_once() -> bool:
+            (result,) = coordinator.scrape()
+            return result.value("actionscheduler_exporter_collector_success",
+                                collector="sleeping") == 0
+        assert wait_for(failed_once, timeout=30)
+        (result,) = coordinator.scrape()
+        assert result.up
+        assert result.value(FOLDED, label="sleeping") == 1  # the last good value
+        assert result.value("actionscheduler_exporter_collector_success", collector="status") == 1
+        assert (result.value(AGE, collector="sleeping") or 0) > (
+            result.value(AGE, collector="status") or 0)
+        assert (result.value("actionscheduler_exporter_errors", kind="timeout") or 0) >= 1
+    finally:
+        coordinator.close()
+
+
+def test_heavy_interval_zero_reads_the_heavy_tier_inside_every_scrape(
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    coordinator = coordinator_for(site(heavy_interval=0))
+    try:
+        (before,) = coordinator.scrape()
+        store.create("woocommerce_deliver_webhook_async")
+        (after,) = coordinator.scrape()
+        assert before.value("actionscheduler_actions", status="pending") == 0
+        assert after.value("actionscheduler_actions", status="pending") == 1
+        assert after.value(AGE, collector="status") is None
+    finally:
+        coordinator.close()
+
+
+def test_a_down_site_serves_no_stale_heavy_values(
+        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store.create("woocommerce_deliver_webhook_async")
+    coordinator = coordinator_for(site(heavy_interval=60.0))
+    try:
+        (up,) = coordinator.scrape()
+        assert up.value("actionscheduler_actions", status="pending") == 1
+        store.drop_tables()
+        (down,) = coordinator.scrape()
+        assert not down.up
+        assert down.value("actionscheduler_actions", status="pending") is None
+        assert not [item for item in down.samples if item.metric is catalog.COLLECTOR_AGE]
+    finally:
+        coordinator.close()
+
+
+def heavy_names(result: SiteResult) -> set[str]:
+    return {dict(item.labels)["collector"] for item in result.samples
+            if item.metric is catalog.COLLECTOR_AGE}
