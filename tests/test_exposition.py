@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from exporter import catalog
 from exporter.collectors import default_collectors
+from exporter.collectors.base import Collector
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import WorkersConfig
 from exporter.events.follower import LogFollower
@@ -61,7 +62,8 @@ def test_every_family_states_its_tier_as_its_collector_runs() -> None:
                             DOCS.read_text(), flags=re.MULTILINE))
     assert len(tiers) == len(catalog.ALL)
     assert set(tiers.values()) == {"hot", "heavy", "none"}
-    for collector in (*default_collectors(), LogFollower):
+    collectors: list[Collector | type[Collector]] = [*default_collectors(), LogFollower]
+    for collector in collectors:
         for metric in collector.metrics:
             assert tiers[metric.sample_name] == collector.tier.value, metric.name
     assert tiers[catalog.COLLECTOR_AGE.name] == "heavy"

@@ -72,8 +72,8 @@ def test_bad_requests_get_clear_answers(store: ActionSchedulerStore,
 
 
 def test_scrapes_stay_consistent_under_concurrent_writes(
-        store: ActionSchedulerStore, mariadb: Server, database: str, site: Callable[..., SiteConfig],
-        exporter_http: StartExporter) -> None:
+        store: ActionSchedulerStore, mariadb: Server, database: str,
+        site: Callable[..., SiteConfig], exporter_http: StartExporter) -> None:
     # The totals are compared with the truth right after the writers stop: read them in
     # every scrape rather than in the background.
     running = exporter_http(site(heavy_interval=0))

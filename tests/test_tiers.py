@@ -16,7 +16,6 @@ from exporter.collectors import default_collectors
 from exporter.collectors.base import Collector, Sample, SiteContext, Tier, sample
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.result import SiteResult
 from testbed.store import ActionSchedulerStore
 
 AGE = catalog.COLLECTOR_AGE.name
@@ -81,8 +80,8 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
         (between,) = coordinator.scrape()
         assert between.value("actionscheduler_actions", status="failed") == 3
         # The hot tier saw the new action's log rows at once.
-        assert between.value("actionscheduler_actions_failed", hook="woocommerce_deliver_webhook_async",
-                             group="", reason="exception") == 1
+        assert between.value("actionscheduler_actions_failed", group="", reason="exception",
+                             hook="woocommerce_deliver_webhook_async") == 1
 
         def refreshed() -> bool:
             (result,) = coordinator.scrape()
@@ -181,8 +180,3 @@ def test_a_down_site_serves_no_stale_heavy_values(
         assert not [item for item in down.samples if item.metric is catalog.COLLECTOR_AGE]
     finally:
         coordinator.close()
-
-
-def heavy_names(result: SiteResult) -> set[str]:
-    return {dict(item.labels)["collector"] for item in result.samples
-            if item.metric is catalog.COLLECTOR_AGE}
