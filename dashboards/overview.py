@@ -181,11 +181,14 @@ def panels() -> list[Panel]:
               [Query(f"actionscheduler_table_size_bytes{{{SITE}}}", "{{site}} {{table}}")],
               unit="bytes", width=12),
         Panel("Exporter", "timeseries",
-              "How long each site's round of queries takes, and collectors that failed in "
-              "the last scrape (0 is good). Failing collectors name their error in the "
-              "exporter's log.",
+              "How long each site's round of queries takes, how old the heavy tier's totals "
+              "are (refreshed in the background every heavy_interval), and collectors that "
+              "failed in the last scrape (0 is good). Failing collectors name their error in "
+              "the exporter's log.",
               [Query(f"actionscheduler_exporter_scrape_duration_seconds{{{SITE}}}",
                      "{{site}} scrape (s)"),
+               Query(f"max by (site) (actionscheduler_exporter_collector_age_seconds{{{SITE}}})",
+                     "{{site}} totals age (s)"),
                Query(f"count by (site) (actionscheduler_exporter_collector_success{{{SITE}}}"
                      " == 0)", "{{site}} failed collectors",
                      may_be_empty="no collector fails on a healthy store")],

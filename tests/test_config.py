@@ -111,6 +111,9 @@ def test_environment_gives_one_site() -> None:
      "sites[0].kubernetes.selector", "is missing"),
     ("sites:\n  - {database: x, kubernetes: {namespace: a, selector: b, cache: never}}",
      "sites[0].kubernetes.cache", "duration"),
+    ("sites:\n  - {database: x, heavy_interval: -5m}", "sites[0].heavy_interval", "duration"),
+    ("sites:\n  - {database: x, heavy_query_timeout: 0}", "sites[0].heavy_query_timeout",
+     "positive duration"),
     ("sites: [x", "", "not valid YAML"),
     ("- just a list", "", "mapping"),
     ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
@@ -123,6 +126,16 @@ def test_invalid_configuration_names_the_key_and_the_problem(
     assert raised.value.source == path
     assert raised.value.key == key
     assert problem in raised.value.problem
+
+
+@pytest.mark.parametrize(("written", "seconds"), [
+    ("", 300.0), ("0", 0.0), ("0s", 0.0), ("'0'", 0.0), ("90s", 90.0), ("2m", 120.0)])
+def test_heavy_interval_defaults_to_five_minutes_and_zero_means_every_scrape(
+        tmp_path: Path, written: str, seconds: float) -> None:
+    key = f", heavy_interval: {written}" if written else ""
+    (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x{key}}}")).sites
+    assert site.heavy_interval == seconds
+    assert site.heavy_query_timeout == 60.0
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
