@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
 CHECKOV_VERSION := 3.3.30
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: demo test lint typecheck unit tools chart-files clean
+.PHONY: demo test lint typecheck unit tools chart-files bench clean
 
 $(STAMP): pyproject.toml
 	scripts/bootstrap-venv.sh "$(PYTHON)" "$(VENV)"
@@ -36,6 +36,12 @@ unit: $(STAMP) tools
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# Performance, side by side with a generic SQL exporter (docs/performance.md). Stores are
+# generated once into .bench/; `make bench BENCH_SIZES=100k,1m,10m` adds the 10M store.
+BENCH_SIZES ?= 100k,1m
+bench: $(STAMP)
+	$(BIN)/python -m bench.run --sizes $(BENCH_SIZES)
 
 # Copies rules/ and dashboards/*.json into the Helm chart (a test keeps them equal).
 chart-files:
