@@ -23,6 +23,7 @@ from testbed.store import ActionSchedulerStore
 from tests.alertmanager import Alertmanager, WebhookReceiver
 from tests.http_server import RunningExporter
 from tests.prometheus import Prometheus
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 1 / 60  # fifteen minutes become fifteen seconds
@@ -84,15 +85,6 @@ def gone_server() -> Iterator[Server]:
 
 def alert_keys(alerts: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {(a["labels"]["alertname"], a["labels"].get("site", "")) for a in alerts}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.5)
-    return condition()
 
 
 def test_each_failure_raises_its_alert_through_alertmanager(

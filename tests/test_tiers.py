@@ -5,7 +5,6 @@ from the hot tier."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from exporter.collectors.base import Collector, Sample, SiteContext, Tier, sampl
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.scrape.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore
+from tests.waiting import wait_until
 
 AGE = catalog.COLLECTOR_AGE.name
 FOLDED = catalog.FOLDED_LABEL_VALUES.name
@@ -44,15 +44,6 @@ class SleepingCollector(Collector):
 
 def coordinator_for(site: SiteConfig, *extra: Collector) -> Coordinator:
     return Coordinator(ExporterConfig(sites=(site,)), (*default_collectors(), *extra))
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def sleeping_queries(connection: pymysql.connections.Connection[Any]) -> int:
@@ -86,7 +77,7 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
         def refreshed() -> bool:
             (result,) = coordinator.scrape()
             return result.value("actionscheduler_actions", status="failed") == 4
-        assert wait_for(refreshed)
+        assert wait_until(refreshed, 20)
         (after,) = coordinator.scrape()
         assert (after.value(AGE, collector="status") or 0) < 2.0 + 1.0
         assert after.value("actionscheduler_exporter_heavy_interval_seconds") == 2.0
@@ -119,8 +110,8 @@ def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
         assert answered >= 2 and max(seen_running) == 1
 
         # Once done, its value is served; the next refresh starts only after the interval.
-        assert wait_for(lambda: coordinator.scrape()[0].value(FOLDED, label="sleeping")
-                        is not None)
+        assert wait_until(lambda: coordinator.scrape()[0].value(FOLDED, label="sleeping")
+                          is not None, 20)
         assert max(sleeping_queries(observer) for _ in range(10)) <= 1
     finally:
         coordinator.close()
@@ -140,7 +131,7 @@ def test_a_failing_refresh_keeps_the_last_values_and_says_so(
             (result,) = coordinator.scrape()
             return result.value("actionscheduler_exporter_collector_success",
                                 collector="sleeping") == 0
-        assert wait_for(failed_once, timeout=30)
+        assert wait_until(failed_once, 30)
         (result,) = coordinator.scrape()
         assert result.up
         assert result.value(FOLDED, label="sleeping") == 1  # the last good value
