@@ -7,10 +7,12 @@ is handed to the real collectors, so the benchmark measures exactly what a scrap
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import pymysql
 
+from bench.measure import session_rows_examined
 from exporter.collectors import default_collectors
 from exporter.collectors.base import SiteContext, Tier
 from exporter.config.model import SiteConfig
@@ -59,13 +61,17 @@ def replay(connection: pymysql.connections.Connection[Any],
 
 def explain(connection: pymysql.connections.Connection[Any],
             statements: Sequence[Statement]) -> list[dict[str, Any]]:
-    """Which index each statement reads and how many rows the optimizer expects it to."""
-    plans = []
-    with connection.cursor(pymysql.cursors.DictCursor) as cursor:
-        for sql, args in statements:
+    """Per statement: its plan (which index each table is read by) and the rows it really
+    read, from the session's handler counters (after a warm-up run)."""
+    explained = []
+    for sql, args in statements:
+        one = [(sql, args)]
+        replay(connection, one)
+        examined = session_rows_examined(connection, partial(replay, connection, one))
+        with connection.cursor(pymysql.cursors.DictCursor) as cursor:
             cursor.execute("EXPLAIN " + sql, args)
-            for row in cursor.fetchall():
-                plans.append({"sql": " ".join(sql.split())[:90], "table": row["table"],
-                              "type": row["type"], "key": row["key"], "rows": row["rows"],
-                              "extra": row["Extra"]})
-    return plans
+            plan = [{"table": row["table"], "type": row["type"], "key": row["key"],
+                     "extra": row["Extra"]} for row in cursor.fetchall()]
+        explained.append({"sql": " ".join(sql.split()), "rows_examined": examined,
+                          "plan": plan})
+    return explained

@@ -61,11 +61,21 @@ def resident_mib(pid: int) -> tuple[float, float]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
-def rows_read(connection: pymysql.connections.Connection[Any]) -> int:
-    """The server's total of handler reads so far (all sessions)."""
+def rows_read(connection: pymysql.connections.Connection[Any], scope: str = "GLOBAL") -> int:
+    """Handler reads so far: the server's (GLOBAL, all sessions) or this session's."""
     with connection.cursor() as cursor:
-        cursor.execute("SHOW GLOBAL STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
+        cursor.execute(f"SHOW {scope} STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
         return sum(int(value) for _, value in cursor.fetchall())
+
+
+def session_rows_examined(connection: pymysql.connections.Connection[Any],
+                          call: Callable[[], object]) -> int:
+    """Rows one call on this connection read, less what reading the counters costs."""
+    first = rows_read(connection, "SESSION")
+    overhead = rows_read(connection, "SESSION") - first
+    before = rows_read(connection, "SESSION")
+    call()
+    return rows_read(connection, "SESSION") - before - overhead
 
 
 def rows_examined_per_call(connection: pymysql.connections.Connection[Any],
