@@ -14,8 +14,9 @@ import yaml
 
 QUERY_EXPORTER_VERSION = "5.0.2"
 
-# The guide's queries: counts by status, failures by hook, counts by status and group, the
-# due backlog and the age of its oldest action. No interval: run at every scrape.
+# The guide's queries: counts by status, failures by hook, the due backlog and the age of
+# its oldest action. No interval: run at every scrape. (Counts by status and group, which
+# cost ten times more at 10M actions, are left out, as the guide leaves them out.)
 GUIDE_QUERIES = {
     "actions_by_status": (
         ["as_actions"],
@@ -25,13 +26,6 @@ GUIDE_QUERIES = {
         ["as_failed_actions"],
         "SELECT hook, COUNT(*) AS as_failed_actions FROM wp_actionscheduler_actions"
         " WHERE status = 'failed' GROUP BY hook",
-    ),
-    "actions_by_group": (
-        ["as_actions_by_group"],
-        "SELECT a.status, COALESCE(g.slug, '') AS group_slug, COUNT(*) AS as_actions_by_group"
-        " FROM wp_actionscheduler_actions a"
-        " LEFT JOIN wp_actionscheduler_groups g ON g.group_id = a.group_id"
-        " GROUP BY a.status, g.slug",
     ),
     "due": (
         ["as_due_actions", "as_oldest_due_age_seconds"],
@@ -44,7 +38,6 @@ GUIDE_QUERIES = {
 _METRICS = {
     "as_actions": ["status"],
     "as_failed_actions": ["hook"],
-    "as_actions_by_group": ["status", "group_slug"],
     "as_due_actions": [],
     "as_oldest_due_age_seconds": [],
 }
