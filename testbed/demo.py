@@ -105,7 +105,8 @@ def main() -> None:
 
     site = SiteConfig(name="demo", host=server.host, port=server.port, user=server.user,
                       password=server.password, database=DATABASE, table_prefix="auto",
-                      concurrent_batches_limit=2)
+                      # A small store: its totals can be refreshed often, in the background.
+                      concurrent_batches_limit=2, heavy_interval=15.0)
     coordinator = Coordinator(ExporterConfig(sites=(site,)))
     print(f"\nThe exporter serves http://127.0.0.1:{args.port}/metrics "
           f"(landing page http://127.0.0.1:{args.port}/). Ctrl-C stops the demo.\n",
