@@ -9,7 +9,7 @@ from typing import Any
 import pymysql
 
 from bench import hot_sql
-from bench.exporters import generic_exporter, our_exporter
+from bench.exporters import Running, generic_exporter, our_exporter
 from bench.generate import PREFIX
 from bench.measure import metric_values, resident_mib, rows_examined_per_call, timed
 from bench.profile import StoreProfile
@@ -30,6 +30,7 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
     result: dict[str, Any] = {"store": database, "actions": profile.actions, "due": profile.due}
     with server.connect(database) as connection:
         with our_exporter(server, database, workdir) as exporter:
+            _wait_for_heavy_tier(exporter)
             for _ in range(WARM_UP):
                 exposition = exporter.scrape()
             result["scrape"] = timed(exporter.scrape, SCRAPES).as_dict()
@@ -64,6 +65,7 @@ def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
     site = _site(server, database)
     with server.connect(database) as connection, \
             our_exporter(server, database, workdir) as exporter:
+        _wait_for_heavy_tier(exporter)
         for _ in range(WARM_UP):
             exporter.scrape()
         read_before = _rows_read(exporter.scrape())
@@ -89,6 +91,17 @@ def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
             "max_rows_per_scrape": max(item["rows_read"] for item in scrapes),
             "rows_counted": read - read_before,
             "max_scrape_s": max(item["seconds"] for item in scrapes)}
+
+
+def _wait_for_heavy_tier(exporter: Running, timeout: float = 900) -> None:
+    """Until the first background refresh is done, so that no timed scrape overlaps it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ages = metric_values(exporter.scrape(), "actionscheduler_exporter_collector_age_seconds")
+        if len(ages) == len(_HEAVY):
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the heavy tier was not refreshed within {timeout:.0f} s")
 
 
 def _rows_read(exposition: str) -> float:

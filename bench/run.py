@@ -96,8 +96,21 @@ def summary(report: dict[str, Any]) -> str:
                   f"{len(burst['scrapes'])} scrapes, at most {burst['max_rows_per_scrape']:,.0f} "
                   f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
                   f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted"]
-    lines += ["", *targets(report)]
+    lines += ["", *targets(report), "", *plans(report["stores"][-1])]
     return "\n".join(lines)
+
+
+def plans(store: dict[str, Any]) -> list[str]:
+    """Each hot statement of a store: the indexes it reads and the rows it really read."""
+    lines = [f"Hot-tier statements on {store['store']}:", "",
+             "| statement | index (access) | rows read |", "| --- | --- | --- |"]
+    for explained in store["hot_plans"]:
+        access = ", ".join(f"{plan['key'] or '-'} ({plan['type'] or plan['extra']})"
+                           for plan in explained["plan"])
+        sql = explained["sql"].replace("|", "\\|")
+        lines.append(f"| `{sql[:110]}{'...' if len(sql) > 110 else ''}` | {access} | "
+                     f"{explained['rows_examined']:,} |")
+    return lines
 
 
 def targets(report: dict[str, Any]) -> list[str]:
