@@ -11,7 +11,13 @@ import pymysql
 from bench import hot_sql
 from bench.exporters import Running, generic_exporter, our_exporter
 from bench.generate import PREFIX
-from bench.measure import metric_values, resident_mib, rows_examined_per_call, timed
+from bench.measure import (
+    metric_values,
+    resident_mib,
+    rows_examined_per_call,
+    timed,
+    timed_side_by_side,
+)
 from bench.profile import StoreProfile
 from exporter.config.model import SiteConfig
 from testbed.mariadb import Server
@@ -29,13 +35,24 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
     database = profile.name
     result: dict[str, Any] = {"store": database, "actions": profile.actions, "due": profile.due}
     with server.connect(database) as connection:
+        statements = hot_sql.hot_statements(_site(server, database))
+        result["hot_statements"] = len(statements)
+        result["hot_plans"] = hot_sql.explain(connection, statements)
+
+        def raw() -> None:
+            hot_sql.replay(connection, statements)
+
         with our_exporter(server, database, workdir) as exporter:
             _wait_for_heavy_tier(exporter)
             for _ in range(WARM_UP):
                 exposition = exporter.scrape()
-            result["scrape"] = timed(exporter.scrape, SCRAPES).as_dict()
+                raw()
+            scrapes, raws = timed_side_by_side(exporter.scrape, raw, SCRAPES)
+            result["scrape"], result["raw_hot_sql"] = scrapes.as_dict(), raws.as_dict()
             result["scrape_rows_examined"] = rows_examined_per_call(
                 connection, exporter.scrape, ROWS_REPEAT)
+            result["raw_hot_rows_examined"] = rows_examined_per_call(
+                connection, raw, ROWS_REPEAT)
             rss, peak = resident_mib(exporter.process.pid)
             result["rss_mib"], result["rss_peak_mib"] = rss, peak
             durations = metric_values(exposition,
@@ -43,14 +60,6 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
             result["heavy_refresh_s"] = {
                 name: value for name in _HEAVY for labels, value in durations.items()
                 if f'collector="{name}"' in labels}
-        statements = hot_sql.hot_statements(_site(server, database))
-        result["hot_statements"] = len(statements)
-        result["hot_plans"] = hot_sql.explain(connection, statements)
-        hot_sql.replay(connection, statements)  # warm, as the exporter was
-        result["raw_hot_sql"] = timed(lambda: hot_sql.replay(connection, statements),
-                                      SCRAPES).as_dict()
-        result["raw_hot_rows_examined"] = rows_examined_per_call(
-            connection, lambda: hot_sql.replay(connection, statements), ROWS_REPEAT)
         if generic_scrapes:
             with generic_exporter(server, database, workdir) as generic:
                 generic.scrape()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import subprocess
 import sys
@@ -23,17 +24,27 @@ from testbed.mariadb import Server, stop_process
 BENCH_HEAVY_INTERVAL = "1h"
 
 
+# What Prometheus 2.x sends: it prefers OpenMetrics.
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
 @dataclass
 class Running:
     process: subprocess.Popen[bytes]
     port: int
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/metrics"
+    _connection: http.client.HTTPConnection | None = None
 
     def scrape(self) -> str:
-        return http_get(self.metrics_url)
+        """GET /metrics as Prometheus does it: on a kept-alive connection, its Accept."""
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
+        self._connection.request("GET", "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+        response = self._connection.getresponse()
+        body = response.read().decode()
+        if response.status != 200:
+            raise RuntimeError(f"/metrics answered {response.status}: {body[:200]}")
+        return body
 
 
 @contextlib.contextmanager

@@ -45,6 +45,18 @@ def timed(call: Callable[[], object], repeat: int) -> Timings:
     return Timings(tuple(samples))
 
 
+def timed_side_by_side(first: Callable[[], object], second: Callable[[], object],
+                       repeat: int) -> tuple[Timings, Timings]:
+    """Both calls timed in turn, so that whatever slows the machine meanwhile slows both."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeat):
+        for call, samples in ((first, times[0]), (second, times[1])):
+            started = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - started)
+    return Timings(tuple(times[0])), Timings(tuple(times[1]))
+
+
 def http_get(url: str, timeout: float = 120) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return str(response.read().decode())

@@ -8,9 +8,11 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from exporter import catalog
 from exporter.collectors import default_collectors
@@ -19,7 +21,7 @@ from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import WorkersConfig
 from exporter.events.follower import LogFollower
 from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.exposition import render
+from exporter.scrape.exposition import render, render_with_library
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.fake_kubernetes import FakeKubernetes, kubernetes_config
@@ -151,3 +153,33 @@ def test_top_n_folding_bounds_the_series(store: ActionSchedulerStore, scrape: Sc
     assert groups == {"group_11", "group_10", "group_09", "group_08", "other"}
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="hook") == 9
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="group") == 8
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def parsed(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
+    """Families as a parser reads them (the process's own, whose values move, left out)."""
+    text = body.decode()
+    parse = (text_string_to_metric_families if "openmetrics" in content_type
+             else parse_text)
+    return [(family.name, family.type, family.documentation,
+             sorted((item.name, sorted(item.labels.items()), item.value)
+                    for item in family.samples))
+            for family in parse(text) if not family.name.startswith("process_")]
+
+
+@pytest.mark.parametrize("accept", [None, "text/plain; version=1.0.0", PROMETHEUS_ACCEPT])
+def test_the_written_exposition_reads_as_prometheus_clients_own(
+        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig],
+        accept: str | None) -> None:
+    for hook in NASTY_HOOKS:
+        store.run_action(store.create(hook), outcome=lambda hook: "boom")
+    store.create("woocommerce_deliver_webhook_async", group='group "quoted"\\n')
+    results = scrape(site(heavy_interval=0, labels=(("team", 'a"b\\c'),)))
+    body, content_type = render(results, accept)
+    reference, reference_type = render_with_library(results, accept)
+    assert content_type == reference_type
+    assert parsed(body, content_type) == parsed(reference, reference_type)
+    assert body.endswith(b"# EOF\n") == ("openmetrics" in content_type)

@@ -27,14 +27,10 @@ class DueCollector(Collector):
     metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:
-        unclaimed, unclaimed_zero, unclaimed_age = self._due(context, "claim_id = 0")
-        claimed, claimed_zero, claimed_age = self._due(context, "claim_id > 0")
-        (null_dated,) = context.one(
-            f"SELECT COUNT(*) FROM {context.tables.actions}"
-            " WHERE status = 'pending' AND scheduled_date_gmt IS NULL"
-        )
-        oldest = max(unclaimed_age, claimed_age)
-        zero_dated = unclaimed_zero + claimed_zero
+        (unclaimed, unclaimed_zero, unclaimed_age, claimed, claimed_zero, claimed_age,
+         null_dated) = context.one(*self._statement(context.tables.actions))
+        oldest = max(seconds(unclaimed_age), seconds(claimed_age))
+        zero_dated = int(unclaimed_zero) + int(claimed_zero)
         if zero_dated:
             oldest = max(oldest, self._zero_dated_age(context))
 
@@ -45,24 +41,31 @@ class DueCollector(Collector):
         yield sample(catalog.OLDEST_DUE_AGE, oldest)
 
     @staticmethod
-    def _due(context: SiteContext, claim_condition: str) -> tuple[int, int, float]:
-        """Count, zero-dated count and age of the oldest dated one, of due pending actions.
+    def _statement(actions: str) -> tuple[str, tuple[object, ...]]:
+        """One round trip of scalar subqueries, each answered by an index range alone.
 
         The claim condition comes first so that the (claim_id, status, scheduled_date_gmt)
-        index answers from the index alone: with a million due actions, a read of each row
-        would cost more than the whole scrape may.
+        index holds each set contiguously: the unclaimed due actions are counted without
+        reading a row, the oldest is the first entry of its range, and the zero-dated ones
+        are a range of their own. Folding these into one pass over the range would cost an
+        expression per row: a third more with a million due actions.
         """
-        count, zero_dated, age = context.one(
-            "SELECT COUNT(*), COALESCE(SUM(scheduled_date_gmt < %s), 0),"
-            " TIMESTAMPDIFF(SECOND,"
-            "   MIN(CASE WHEN scheduled_date_gmt >= %s THEN scheduled_date_gmt END),"
-            "   UTC_TIMESTAMP())"
-            f" FROM {context.tables.actions}"
-            f" WHERE {claim_condition} AND status = 'pending'"
-            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
-            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
-        )
-        return int(count), int(zero_dated), seconds(age)
+        subqueries: list[str] = []
+        args: list[object] = []
+        for claim in ("claim_id = 0", "claim_id > 0"):
+            pending = f"FROM {actions} WHERE {claim} AND status = 'pending'"
+            subqueries += [
+                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt < %s",
+                "SELECT TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())"
+                f" {pending} AND scheduled_date_gmt BETWEEN %s AND UTC_TIMESTAMP()",
+            ]
+            args += [VALID_DATE_FLOOR, VALID_DATE_FLOOR]
+        # NULL-dated pending actions are never claimed: counted apart.
+        subqueries.append(
+            f"SELECT COUNT(*) FROM {actions} WHERE status = 'pending'"
+            " AND scheduled_date_gmt IS NULL")
+        return "SELECT " + ", ".join(f"({query})" for query in subqueries), tuple(args)
 
     @staticmethod
     def _zero_dated_age(context: SiteContext) -> float:

@@ -1,4 +1,9 @@
-"""Turns round results into Prometheus metric families, built fresh for each scrape."""
+"""Turns round results into the exposition, built fresh for each scrape.
+
+The formats Prometheus asks for (text 0.0.4 and 1.0.0, OpenMetrics 1.0.0) are written by
+`textformat` from the catalog; any other that prometheus-client can negotiate goes
+through its own encoders, from the same samples turned into its metric families.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,11 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector as PrometheusCollector
 
 from exporter import __version__, catalog
+from exporter.scrape import textformat
 from exporter.scrape.result import SiteResult
+
+_WRITTEN_HERE = ("text/plain; version=0.0.4", "text/plain; version=1.0.0",
+                 "application/openmetrics-text; version=1.0.0")
 
 _PROCESS = ProcessCollector(registry=None)
 
@@ -36,7 +45,8 @@ def families(results: Sequence[SiteResult]) -> list[Metric]:
 
 
 class _Snapshot(PrometheusCollector):
-    """A registry-shaped view of one scrape's families, for prometheus-client's encoders."""
+    """A registry-shaped view of one scrape's families (and the process's own metrics),
+    for prometheus-client's encoders."""
 
     def __init__(self, metric_families: Iterable[Metric]) -> None:
         self._families = list(metric_families)
@@ -48,5 +58,18 @@ class _Snapshot(PrometheusCollector):
 
 def render(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, str]:
     """The exposition body and its content type, negotiated from the Accept header."""
+    encoder, content_type = choose_encoder(accept or "")
+    if not content_type.startswith(_WRITTEN_HERE):
+        return render_with_library(results, accept)
+    openmetrics = content_type.startswith("application/openmetrics-text")
+    build = (catalog.BUILD_INFO,
+             (("python_version", platform.python_version()), ("version", __version__)), 1.0)
+    body = textformat.encode(results, catalog.ALL, [build], openmetrics=openmetrics)
+    # The process's few samples (and OpenMetrics' closing "# EOF") come from the library.
+    return body.encode() + encoder(_Snapshot([])), content_type
+
+
+def render_with_library(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, str]:
+    """The same, entirely by prometheus-client's encoders (slower; the tests' reference)."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(_Snapshot(families(results))), content_type

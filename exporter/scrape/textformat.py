@@ -1,0 +1,72 @@
+"""Writes a scrape's samples in the Prometheus text format or OpenMetrics, directly.
+
+prometheus-client's encoders validate and escape every label of every sample on every
+scrape; that was a tenth of a scrape's time at ten million actions. Here the same output
+is written from the catalog's definitions, and each label set is escaped once: the sets
+repeat from scrape to scrape (sites, hooks, groups), their values change. The tests parse
+both formats with prometheus-client's parsers and compare them with its own encoders.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import cast
+
+from prometheus_client.utils import floatToGoString
+
+from exporter.catalog import MetricDef
+from exporter.collectors.base import Labels
+from exporter.scrape.result import SiteResult
+
+# Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
+_number = cast(Callable[[float], str], floatToGoString)
+_TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram",
+               "info": "gauge"}
+
+
+def encode(results: Sequence[SiteResult], definitions: Iterable[MetricDef],
+           extra: Iterable[tuple[MetricDef, Labels, float]], *, openmetrics: bool) -> str:
+    """Families in the catalog's order, each with its HELP and TYPE, then the samples of
+    every site; `extra` are samples without a site (build info)."""
+    lines: dict[str, list[str]] = {}
+    for result in results:
+        site_labels: Labels = (("site", result.site), *result.labels)
+        for item in result.samples:
+            lines.setdefault(item.metric.name, []).append(
+                f"{item.name}{_label_text((*site_labels, *item.labels))} "
+                f"{_number(item.value)}\n")
+    for metric, labels, value in extra:
+        lines.setdefault(metric.name, []).append(
+            f"{metric.sample_name}{_label_text(labels)} {_number(value)}\n")
+    out: list[str] = []
+    for metric in definitions:
+        samples = lines.get(metric.name)
+        if samples:
+            out.append(_header(metric, openmetrics))
+            out.extend(samples)
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _header(metric: MetricDef, openmetrics: bool) -> str:
+    if openmetrics:
+        help_text = _escape(metric.help, quote=True)
+        return f"# HELP {metric.name} {help_text}\n# TYPE {metric.name} {metric.kind}\n"
+    name = metric.sample_name if metric.kind in ("counter", "info") else metric.name
+    help_text = _escape(metric.help, quote=False)
+    return f"# HELP {name} {help_text}\n# TYPE {name} {_TEXT_TYPES[metric.kind]}\n"
+
+
+@functools.lru_cache(maxsize=16_384)
+def _label_text(labels: Labels) -> str:
+    """`{a="x",b="y"}`, names in order (as prometheus-client writes them), values escaped."""
+    if not labels:
+        return ""
+    pairs = ",".join(f'{name}="{_escape(value, quote=True)}"' for name, value in sorted(labels))
+    return "{" + pairs + "}"
+
+
+def _escape(text: str, *, quote: bool) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return text.replace('"', '\\"') if quote else text
