@@ -37,14 +37,22 @@ class Running:
 
     def scrape(self) -> str:
         """GET /metrics as Prometheus does it: on a kept-alive connection, its Accept."""
-        if self._connection is None:
-            self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
-        self._connection.request("GET", "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
-        response = self._connection.getresponse()
+        try:
+            response = self._get()
+        except (http.client.RemoteDisconnected, ConnectionError):
+            # The server closed the idle connection (uvicorn's keep-alive is 5 s): reopen.
+            self._connection = None
+            response = self._get()
         body = response.read().decode()
         if response.status != 200:
             raise RuntimeError(f"/metrics answered {response.status}: {body[:200]}")
         return body
+
+    def _get(self) -> http.client.HTTPResponse:
+        if self._connection is None:
+            self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
+        self._connection.request("GET", "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+        return self._connection.getresponse()
 
 
 @contextlib.contextmanager

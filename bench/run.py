@@ -10,10 +10,13 @@ to .bench/results/ as JSON, and the summary to standard output, for docs/perform
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import platform
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from bench.cases import burst_case, store_case
@@ -39,7 +42,11 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
 
     report: dict[str, Any] = {"machine": _machine(), "stores": [], "generated": {}}
-    with bench_server() as server:
+    results = ROOT / ".bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = results / f"{stamp}.json"
+    with bench_server() as server, _saved(report, path):
         report["machine"]["mariadb"] = _server_version(server)
         for profile in [*profiles, *([] if arguments.no_backlog else [BACKLOG])]:
             report["generated"][profile.name] = _ensure(server, profile)
@@ -53,14 +60,17 @@ def main() -> None:
         if not arguments.no_burst:
             print(f"measuring a log burst on {profiles[-1].name} ...", flush=True)
             report["burst"] = burst_case(server, profiles[-1], workdir)
-
-    results = ROOT / ".bench" / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = results / f"{stamp}.json"
-    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(summary(report))
     print(f"\nfull results: {path.relative_to(ROOT)}")
+
+
+@contextlib.contextmanager
+def _saved(report: dict[str, Any], path: Path) -> Iterator[None]:
+    """Writes what was measured even when a later case fails."""
+    try:
+        yield
+    finally:
+        path.write_text(json.dumps(report, indent=2), encoding="utf-8")
 
 
 def _ensure(server: Server, profile: StoreProfile) -> float | None:
