@@ -87,7 +87,7 @@ def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
                 exposition = exporter.scrape()
                 duration = time.perf_counter() - started
                 now_read = _rows_read(exposition)
-                lag = metric_values(exposition, "actionscheduler_log_cursor_lag")
+                lag = metric_values(exposition, "actionscheduler_log_cursor_lag_rows")
                 scrapes.append({"seconds": duration, "rows_read": now_read - read,
                                 "lag": next(iter(lag.values()), 0.0)})
                 read = now_read
@@ -120,6 +120,7 @@ def _rows_read(exposition: str) -> float:
 def _insert_burst(connection: pymysql.connections.Connection[Any]) -> tuple[int, int]:
     """New actions that each log created, started and complete: BURST_ROWS log rows."""
     actions, logs = f"{PREFIX}actionscheduler_actions", f"{PREFIX}actionscheduler_logs"
+    _reset_auto_increment(connection)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT MAX(action_id), MAX(group_id) FROM {actions}")
         last_action, group_id = cursor.fetchone() or (0, 0)
@@ -148,6 +149,16 @@ def _remove_burst(connection: pymysql.connections.Connection[Any], last_action: 
                        (last_action,))
         cursor.execute(f"DELETE FROM {PREFIX}actionscheduler_actions WHERE action_id > %s",
                        (last_action,))
+    _reset_auto_increment(connection)
+
+
+def _reset_auto_increment(connection: pymysql.connections.Connection[Any]) -> None:
+    """Ids continue right after the store's own, as after generation: a jump left by an
+    earlier run would be a gap that the log cursor waits on (log_gap_grace) first."""
+    with connection.cursor() as cursor:
+        for table in ("actions", "logs"):
+            # InnoDB raises a value below the table's largest id to that id + 1.
+            cursor.execute(f"ALTER TABLE {PREFIX}actionscheduler_{table} AUTO_INCREMENT = 1")
 
 
 def _site(server: Server, database: str) -> SiteConfig:
