@@ -124,22 +124,25 @@ def plans(store: dict[str, Any]) -> list[str]:
 
 
 def targets(report: dict[str, Any]) -> list[str]:
+    """The issue's targets. Those set at 10M actions are only judged when the run has the
+    10M store; on a smaller largest store they are shown for information."""
     stores = report["stores"]
     smallest, largest = stores[0], stores[-1]
+    at_10m: bool | None = True if largest["actions"] >= SIZES["10m"] else None
     scrape, raw = largest["scrape"]["median_s"], largest["raw_hot_sql"]["median_s"]
-    checks = [
-        (f"scrape at {largest['store']} <= 1.5 x its raw hot SQL", scrape <= 1.5 * raw,
-         f"{scrape / raw:.2f}x"),
+    checks: list[tuple[str, bool | None, str]] = [
+        (f"scrape at {largest['store']} <= 1.5 x its raw hot SQL",
+         at_10m and scrape <= 1.5 * raw, f"{scrape / raw:.2f}x"),
         (f"scrape at {largest['store']} <= 1.5 x scrape at {smallest['store']}",
-         scrape <= 1.5 * smallest["scrape"]["median_s"],
+         at_10m and scrape <= 1.5 * smallest["scrape"]["median_s"],
          f"{scrape / smallest['scrape']['median_s']:.2f}x"),
-        ("exporter RSS < 60 MiB", max(s["rss_mib"] for s in stores) < 60,
+        ("exporter RSS < 60 MB (57.2 MiB)", max(s["rss_mib"] for s in stores) < 60 / 1.048576,
          f"{max(s['rss_mib'] for s in stores):.1f} MiB"),
     ]
     if "generic_scrape" in largest:
         generic = largest["generic_scrape"]["median_s"]
         checks.append((f"generic exporter at {largest['store']} >= 40 x slower",
-                       generic >= 40 * scrape, f"{generic / scrape:.0f}x"))
+                       at_10m and generic >= 40 * scrape, f"{generic / scrape:.0f}x"))
     if "backlog" in report:
         backlog = report["backlog"]["scrape"]
         checks.append(("scrape with a 1M due backlog < 1 s", backlog["p95_s"] < 1.0,
@@ -150,7 +153,8 @@ def targets(report: dict[str, Any]) -> list[str]:
                        burst["max_rows_per_scrape"] <= burst["row_limit"]
                        and burst["rows_counted"] >= burst["burst_rows"],
                        f"{len(burst['scrapes'])} scrapes"))
-    return [f"- [{'PASS' if ok else 'FAIL'}] {name}: {value}" for name, ok, value in checks]
+    verdicts = {True: "PASS", False: "FAIL", None: "info, the target is at 10M"}
+    return [f"- [{verdicts[ok]}] {name}: {value}" for name, ok, value in checks]
 
 
 def _ms(seconds: float) -> str:
