@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import yaml
 from bench import generic
 from bench.measure import http_get
 from testbed.mariadb import Server, stop_process
+from testbed.ports import free_port
 
 # The heavy tier is refreshed once at start, then not again while the scrapes are timed:
 # its own cost is reported apart (collector durations), not mixed into the hot scrapes.
@@ -63,7 +63,7 @@ def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Runni
         "password": server.password, "database": database,
         "heavy_interval": BENCH_HEAVY_INTERVAL, "heavy_query_timeout": "10m",
     }]}), encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "exporter", "serve", "--config", str(config),
                "--listen-address", f"127.0.0.1:{port}", "--log-level", "warning",
                "--timeout", "60"]
@@ -76,7 +76,7 @@ def generic_exporter(server: Server, database: str, workdir: Path) -> Iterator[R
     command = generic.install(workdir.parent / "query-exporter")
     config = workdir / "query-exporter.yml"
     generic.write_config(config, server.host, server.port, server.user, database)
-    port = _free_port()
+    port = free_port()
     with _running(generic.command_line(command, config, port), port, "/") as running:
         yield running
 
@@ -103,9 +103,3 @@ def _wait_ready(running: Running, path: str) -> None:
             return
         time.sleep(0.1)
     raise RuntimeError(f"nothing answered on port {running.port} within 60 s")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pymysql
+
+from testbed.ports import free_port
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def start_private(workdir: Path, *, install: bool = True, port: int | None = Non
              "--auth-root-authentication-method=normal", *run_as],
             check=True, capture_output=True,
         )
-    port = port or _free_port()
+    port = port or free_port()
     error_log = workdir / "error.log"
     process = subprocess.Popen(
         [mariadbd, "--no-defaults", f"--datadir={datadir}", f"--port={port}",
@@ -183,9 +184,3 @@ def _install_mariadb() -> None:
     subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
     subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server"],
                    check=False, env=env, capture_output=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from testbed.mariadb import stop_process, wait_until_ready
-from tests.prometheus import free_port
+from testbed.ports import free_port
 
 
 class WebhookReceiver:

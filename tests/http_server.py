@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import urllib.request
@@ -12,14 +11,13 @@ import uvicorn
 from exporter.config import ExporterConfig
 from exporter.scrape.coordinator import Coordinator
 from exporter.web.app import create_app
+from testbed.ports import free_port
 
 
 class RunningExporter:
     def __init__(self, config: ExporterConfig) -> None:
         self.coordinator = Coordinator(config)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(
             create_app(self.coordinator), host="127.0.0.1", port=self.port,
             log_config=None, access_log=False, lifespan="off"))

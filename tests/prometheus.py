@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,12 +16,7 @@ import pytest
 import yaml
 
 from testbed.mariadb import stop_process, wait_until_ready
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from testbed.ports import free_port
 
 
 class Prometheus:

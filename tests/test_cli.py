@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from testbed.mariadb import Server
+from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.test_queue_states import killed_worker
 
@@ -63,12 +63,6 @@ sites:
     assert lines[3].split()[:2] == ["unreachable", "no"]
     assert "no-plugin: missing table(s) wp_9_actionscheduler_actions" in done.stdout
     assert "unreachable: (2003)" in done.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:

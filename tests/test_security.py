@@ -27,9 +27,9 @@ from exporter.db.grants import can_write
 from exporter.web.webconfig import load_web_config
 from testbed.certs import Certificates, make_certificates
 from testbed.mariadb import Server, start_private, temporary
+from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.prometheus import free_port
 
 PASSWORD = "scrape-me-please"
 

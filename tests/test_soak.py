@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from testbed.mariadb import Server
+from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
-from tests.prometheus import free_port
 
 SCRAPES = int(os.environ.get("AS_SOAK_SCRAPES", "2000"))
 # Until the bounded structures (counters per hook and group, histograms) have all their
