@@ -19,7 +19,6 @@ from bench.measure import (
     timed_side_by_side,
 )
 from bench.profile import StoreProfile
-from exporter.config.model import SiteConfig
 from testbed.mariadb import Server
 
 SCRAPES = 60
@@ -35,7 +34,7 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
     database = profile.name
     result: dict[str, Any] = {"store": database, "actions": profile.actions, "due": profile.due}
     with server.connect(database) as connection:
-        statements = hot_sql.hot_statements(_site(server, database))
+        statements = hot_sql.hot_statements(hot_sql.store_site(server, database))
         result["hot_statements"] = len(statements)
         result["hot_plans"] = hot_sql.explain(connection, statements)
 
@@ -71,7 +70,7 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
 def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str, Any]:
     """100,000 log rows arrive between two scrapes: how the following scrapes absorb them."""
     database = profile.name
-    site = _site(server, database)
+    site = hot_sql.store_site(server, database)
     with server.connect(database) as connection, \
             our_exporter(server, database, workdir) as exporter:
         _wait_for_heavy_tier(exporter)
@@ -160,8 +159,3 @@ def _reset_auto_increment(connection: pymysql.connections.Connection[Any]) -> No
             # InnoDB raises a value below the table's largest id to that id + 1.
             cursor.execute(f"ALTER TABLE {PREFIX}actionscheduler_{table} AUTO_INCREMENT = 1")
 
-
-def _site(server: Server, database: str) -> SiteConfig:
-    return SiteConfig(name="bench", host=server.host, port=server.port, user=server.user,
-                      password=server.password, database=database, table_prefix=PREFIX,
-                      query_timeout=60.0)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pymysql
 
+from bench.generate import PREFIX
 from bench.measure import session_rows_examined
 from exporter.collectors import default_collectors
 from exporter.collectors.base import SiteContext, Tier
@@ -19,18 +20,26 @@ from exporter.config.model import SiteConfig
 from exporter.db.session import Row, Session
 from exporter.db.tables import TableNames, read_table_stats
 from exporter.events.follower import LogFollower
+from testbed.mariadb import Server
 
 Statement = tuple[str, tuple[object, ...] | None]
 
 
 class RecordingSession(Session):
     def __init__(self, site: SiteConfig) -> None:
-        super().__init__(site, warn_if_writable=False)
+        super().__init__(site, check_grants=False)
         self.statements: list[Statement] = []
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         self.statements.append((sql, tuple(args) if args is not None else None))
         return super().query(sql, args)
+
+
+def store_site(server: Server, database: str) -> SiteConfig:
+    """A generated store's site, as the exporter would be configured for it."""
+    return SiteConfig(name="bench", host=server.host, port=server.port, user=server.user,
+                      password=server.password, database=database, table_prefix=PREFIX,
+                      query_timeout=60.0)
 
 
 def hot_statements(site: SiteConfig) -> list[Statement]:

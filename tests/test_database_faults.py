@@ -4,6 +4,7 @@ scrapes at once."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,49 +45,52 @@ def exporter_site(server: Server, **overrides: object) -> SiteConfig:
     return SiteConfig(**fields)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
+def server_variable(server: Server, name: str, value: object, restore: object
+                    ) -> Iterator[None]:
+    """A global server variable set for the block, and set back after it."""
+    admin = server.connect()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"SET GLOBAL {name} = %s", (value,))
+        yield
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"SET GLOBAL {name} = %s", (restore,))
+        admin.close()
+
+
 def test_max_connections_exhausted_then_freed(
         shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
     server, _ = shop_on_private
-    admin = server.connect()
-    with admin.cursor() as cursor:
-        cursor.execute("SET GLOBAL max_connections = 4")
-    hogs = []
-    refusal: pymysql.err.OperationalError | None = None
-    try:
-        while refusal is None:  # take every connection a user may have
-            try:
-                hogs.append(pymysql.connect(host=server.host, port=server.port,
-                                            user="exporter", password="exporter-pw",
-                                            database="shop"))
-            except pymysql.err.OperationalError as error:
-                refusal = error
-        assert refusal.args[0] == 1040  # Too many connections
-        (refused,) = scrape(exporter_site(server))
-        assert not refused.up
-        assert "(1040) Too many connections" in refused.problems[0]
-    finally:
-        for hog in hogs:
-            hog.close()
-    (recovered,) = scrape(exporter_site(server))
-    assert recovered.up
-    with admin.cursor() as cursor:
-        cursor.execute("SET GLOBAL max_connections = 151")
-    admin.close()
+    with server_variable(server, "max_connections", 4, restore=151):
+        hogs = []
+        refusal: pymysql.err.OperationalError | None = None
+        try:
+            while refusal is None:  # take every connection a user may have
+                try:
+                    hogs.append(pymysql.connect(host=server.host, port=server.port,
+                                                user="exporter", password="exporter-pw",
+                                                database="shop"))
+                except pymysql.err.OperationalError as error:
+                    refusal = error
+            assert refusal.args[0] == 1040  # Too many connections
+            (refused,) = scrape(exporter_site(server))
+            assert not refused.up
+            assert "(1040) Too many connections" in refused.problems[0]
+        finally:
+            for hog in hogs:
+                hog.close()
+        (recovered,) = scrape(exporter_site(server))
+        assert recovered.up
 
 
 def test_a_read_only_replica_is_read_as_usual(
         shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
     server, store = shop_on_private
-    admin = server.connect()
-    with admin.cursor() as cursor:
-        cursor.execute("SET GLOBAL read_only = ON")
-    try:
+    with server_variable(server, "read_only", "ON", restore="OFF"):
         (result,) = scrape(exporter_site(server))
         assert_matches(result, compute(store.connection))
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute("SET GLOBAL read_only = OFF")
-        admin.close()
 
 
 def test_tables_renamed_away_and_back(store: ActionSchedulerStore,

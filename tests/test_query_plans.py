@@ -28,10 +28,9 @@ SMALL, LARGE = 10_000, 40_000
 
 
 def rows_per_statement(server: Server, database: str) -> list[dict[str, Any]]:
-    site = SiteConfig(name="plans", host=server.host, port=server.port, user=server.user,
-                      password=server.password, database=database, table_prefix=PREFIX)
     with server.connect(database) as connection:
-        return hot_sql.explain(connection, hot_sql.hot_statements(site))
+        return hot_sql.explain(connection,
+                               hot_sql.hot_statements(hot_sql.store_site(server, database)))
 
 
 @pytest.fixture(scope="module")

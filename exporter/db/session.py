@@ -25,9 +25,11 @@ Row = tuple[Any, ...]
 
 
 class Session:
-    def __init__(self, site: SiteConfig, *, warn_if_writable: bool = True) -> None:
+    def __init__(self, site: SiteConfig, *, check_grants: bool = True) -> None:
+        """`check_grants`: read the user's grants at each connection and warn when it may
+        write (the scrape's session does; a second session of the same user need not)."""
         self._site = site
-        self._warn_if_writable = warn_if_writable
+        self._check_grants = check_grants
         self._connection: pymysql.connections.Connection[Any] | None = None
         self._lock = threading.Lock()
         self.server_version = ""
@@ -77,13 +79,14 @@ class Session:
                 **_tls_arguments(site),
             )
             self.server_version = _prepare(connection, timeout)
-            self.can_write = _user_can_write(connection, site.database)
+            if self._check_grants:
+                self.can_write = _user_can_write(connection, site.database)
         except pymysql.err.MySQLError as error:
             raise classify(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._connection = connection
-        if self.can_write and self._warn_if_writable:
+        if self.can_write:
             log.warning("the database user may write site=%s user=%s: grant it SELECT on the "
                         "four Action Scheduler tables only (README, 'The database user')",
                         site.name, site.user)

@@ -92,7 +92,7 @@ class HeavyTier:
     def _run(self, prefixes: tuple[str, ...]) -> None:
         session = Session(dataclasses.replace(self._site,
                                               query_timeout=self._site.heavy_query_timeout),
-                          warn_if_writable=False)
+                          check_grants=False)
         try:
             for prefix in prefixes:
                 context = SiteContext(session, TableNames(prefix), self._site, {})
