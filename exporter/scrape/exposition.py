@@ -23,6 +23,7 @@ _WRITTEN_HERE = ("text/plain; version=0.0.4", "text/plain; version=1.0.0",
                  "application/openmetrics-text; version=1.0.0")
 
 _PROCESS = ProcessCollector(registry=None)
+_BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
 
 
 def families(results: Sequence[SiteResult]) -> list[Metric]:
@@ -38,7 +39,7 @@ def families(results: Sequence[SiteResult]) -> list[Metric]:
             )
     built[catalog.BUILD_INFO.name].add_sample(
         catalog.BUILD_INFO.sample_name,
-        {"version": __version__, "python_version": platform.python_version()},
+        dict(_BUILD_LABELS),
         1.0,
     )
     return [family for family in built.values() if family.samples]
@@ -62,8 +63,7 @@ def render(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, st
     if not content_type.startswith(_WRITTEN_HERE):
         return render_with_library(results, accept)
     openmetrics = content_type.startswith("application/openmetrics-text")
-    build = (catalog.BUILD_INFO,
-             (("python_version", platform.python_version()), ("version", __version__)), 1.0)
+    build = (catalog.BUILD_INFO, _BUILD_LABELS, 1.0)
     body = textformat.encode(results, catalog.ALL, [build], openmetrics=openmetrics)
     # The process's few samples (and OpenMetrics' closing "# EOF") come from the library.
     return body.encode() + encoder(_Snapshot([])), content_type
