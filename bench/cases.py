@@ -28,8 +28,9 @@ BURST_ROWS = 100_000
 _HEAVY = ("status", "failures", "retention")
 
 
-def store_case(server: Server, profile: StoreProfile, workdir: Path,
-               generic_scrapes: int) -> dict[str, Any]:
+def store_case(
+    server: Server, profile: StoreProfile, workdir: Path, generic_scrapes: int
+) -> dict[str, Any]:
     """The exporter, its hot tier's raw SQL and the generic exporter on one store."""
     database = profile.name
     result: dict[str, Any] = {"store": database, "actions": profile.actions, "due": profile.due}
@@ -49,16 +50,20 @@ def store_case(server: Server, profile: StoreProfile, workdir: Path,
             scrapes, raws = timed_side_by_side(exporter.scrape, raw, SCRAPES)
             result["scrape"], result["raw_hot_sql"] = scrapes.as_dict(), raws.as_dict()
             result["scrape_rows_examined"] = rows_examined_per_call(
-                connection, exporter.scrape, ROWS_REPEAT)
-            result["raw_hot_rows_examined"] = rows_examined_per_call(
-                connection, raw, ROWS_REPEAT)
+                connection, exporter.scrape, ROWS_REPEAT
+            )
+            result["raw_hot_rows_examined"] = rows_examined_per_call(connection, raw, ROWS_REPEAT)
             rss, peak = resident_mib(exporter.process.pid)
             result["rss_mib"], result["rss_peak_mib"] = rss, peak
-            durations = metric_values(exposition,
-                                      "actionscheduler_exporter_collector_duration_seconds")
+            durations = metric_values(
+                exposition, "actionscheduler_exporter_collector_duration_seconds"
+            )
             result["heavy_refresh_s"] = {
-                name: value for name in _HEAVY for labels, value in durations.items()
-                if f'collector="{name}"' in labels}
+                name: value
+                for name in _HEAVY
+                for labels, value in durations.items()
+                if f'collector="{name}"' in labels
+            }
         if generic_scrapes:
             with generic_exporter(server, database, workdir) as generic:
                 generic.scrape()
@@ -71,8 +76,10 @@ def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
     """100,000 log rows arrive between two scrapes: how the following scrapes absorb them."""
     database = profile.name
     site = hot_sql.store_site(server, database)
-    with server.connect(database) as connection, \
-            our_exporter(server, database, workdir) as exporter:
+    with (
+        server.connect(database) as connection,
+        our_exporter(server, database, workdir) as exporter,
+    ):
         _wait_for_heavy_tier(exporter)
         for _ in range(WARM_UP):
             exporter.scrape()
@@ -87,18 +94,27 @@ def burst_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
                 duration = time.perf_counter() - started
                 now_read = _rows_read(exposition)
                 lag = metric_values(exposition, "actionscheduler_log_cursor_lag_rows")
-                scrapes.append({"seconds": duration, "rows_read": now_read - read,
-                                "lag": next(iter(lag.values()), 0.0)})
+                scrapes.append(
+                    {
+                        "seconds": duration,
+                        "rows_read": now_read - read,
+                        "lag": next(iter(lag.values()), 0.0),
+                    }
+                )
                 read = now_read
                 if now_read - read_before >= inserted:
                     break
         finally:
             _remove_burst(connection, last_action)
-    return {"store": database, "burst_rows": inserted, "row_limit": site.log_rows_per_scrape,
-            "scrapes": scrapes,
-            "max_rows_per_scrape": max(item["rows_read"] for item in scrapes),
-            "rows_counted": read - read_before,
-            "max_scrape_s": max(item["seconds"] for item in scrapes)}
+    return {
+        "store": database,
+        "burst_rows": inserted,
+        "row_limit": site.log_rows_per_scrape,
+        "scrapes": scrapes,
+        "max_rows_per_scrape": max(item["rows_read"] for item in scrapes),
+        "rows_counted": read - read_before,
+        "max_scrape_s": max(item["seconds"] for item in scrapes),
+    }
 
 
 def _wait_for_heavy_tier(exporter: Running, timeout: float = 900) -> None:
@@ -134,20 +150,24 @@ def _insert_burst(connection: pymysql.connections.Connection[Any]) -> tuple[int,
                 " last_attempt_local) VALUES (%s, 'woocommerce_deliver_webhook_async',"
                 " 'complete', UTC_TIMESTAMP(), UTC_TIMESTAMP(), '[1]', %s, 1,"
                 " UTC_TIMESTAMP(), UTC_TIMESTAMP())",
-                [(action_id, group_id) for action_id in ids])
+                [(action_id, group_id) for action_id in ids],
+            )
             cursor.executemany(
                 f"INSERT INTO {logs} (action_id, message, log_date_gmt, log_date_local)"
                 " VALUES (%s, %s, UTC_TIMESTAMP(), UTC_TIMESTAMP())",
-                [(action_id, message) for action_id in ids for message in messages])
+                [(action_id, message) for action_id in ids for message in messages],
+            )
     return int(last_action), count * len(messages)
 
 
 def _remove_burst(connection: pymysql.connections.Connection[Any], last_action: int) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {PREFIX}actionscheduler_logs WHERE action_id > %s",
-                       (last_action,))
-        cursor.execute(f"DELETE FROM {PREFIX}actionscheduler_actions WHERE action_id > %s",
-                       (last_action,))
+        cursor.execute(
+            f"DELETE FROM {PREFIX}actionscheduler_logs WHERE action_id > %s", (last_action,)
+        )
+        cursor.execute(
+            f"DELETE FROM {PREFIX}actionscheduler_actions WHERE action_id > %s", (last_action,)
+        )
     _reset_auto_increment(connection)
 
 
@@ -158,4 +178,3 @@ def _reset_auto_increment(connection: pymysql.connections.Connection[Any]) -> No
         for table in ("actions", "logs"):
             # InnoDB raises a value below the table's largest id to that id + 1.
             cursor.execute(f"ALTER TABLE {PREFIX}actionscheduler_{table} AUTO_INCREMENT = 1")
-

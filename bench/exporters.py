@@ -25,8 +25,10 @@ BENCH_HEAVY_INTERVAL = "1h"
 
 
 # What Prometheus 2.x sends: it prefers OpenMetrics.
-PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
 
 
 @dataclass
@@ -58,15 +60,40 @@ class Running:
 @contextlib.contextmanager
 def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Running]:
     config = workdir / "exporter.yml"
-    config.write_text(yaml.safe_dump({"sites": [{
-        "name": "bench", "host": server.host, "port": server.port, "user": server.user,
-        "password": server.password, "database": database,
-        "heavy_interval": BENCH_HEAVY_INTERVAL, "heavy_query_timeout": "10m",
-    }]}), encoding="utf-8")
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "sites": [
+                    {
+                        "name": "bench",
+                        "host": server.host,
+                        "port": server.port,
+                        "user": server.user,
+                        "password": server.password,
+                        "database": database,
+                        "heavy_interval": BENCH_HEAVY_INTERVAL,
+                        "heavy_query_timeout": "10m",
+                    }
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     port = free_port()
-    command = [sys.executable, "-m", "exporter", "serve", "--config", str(config),
-               "--listen-address", f"127.0.0.1:{port}", "--log-level", "warning",
-               "--timeout", "60"]
+    command = [
+        sys.executable,
+        "-m",
+        "exporter",
+        "serve",
+        "--config",
+        str(config),
+        "--listen-address",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+        "--timeout",
+        "60",
+    ]
     with _running(command, port, "/healthz") as running:
         yield running
 

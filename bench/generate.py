@@ -29,18 +29,25 @@ PREFIX = "wp_"
 CHUNK_ROWS = 500_000
 DAY = 86_400
 CLAIM_ID = 1
-_SCHEDULE = ('O:30:"ActionScheduler_SimpleSchedule":2:{s:22:"\\0*\\0scheduled_timestamp";'
-             'i:%d;s:41:"\\0ActionScheduler_SimpleSchedule\\0timestamp";i:%d;}')
-_ACTION_COLUMNS = ("action_id, hook, status, scheduled_date_gmt, scheduled_date_local, priority,"
-                   " args, schedule, group_id, attempts, last_attempt_gmt, last_attempt_local,"
-                   " claim_id, extended_args")
+_SCHEDULE = (
+    'O:30:"ActionScheduler_SimpleSchedule":2:{s:22:"\\0*\\0scheduled_timestamp";'
+    'i:%d;s:41:"\\0ActionScheduler_SimpleSchedule\\0timestamp";i:%d;}'
+)
+_ACTION_COLUMNS = (
+    "action_id, hook, status, scheduled_date_gmt, scheduled_date_local, priority,"
+    " args, schedule, group_id, attempts, last_attempt_gmt, last_attempt_local,"
+    " claim_id, extended_args"
+)
 _LOG_COLUMNS = "log_id, action_id, message, log_date_gmt, log_date_local"
 
 
 def is_generated(connection: pymysql.connections.Connection[Any], profile: StoreProfile) -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM information_schema.TABLES"
-                       " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'bench_meta'", (profile.name,))
+        cursor.execute(
+            "SELECT 1 FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'bench_meta'",
+            (profile.name,),
+        )
         if not cursor.fetchone():
             return False
         cursor.execute(f"SELECT profile FROM `{profile.name}`.bench_meta")
@@ -48,8 +55,11 @@ def is_generated(connection: pymysql.connections.Connection[Any], profile: Store
     return bool(row) and json.loads(row[0]) == asdict(profile)
 
 
-def generate(connection: pymysql.connections.Connection[Any], profile: StoreProfile,
-             database: str | None = None) -> float:
+def generate(
+    connection: pymysql.connections.Connection[Any],
+    profile: StoreProfile,
+    database: str | None = None,
+) -> float:
     """Creates the store's database (by default named after the profile) from scratch;
     returns the seconds it took."""
     started = time.monotonic()
@@ -61,34 +71,54 @@ def generate(connection: pymysql.connections.Connection[Any], profile: StoreProf
         for statement in create_statements(PREFIX):
             cursor.execute(statement)
         groups = sorted({group for _, group in HOOKS})
-        cursor.executemany(f"INSERT INTO {PREFIX}actionscheduler_groups (slug) VALUES (%s)",
-                           [(slug,) for slug in groups])
+        cursor.executemany(
+            f"INSERT INTO {PREFIX}actionscheduler_groups (slug) VALUES (%s)",
+            [(slug,) for slug in groups],
+        )
         rows = _Rows(profile, {slug: index + 1 for index, slug in enumerate(groups)})
-        cursor.execute(f"INSERT INTO {PREFIX}actionscheduler_claims VALUES (%s, %s)",
-                       (CLAIM_ID, _date(rows.now - 10)))
+        cursor.execute(
+            f"INSERT INTO {PREFIX}actionscheduler_claims VALUES (%s, %s)",
+            (CLAIM_ID, _date(rows.now - 10)),
+        )
         with tempfile.TemporaryDirectory(prefix="as-bench-") as folder:
             for actions, logs in rows.chunks():
-                _load(cursor, Path(folder) / "actions.tsv", f"{PREFIX}actionscheduler_actions",
-                      _ACTION_COLUMNS, actions)
-                _load(cursor, Path(folder) / "logs.tsv", f"{PREFIX}actionscheduler_logs",
-                      _LOG_COLUMNS, logs)
+                _load(
+                    cursor,
+                    Path(folder) / "actions.tsv",
+                    f"{PREFIX}actionscheduler_actions",
+                    _ACTION_COLUMNS,
+                    actions,
+                )
+                _load(
+                    cursor,
+                    Path(folder) / "logs.tsv",
+                    f"{PREFIX}actionscheduler_logs",
+                    _LOG_COLUMNS,
+                    logs,
+                )
         for table in ("actions", "logs", "claims", "groups"):
             cursor.execute(f"ANALYZE TABLE {PREFIX}actionscheduler_{table}")
             cursor.fetchall()
         seconds = time.monotonic() - started
-        cursor.execute("CREATE TABLE bench_meta (profile text, generated_at datetime,"
-                       " seconds double)")
-        cursor.execute("INSERT INTO bench_meta VALUES (%s, UTC_TIMESTAMP(), %s)",
-                       (json.dumps(asdict(profile)), seconds))
+        cursor.execute(
+            "CREATE TABLE bench_meta (profile text, generated_at datetime, seconds double)"
+        )
+        cursor.execute(
+            "INSERT INTO bench_meta VALUES (%s, UTC_TIMESTAMP(), %s)",
+            (json.dumps(asdict(profile)), seconds),
+        )
     return seconds
 
 
-def _load(cursor: pymysql.cursors.Cursor, path: Path, table: str, columns: str,
-          lines: list[str]) -> None:
+def _load(
+    cursor: pymysql.cursors.Cursor, path: Path, table: str, columns: str, lines: list[str]
+) -> None:
     path.write_text("".join(lines), encoding="utf-8")
-    cursor.execute(f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} CHARACTER SET utf8mb4"
-                   f" FIELDS TERMINATED BY '\\t' LINES TERMINATED BY '\\n' ({columns})",
-                   (str(path),))
+    cursor.execute(
+        f"LOAD DATA LOCAL INFILE %s INTO TABLE {table} CHARACTER SET utf8mb4"
+        f" FIELDS TERMINATED BY '\\t' LINES TERMINATED BY '\\n' ({columns})",
+        (str(path),),
+    )
 
 
 class _Rows:
@@ -146,14 +176,15 @@ class _Rows:
             status = "in-progress" if first else "pending"
             scheduled, claim_id, last_attempt = self.now - 30, CLAIM_ID, self.now - 10
             attempts = 1 if first else 0
-        args = f'[{rnd.randrange(1, 10_000_000)}]'
+        args = f"[{rnd.randrange(1, 10_000_000)}]"
         schedule = _SCHEDULE % (scheduled, scheduled)
         scheduled_text = _date(scheduled)
         attempt_text = _date(last_attempt) if last_attempt is not None else ZERO_DATE
         actions.append(
             f"{action_id}\t{hook}\t{status}\t{scheduled_text}\t{scheduled_text}\t10\t{args}\t"
             f"{schedule}\t{self._group_ids[group]}\t{attempts}\t{attempt_text}\t"
-            f"{attempt_text}\t{claim_id}\t\\N\n")
+            f"{attempt_text}\t{claim_id}\t\\N\n"
+        )
         created = min(scheduled, self.now) - rnd.randrange(1, 600)
         self._log(logs, action_id, "action created", created)
         if last_attempt is None or status == "pending":

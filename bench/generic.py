@@ -48,9 +48,17 @@ def install(folder: Path) -> Path:
     command = folder / "bin" / "query-exporter"
     if not command.exists():
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
-        subprocess.run([str(folder / "bin" / "pip"), "install", "--quiet",
-                        "--disable-pip-version-check",
-                        f"query-exporter=={QUERY_EXPORTER_VERSION}", "pymysql"], check=True)
+        subprocess.run(
+            [
+                str(folder / "bin" / "pip"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"query-exporter=={QUERY_EXPORTER_VERSION}",
+                "pymysql",
+            ],
+            check=True,
+        )
     return command
 
 
@@ -61,8 +69,10 @@ def write_config(path: Path, host: str, port: int, user: str, database: str) -> 
     config = {
         "databases": {"store": {"dsn": f"mysql+pymysql://{user}@{host}:{port}/{database}"}},
         "metrics": metrics,
-        "queries": {name: {"databases": ["store"], "metrics": names, "sql": sql}
-                    for name, (names, sql) in GUIDE_QUERIES.items()},
+        "queries": {
+            name: {"databases": ["store"], "metrics": names, "sql": sql}
+            for name, (names, sql) in GUIDE_QUERIES.items()
+        },
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
 

@@ -37,9 +37,16 @@ class RecordingSession(Session):
 
 def store_site(server: Server, database: str) -> SiteConfig:
     """A generated store's site, as the exporter would be configured for it."""
-    return SiteConfig(name="bench", host=server.host, port=server.port, user=server.user,
-                      password=server.password, database=database, table_prefix=PREFIX,
-                      query_timeout=60.0)
+    return SiteConfig(
+        name="bench",
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=database,
+        table_prefix=PREFIX,
+        query_timeout=60.0,
+    )
 
 
 def hot_statements(site: SiteConfig) -> list[Statement]:
@@ -60,16 +67,18 @@ def hot_statements(site: SiteConfig) -> list[Statement]:
         session.close()
 
 
-def replay(connection: pymysql.connections.Connection[Any],
-           statements: Sequence[Statement]) -> None:
+def replay(
+    connection: pymysql.connections.Connection[Any], statements: Sequence[Statement]
+) -> None:
     with connection.cursor() as cursor:
         for sql, args in statements:
             cursor.execute(sql, args)
             cursor.fetchall()
 
 
-def explain(connection: pymysql.connections.Connection[Any],
-            statements: Sequence[Statement]) -> list[dict[str, Any]]:
+def explain(
+    connection: pymysql.connections.Connection[Any], statements: Sequence[Statement]
+) -> list[dict[str, Any]]:
     """Per statement: its plan (which index each table is read by) and the rows it really
     read, from the session's handler counters (after a warm-up run)."""
     explained = []
@@ -79,8 +88,14 @@ def explain(connection: pymysql.connections.Connection[Any],
         examined = session_rows_examined(connection, partial(replay, connection, one))
         with connection.cursor(pymysql.cursors.DictCursor) as cursor:
             cursor.execute("EXPLAIN " + sql, args)
-            plan = [{"table": row["table"], "type": row["type"], "key": row["key"],
-                     "extra": row["Extra"]} for row in cursor.fetchall()]
-        explained.append({"sql": " ".join(sql.split()), "rows_examined": examined,
-                          "plan": plan})
+            plan = [
+                {
+                    "table": row["table"],
+                    "type": row["type"],
+                    "key": row["key"],
+                    "extra": row["Extra"],
+                }
+                for row in cursor.fetchall()
+            ]
+        explained.append({"sql": " ".join(sql.split()), "rows_examined": examined, "plan": plan})
     return explained

@@ -14,9 +14,15 @@ import pymysql
 
 # Every kind of row read the storage engine does for a statement: index lookups, index and
 # table scans. Their sum is what a query examined.
-_HANDLER_READS = ("Handler_read_first", "Handler_read_key", "Handler_read_last",
-                  "Handler_read_next", "Handler_read_prev", "Handler_read_rnd",
-                  "Handler_read_rnd_next")
+_HANDLER_READS = (
+    "Handler_read_first",
+    "Handler_read_key",
+    "Handler_read_last",
+    "Handler_read_next",
+    "Handler_read_prev",
+    "Handler_read_rnd",
+    "Handler_read_rnd_next",
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,9 @@ def timed(call: Callable[[], object], repeat: int) -> Timings:
     return Timings(tuple(samples))
 
 
-def timed_side_by_side(first: Callable[[], object], second: Callable[[], object],
-                       repeat: int) -> tuple[Timings, Timings]:
+def timed_side_by_side(
+    first: Callable[[], object], second: Callable[[], object], repeat: int
+) -> tuple[Timings, Timings]:
     """Both calls timed in turn, so that whatever slows the machine meanwhile slows both."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
@@ -80,8 +87,9 @@ def rows_read(connection: pymysql.connections.Connection[Any], scope: str = "GLO
         return sum(int(value) for _, value in cursor.fetchall())
 
 
-def session_rows_examined(connection: pymysql.connections.Connection[Any],
-                          call: Callable[[], object]) -> int:
+def session_rows_examined(
+    connection: pymysql.connections.Connection[Any], call: Callable[[], object]
+) -> int:
     """Rows one call on this connection read, less what reading the counters costs."""
     first = rows_read(connection, "SESSION")
     overhead = rows_read(connection, "SESSION") - first
@@ -90,8 +98,9 @@ def session_rows_examined(connection: pymysql.connections.Connection[Any],
     return rows_read(connection, "SESSION") - before - overhead
 
 
-def rows_examined_per_call(connection: pymysql.connections.Connection[Any],
-                           call: Callable[[], object], repeat: int) -> float:
+def rows_examined_per_call(
+    connection: pymysql.connections.Connection[Any], call: Callable[[], object], repeat: int
+) -> float:
     """Rows the server read per call, less what reading the counters itself costs.
 
     Nothing else may use the server meanwhile: the counters are global, so that the rows
@@ -111,6 +120,6 @@ def metric_values(exposition: str, name: str) -> dict[str, float]:
     values: dict[str, float] = {}
     for line in exposition.splitlines():
         if line.startswith(name + "{") or line.startswith(name + " "):
-            labels, _, value = line[len(name):].rpartition(" ")
+            labels, _, value = line[len(name) :].rpartition(" ")
             values[labels] = float(value)
     return values

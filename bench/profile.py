@@ -79,7 +79,7 @@ class StoreProfile:
 
 
 def hook_weights() -> list[float]:
-    return [1 / rank ** ZIPF_EXPONENT for rank in range(1, len(HOOKS) + 1)]
+    return [1 / rank**ZIPF_EXPONENT for rank in range(1, len(HOOKS) + 1)]
 
 
 def _short(count: int) -> str:

@@ -52,8 +52,9 @@ def main() -> None:
             report["generated"][profile.name] = _ensure(server, profile)
         for profile in profiles:
             print(f"measuring {profile.name} ...", flush=True)
-            report["stores"].append(store_case(server, profile, workdir,
-                                               GENERIC_SCRAPES[profile.actions]))
+            report["stores"].append(
+                store_case(server, profile, workdir, GENERIC_SCRAPES[profile.actions])
+            )
         if not arguments.no_backlog:
             print(f"measuring {BACKLOG.name} ...", flush=True)
             report["backlog"] = store_case(server, BACKLOG, workdir, generic_scrapes=0)
@@ -84,12 +85,15 @@ def _ensure(server: Server, profile: StoreProfile) -> float | None:
 
 def summary(report: dict[str, Any]) -> str:
     machine = report["machine"]
-    lines = [f"{machine['date']} · {machine['cpu']} ({machine['cores']} cores) · "
-             f"MariaDB {machine['mariadb']} (buffer pool {machine['buffer_pool']}) · "
-             f"Python {machine['python']}", "",
-             "| store | scrape median | p95 | raw hot SQL median | ratio | rows examined "
-             "(scrape / raw) | RSS MiB | heavy refresh s | generic median | generic / ours |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"{machine['date']} · {machine['cpu']} ({machine['cores']} cores) · "
+        f"MariaDB {machine['mariadb']} (buffer pool {machine['buffer_pool']}) · "
+        f"Python {machine['python']}",
+        "",
+        "| store | scrape median | p95 | raw hot SQL median | ratio | rows examined "
+        "(scrape / raw) | RSS MiB | heavy refresh s | generic median | generic / ours |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for store in [*report["stores"], *([report["backlog"]] if "backlog" in report else [])]:
         scrape, raw = store["scrape"], store["raw_hot_sql"]
         generic = store.get("generic_scrape")
@@ -98,28 +102,42 @@ def summary(report: dict[str, Any]) -> str:
             f"{_ms(raw['median_s'])} | {scrape['median_s'] / raw['median_s']:.2f} | "
             f"{store['scrape_rows_examined']:,.0f} / {store['raw_hot_rows_examined']:,.0f} | "
             f"{store['rss_mib']:.1f} | {sum(store['heavy_refresh_s'].values()):.2f} | "
-            + (f"{_ms(generic['median_s'])} | {generic['median_s'] / scrape['median_s']:.0f}x |"
-               if generic else "- | - |"))
+            + (
+                f"{_ms(generic['median_s'])} | {generic['median_s'] / scrape['median_s']:.0f}x |"
+                if generic
+                else "- | - |"
+            )
+        )
     if "burst" in report:
         burst = report["burst"]
-        lines += ["", f"log burst of {burst['burst_rows']:,} rows on {burst['store']}: "
-                  f"{len(burst['scrapes'])} scrapes, at most {burst['max_rows_per_scrape']:,.0f} "
-                  f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
-                  f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted"]
+        lines += [
+            "",
+            f"log burst of {burst['burst_rows']:,} rows on {burst['store']}: "
+            f"{len(burst['scrapes'])} scrapes, at most {burst['max_rows_per_scrape']:,.0f} "
+            f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
+            f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
+        ]
     lines += ["", *targets(report), "", *plans(report["stores"][-1])]
     return "\n".join(lines)
 
 
 def plans(store: dict[str, Any]) -> list[str]:
     """Each hot statement of a store: the indexes it reads and the rows it really read."""
-    lines = [f"Hot-tier statements on {store['store']}:", "",
-             "| statement | index (access) | rows read |", "| --- | --- | --- |"]
+    lines = [
+        f"Hot-tier statements on {store['store']}:",
+        "",
+        "| statement | index (access) | rows read |",
+        "| --- | --- | --- |",
+    ]
     for explained in store["hot_plans"]:
-        access = ", ".join(f"{plan['key'] or '-'} ({plan['type'] or plan['extra']})"
-                           for plan in explained["plan"])
+        access = ", ".join(
+            f"{plan['key'] or '-'} ({plan['type'] or plan['extra']})" for plan in explained["plan"]
+        )
         sql = explained["sql"].replace("|", "\\|")
-        lines.append(f"| `{sql[:110]}{'...' if len(sql) > 110 else ''}` | {access} | "
-                     f"{explained['rows_examined']:,} |")
+        lines.append(
+            f"| `{sql[:110]}{'...' if len(sql) > 110 else ''}` | {access} | "
+            f"{explained['rows_examined']:,} |"
+        )
     return lines
 
 
@@ -131,28 +149,50 @@ def targets(report: dict[str, Any]) -> list[str]:
     at_10m: bool | None = True if largest["actions"] >= SIZES["10m"] else None
     scrape, raw = largest["scrape"]["median_s"], largest["raw_hot_sql"]["median_s"]
     checks: list[tuple[str, bool | None, str]] = [
-        (f"scrape at {largest['store']} <= 1.5 x its raw hot SQL",
-         at_10m and scrape <= 1.5 * raw, f"{scrape / raw:.2f}x"),
-        (f"scrape at {largest['store']} <= 1.5 x scrape at {smallest['store']}",
-         at_10m and scrape <= 1.5 * smallest["scrape"]["median_s"],
-         f"{scrape / smallest['scrape']['median_s']:.2f}x"),
-        ("exporter RSS < 60 MB (57.2 MiB)", max(s["rss_mib"] for s in stores) < 60 / 1.048576,
-         f"{max(s['rss_mib'] for s in stores):.1f} MiB"),
+        (
+            f"scrape at {largest['store']} <= 1.5 x its raw hot SQL",
+            at_10m and scrape <= 1.5 * raw,
+            f"{scrape / raw:.2f}x",
+        ),
+        (
+            f"scrape at {largest['store']} <= 1.5 x scrape at {smallest['store']}",
+            at_10m and scrape <= 1.5 * smallest["scrape"]["median_s"],
+            f"{scrape / smallest['scrape']['median_s']:.2f}x",
+        ),
+        (
+            "exporter RSS < 60 MB (57.2 MiB)",
+            max(s["rss_mib"] for s in stores) < 60 / 1.048576,
+            f"{max(s['rss_mib'] for s in stores):.1f} MiB",
+        ),
     ]
     if "generic_scrape" in largest:
         generic = largest["generic_scrape"]["median_s"]
-        checks.append((f"generic exporter at {largest['store']} >= 40 x slower",
-                       at_10m and generic >= 40 * scrape, f"{generic / scrape:.0f}x"))
+        checks.append(
+            (
+                f"generic exporter at {largest['store']} >= 40 x slower",
+                at_10m and generic >= 40 * scrape,
+                f"{generic / scrape:.0f}x",
+            )
+        )
     if "backlog" in report:
         backlog = report["backlog"]["scrape"]
-        checks.append(("scrape with a 1M due backlog < 1 s", backlog["p95_s"] < 1.0,
-                       f"median {_ms(backlog['median_s'])}, p95 {_ms(backlog['p95_s'])}"))
+        checks.append(
+            (
+                "scrape with a 1M due backlog < 1 s",
+                backlog["p95_s"] < 1.0,
+                f"median {_ms(backlog['median_s'])}, p95 {_ms(backlog['p95_s'])}",
+            )
+        )
     if "burst" in report:
         burst = report["burst"]
-        checks.append(("log burst absorbed within the row limit",
-                       burst["max_rows_per_scrape"] <= burst["row_limit"]
-                       and burst["rows_counted"] >= burst["burst_rows"],
-                       f"{len(burst['scrapes'])} scrapes"))
+        checks.append(
+            (
+                "log burst absorbed within the row limit",
+                burst["max_rows_per_scrape"] <= burst["row_limit"]
+                and burst["rows_counted"] >= burst["burst_rows"],
+                f"{len(burst['scrapes'])} scrapes",
+            )
+        )
     verdicts = {True: "PASS", False: "FAIL", None: "info, the target is at 10M"}
     return [f"- [{verdicts[ok]}] {name}: {value}" for name, ok, value in checks]
 
@@ -165,12 +205,19 @@ def _machine() -> dict[str, Any]:
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            cpu = next((line.split(":", 1)[1].strip() for line in info
-                        if line.startswith("model name")), cpu)
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")),
+                cpu,
+            )
     except OSError:
         pass
-    return {"date": dt.date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
-            "python": platform.python_version(), "buffer_pool": BUFFER_POOL}
+    return {
+        "date": dt.date.today().isoformat(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "buffer_pool": BUFFER_POOL,
+    }
 
 
 def _server_version(server: Server) -> str:

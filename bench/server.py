@@ -18,10 +18,15 @@ BUFFER_POOL = os.environ.get("AS_BENCH_BUFFER_POOL", "2G")
 
 @contextlib.contextmanager
 def bench_server() -> Iterator[Server]:
-    server = start_private(WORKDIR, extra_arguments=[
-        f"--innodb-buffer-pool-size={BUFFER_POOL}", "--local-infile=1",
-        "--innodb-log-file-size=512M", "--max-allowed-packet=64M",
-    ])
+    server = start_private(
+        WORKDIR,
+        extra_arguments=[
+            f"--innodb-buffer-pool-size={BUFFER_POOL}",
+            "--local-infile=1",
+            "--innodb-log-file-size=512M",
+            "--max-allowed-packet=64M",
+        ],
+    )
     try:
         yield server
     finally:

@@ -1,7 +1,7 @@
 """Writes the dashboards' JSON files from their Python source.
 
-    python -m dashboards.build           # write dashboards/*.json
-    python -m dashboards.build --check   # exit 1 when a committed file is out of date
+python -m dashboards.build           # write dashboards/*.json
+python -m dashboards.build --check   # exit 1 when a committed file is out of date
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ DASHBOARDS: dict[str, Callable[[], Json]] = {
 
 
 def rendered() -> dict[str, str]:
-    return {name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
-            for name, build in DASHBOARDS.items()}
+    return {
+        name: json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+        for name, build in DASHBOARDS.items()
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     stale = []
@@ -41,8 +44,7 @@ def main() -> int:
         else:
             path.write_text(text)
     if stale:
-        print(f"out of date, run python -m dashboards.build: {', '.join(stale)}",
-              file=sys.stderr)
+        print(f"out of date, run python -m dashboards.build: {', '.join(stale)}", file=sys.stderr)
         return 1
     return 0
 

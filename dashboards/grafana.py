@@ -11,8 +11,9 @@ from typing import Any
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-RUNBOOKS = ("https://github.com/actionscheduler-exporter/actionscheduler-exporter/blob/main/"
-            "docs/runbooks/")
+RUNBOOKS = (
+    "https://github.com/actionscheduler-exporter/actionscheduler-exporter/blob/main/docs/runbooks/"
+)
 GRID_WIDTH = 24
 
 Json = dict[str, Any]
@@ -38,8 +39,7 @@ class Panel:
     unit: str = "short"
     width: int = 8
     height: int = 8
-    thresholds: list[tuple[float | None, str]] = field(
-        default_factory=lambda: [(None, "green")])
+    thresholds: list[tuple[float | None, str]] = field(default_factory=lambda: [(None, "green")])
     runbook: str = ""  # page under docs/runbooks/
     options: Json = field(default_factory=dict)
     overrides: list[Json] = field(default_factory=list)
@@ -48,17 +48,33 @@ class Panel:
 
 
 def variable_datasource() -> Json:
-    return {"name": "datasource", "label": "Data source", "type": "datasource",
-            "query": "prometheus", "current": {}, "hide": 0, "refresh": 1}
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "refresh": 1,
+    }
 
 
 def variable_query(name: str, label: str, query: str) -> Json:
     """A multi-select variable with All, fed by label_values()."""
     return {
-        "name": name, "label": label, "type": "query", "datasource": DATASOURCE,
-        "query": {"query": query, "refId": f"{name}-values"}, "definition": query,
-        "multi": True, "includeAll": True, "allValue": ".*", "refresh": 2, "sort": 1,
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "hide": 0,
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "query": {"query": query, "refId": f"{name}-values"},
+        "definition": query,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".*",
+        "refresh": 2,
+        "sort": 1,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "hide": 0,
     }
 
 
@@ -67,8 +83,12 @@ SITE = 'site=~"$site"'
 
 def dashboard_link(title: str, uid: str) -> Json:
     """A link to another dashboard of the bundle that keeps the selected sites."""
-    return {"title": title, "url": f"/d/{uid}?${{site:queryparam}}", "type": "link",
-            "icon": "dashboard"}
+    return {
+        "title": title,
+        "url": f"/d/{uid}?${{site:queryparam}}",
+        "type": "link",
+        "icon": "dashboard",
+    }
 
 
 def site_variables() -> list[Json]:
@@ -76,23 +96,37 @@ def site_variables() -> list[Json]:
     return [
         variable_datasource(),
         variable_query("site", "Site", "label_values(actionscheduler_up, site)"),
-        variable_query("namespace", "Namespace",
-                       'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)'),
+        variable_query(
+            "namespace",
+            "Namespace",
+            'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)',
+        ),
     ]
 
 
 def alert_annotation() -> Json:
     return {
-        "name": "Action Scheduler alerts", "enable": True, "iconColor": "red",
+        "name": "Action Scheduler alerts",
+        "enable": True,
+        "iconColor": "red",
         "datasource": DATASOURCE,
         "expr": 'ALERTS{alertname=~"ActionScheduler.*", alertstate="firing", site=~"$site"}',
-        "step": "60s", "titleFormat": "{{alertname}}", "textFormat": "{{site}} {{hook}}",
-        "tagKeys": "severity,site", "useValueForTime": False,
+        "step": "60s",
+        "titleFormat": "{{alertname}}",
+        "textFormat": "{{site}} {{hook}}",
+        "tagKeys": "severity,site",
+        "useValueForTime": False,
     }
 
 
-def dashboard(uid: str, title: str, description: str, variables: list[Json],
-              panels: list[Panel], links: list[Json]) -> Json:
+def dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    variables: list[Json],
+    panels: list[Panel],
+    links: list[Json],
+) -> Json:
     return {
         "uid": uid,
         "title": title,
@@ -119,8 +153,7 @@ def _layout(panels: list[Panel]) -> list[Json]:
     for panel_id, panel in enumerate(panels, start=1):
         if x + panel.width > GRID_WIDTH:
             x, y, row_height = 0, y + row_height, 0
-        built.append(_panel(panel_id, panel, {"x": x, "y": y, "w": panel.width,
-                                              "h": panel.height}))
+        built.append(_panel(panel_id, panel, {"x": x, "y": y, "w": panel.width, "h": panel.height}))
         x += panel.width
         row_height = max(row_height, panel.height)
     return built
@@ -150,13 +183,16 @@ def _panel(panel_id: int, panel: Panel, grid: Json) -> Json:
     if panel.kind == "timeseries":
         built["fieldConfig"]["defaults"]["custom"] = {
             "thresholdsStyle": {"mode": "line" if len(steps) > 1 else "off"},
-            "fillOpacity": 10, "lineWidth": 1, "showPoints": "never",
+            "fillOpacity": 10,
+            "lineWidth": 1,
+            "showPoints": "never",
         }
     if panel.repeat:
         built.update({"repeat": panel.repeat, "repeatDirection": "h", "maxPerRow": 2})
     if panel.runbook:
-        built["links"] = [{"title": "Runbook", "url": RUNBOOKS + panel.runbook,
-                           "targetBlank": True}]
+        built["links"] = [
+            {"title": "Runbook", "url": RUNBOOKS + panel.runbook, "targetBlank": True}
+        ]
     return built
 
 

@@ -20,75 +20,165 @@ GROUP = 'group=~"$group"'
 
 def panels() -> list[Panel]:
     return [
-        Panel("Pending actions by group", "timeseries",
-              "Pending actions per group (due and future), the top groups by size; the rest "
-              "are summed as \"other\". A group that grows alone points at its plugin.",
-              [Query(f'sum by (site, group) (actionscheduler_actions_by_group{{{SITE}, {GROUP},'
-                     ' status="pending"})', "{{site}} {{group}}")],
-              width=12, runbook="backlog-not-draining.md"),
-        Panel("Completions by hook", "timeseries",
-              "Runs completed per second, per hook. A hook that drops to zero while its "
-              "actions pile up in the backlog has stopped running.",
-              [Query(f"sum by (site, hook) (rate(actionscheduler_actions_completed_total"
-                     f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))", "{{site}} {{hook}}")],
-              unit="ops", width=12),
-        Panel("Failures by hook and reason", "timeseries",
-              "Runs failed per second, per hook and reason: exception, timeout (worker died), "
-              "fatal (PHP fatal error), no_callback (no code for the hook), unknown.",
-              [Query(f"sum by (site, hook, reason) (rate(actionscheduler_actions_failed_total"
-                     f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))",
-                     "{{site}} {{hook}} {{reason}}")],
-              unit="ops", width=12, runbook="hook-failure-ratio.md",
-              thresholds=[(None, "green"), (0.1, "red")]),
-        Panel("Top failing hooks (15m)", "table",
-              "The ten hooks with most failures per second over 15 minutes, and their "
-              "failure ratio. Compare with the failed actions each hook has kept.",
-              [Query("topk(10, site_hook:actionscheduler_actions_failed:rate15m"
-                     f"{{{SITE}, {HOOK}}} > 0)", instant=True,
-                     may_be_empty="no hook fails on a healthy store"),
-               Query(f"site_hook:actionscheduler_actions_failed:ratio_rate15m{{{SITE}, {HOOK}}}"
-                     " > 0", instant=True, may_be_empty="no hook fails on a healthy store")],
-              unit="short", width=12, runbook="hook-failure-ratio.md"),
-        Panel("Run duration", "heatmap",
-              "How long runs take, per second of time, for the selected hooks. Log dates "
-              "have one-second resolution: the lowest bucket means under a second.",
-              [Query(f"sum by (le) (rate(actionscheduler_action_run_duration_seconds_bucket"
-                     f"{{{SITE}, {HOOK}}}[$__rate_interval]))", "{{le}}", heatmap=True)],
-              unit="s", width=12,
-              options={"calculate": False, "yAxis": {"unit": "s"},
-                       "color": {"scheme": "Oranges", "mode": "scheme"}}),
-        Panel("Start delay", "heatmap",
-              "How late runs start after their scheduled time, for the selected groups. The "
-              "lowest bucket means on time.",
-              [Query(f"sum by (le) (rate(actionscheduler_action_start_delay_seconds_bucket"
-                     f"{{{SITE}, {GROUP}}}[$__rate_interval]))", "{{le}}", heatmap=True)],
-              unit="s", width=12, runbook="oldest-due-action-late.md",
-              options={"calculate": False, "yAxis": {"unit": "s"},
-                       "color": {"scheme": "Blues", "mode": "scheme"}}),
-        Panel("Failed actions kept, by hook", "timeseries",
-              "Failed actions in the table per hook (Action Scheduler 3.x keeps them for "
-              "good). A step up is a batch of failures; read their log messages.",
-              [Query(f"actionscheduler_failed_actions{{{SITE}, {HOOK}}}", "{{site}} {{hook}}")],
-              width=12, runbook="hook-failure-ratio.md"),
-        Panel("Actions created by hook", "timeseries",
-              "New actions per second per hook: where the load comes from. A flood from one "
-              "hook explains a growing backlog.",
-              [Query(f"sum by (site, hook) (rate(actionscheduler_actions_created_total"
-                     f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))", "{{site}} {{hook}}")],
-              unit="ops", width=12, runbook="backlog-not-draining.md"),
+        Panel(
+            "Pending actions by group",
+            "timeseries",
+            "Pending actions per group (due and future), the top groups by size; the rest "
+            'are summed as "other". A group that grows alone points at its plugin.',
+            [
+                Query(
+                    f"sum by (site, group) (actionscheduler_actions_by_group{{{SITE}, {GROUP},"
+                    ' status="pending"})',
+                    "{{site}} {{group}}",
+                )
+            ],
+            width=12,
+            runbook="backlog-not-draining.md",
+        ),
+        Panel(
+            "Completions by hook",
+            "timeseries",
+            "Runs completed per second, per hook. A hook that drops to zero while its "
+            "actions pile up in the backlog has stopped running.",
+            [
+                Query(
+                    f"sum by (site, hook) (rate(actionscheduler_actions_completed_total"
+                    f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))",
+                    "{{site}} {{hook}}",
+                )
+            ],
+            unit="ops",
+            width=12,
+        ),
+        Panel(
+            "Failures by hook and reason",
+            "timeseries",
+            "Runs failed per second, per hook and reason: exception, timeout (worker died), "
+            "fatal (PHP fatal error), no_callback (no code for the hook), unknown.",
+            [
+                Query(
+                    f"sum by (site, hook, reason) (rate(actionscheduler_actions_failed_total"
+                    f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))",
+                    "{{site}} {{hook}} {{reason}}",
+                )
+            ],
+            unit="ops",
+            width=12,
+            runbook="hook-failure-ratio.md",
+            thresholds=[(None, "green"), (0.1, "red")],
+        ),
+        Panel(
+            "Top failing hooks (15m)",
+            "table",
+            "The ten hooks with most failures per second over 15 minutes, and their "
+            "failure ratio. Compare with the failed actions each hook has kept.",
+            [
+                Query(
+                    "topk(10, site_hook:actionscheduler_actions_failed:rate15m"
+                    f"{{{SITE}, {HOOK}}} > 0)",
+                    instant=True,
+                    may_be_empty="no hook fails on a healthy store",
+                ),
+                Query(
+                    f"site_hook:actionscheduler_actions_failed:ratio_rate15m{{{SITE}, {HOOK}}} > 0",
+                    instant=True,
+                    may_be_empty="no hook fails on a healthy store",
+                ),
+            ],
+            unit="short",
+            width=12,
+            runbook="hook-failure-ratio.md",
+        ),
+        Panel(
+            "Run duration",
+            "heatmap",
+            "How long runs take, per second of time, for the selected hooks. Log dates "
+            "have one-second resolution: the lowest bucket means under a second.",
+            [
+                Query(
+                    f"sum by (le) (rate(actionscheduler_action_run_duration_seconds_bucket"
+                    f"{{{SITE}, {HOOK}}}[$__rate_interval]))",
+                    "{{le}}",
+                    heatmap=True,
+                )
+            ],
+            unit="s",
+            width=12,
+            options={
+                "calculate": False,
+                "yAxis": {"unit": "s"},
+                "color": {"scheme": "Oranges", "mode": "scheme"},
+            },
+        ),
+        Panel(
+            "Start delay",
+            "heatmap",
+            "How late runs start after their scheduled time, for the selected groups. The "
+            "lowest bucket means on time.",
+            [
+                Query(
+                    f"sum by (le) (rate(actionscheduler_action_start_delay_seconds_bucket"
+                    f"{{{SITE}, {GROUP}}}[$__rate_interval]))",
+                    "{{le}}",
+                    heatmap=True,
+                )
+            ],
+            unit="s",
+            width=12,
+            runbook="oldest-due-action-late.md",
+            options={
+                "calculate": False,
+                "yAxis": {"unit": "s"},
+                "color": {"scheme": "Blues", "mode": "scheme"},
+            },
+        ),
+        Panel(
+            "Failed actions kept, by hook",
+            "timeseries",
+            "Failed actions in the table per hook (Action Scheduler 3.x keeps them for "
+            "good). A step up is a batch of failures; read their log messages.",
+            [Query(f"actionscheduler_failed_actions{{{SITE}, {HOOK}}}", "{{site}} {{hook}}")],
+            width=12,
+            runbook="hook-failure-ratio.md",
+        ),
+        Panel(
+            "Actions created by hook",
+            "timeseries",
+            "New actions per second per hook: where the load comes from. A flood from one "
+            "hook explains a growing backlog.",
+            [
+                Query(
+                    f"sum by (site, hook) (rate(actionscheduler_actions_created_total"
+                    f"{{{SITE}, {HOOK}, {GROUP}}}[$__rate_interval]))",
+                    "{{site}} {{hook}}",
+                )
+            ],
+            unit="ops",
+            width=12,
+            runbook="backlog-not-draining.md",
+        ),
     ]
 
 
 def build() -> Json:
     return dashboard(
-        UID, "Action Scheduler / Hooks and groups",
+        UID,
+        "Action Scheduler / Hooks and groups",
         "Backlog, throughput, failures and latency per hook and group. "
         "From actionscheduler-exporter.",
-        [*site_variables(),
-         variable_query("hook", "Hook",
-                        'label_values(actionscheduler_actions_started_total{site=~"$site"}, hook)'),
-         variable_query("group", "Group",
-                        'label_values(actionscheduler_actions_by_group{site=~"$site"}, group)')],
+        [
+            *site_variables(),
+            variable_query(
+                "hook",
+                "Hook",
+                'label_values(actionscheduler_actions_started_total{site=~"$site"}, hook)',
+            ),
+            variable_query(
+                "group",
+                "Group",
+                'label_values(actionscheduler_actions_by_group{site=~"$site"}, group)',
+            ),
+        ],
         panels(),
         [dashboard_link("Overview", "actionscheduler-overview")],
     )

@@ -177,99 +177,143 @@ BUILD_INFO = MetricDef(
 
 THRESHOLD_OLDEST_DUE_WARNING = _gauge(
     "actionscheduler_alert_threshold_oldest_due_warning_seconds",
-    "Alert threshold: age of the oldest due action that warns (site's alerts.oldest_due_warning).")
+    "Alert threshold: age of the oldest due action that warns (site's alerts.oldest_due_warning).",
+)
 THRESHOLD_OLDEST_DUE_CRITICAL = _gauge(
     "actionscheduler_alert_threshold_oldest_due_critical_seconds",
-    "Alert threshold: age of the oldest due action that pages (alerts.oldest_due_critical).")
+    "Alert threshold: age of the oldest due action that pages (alerts.oldest_due_critical).",
+)
 THRESHOLD_DRAIN_TARGET = _gauge(
     "actionscheduler_alert_threshold_drain_target_seconds",
     "Alert threshold: the longest acceptable estimated drain time of the due backlog "
-    "(alerts.drain_target).")
+    "(alerts.drain_target).",
+)
 THRESHOLD_FAILURE_RATIO = _gauge(
     "actionscheduler_alert_threshold_failure_ratio",
-    "Alert threshold: share of a hook's runs that fail (alerts.failure_ratio).")
+    "Alert threshold: share of a hook's runs that fail (alerts.failure_ratio).",
+)
 THRESHOLD_FAILURE_RATE = _gauge(
     "actionscheduler_alert_threshold_failures_per_second",
-    "Alert threshold: failures per second of one hook (alerts.failure_rate).")
+    "Alert threshold: failures per second of one hook (alerts.failure_rate).",
+)
 THRESHOLD_RESTARTS = _gauge(
     "actionscheduler_alert_threshold_restarts",
-    "Alert threshold: worker container restarts within 15 minutes (alerts.restarts).")
+    "Alert threshold: worker container restarts within 15 minutes (alerts.restarts).",
+)
 WORKER_INFO = MetricDef(
-    "actionscheduler_worker", "info",
+    "actionscheduler_worker",
+    "info",
     "Where the site's queue workers run (site's workers: setting), for joining "
     "kube-state-metrics series to the site.",
-    ("namespace", "deployment", "container", "horizontalpodautoscaler"))
+    ("namespace", "deployment", "container", "horizontalpodautoscaler"),
+)
 
 KUBERNETES_UP = _gauge(
     "actionscheduler_kubernetes_up",
     "1 when the Kubernetes API answered the last reading of the site's workers "
-    "(kubernetes: setting).")
+    "(kubernetes: setting).",
+)
 KUBERNETES_ERRORS = MetricDef(
-    "actionscheduler_kubernetes_errors", "counter",
+    "actionscheduler_kubernetes_errors",
+    "counter",
     "Failed readings of the site's workers from the Kubernetes API, by kind: config, "
-    "connect, timeout, unauthorized, forbidden, not_found, http.", ("kind",))
+    "connect, timeout, unauthorized, forbidden, not_found, http.",
+    ("kind",),
+)
 WORKER_RESTARTS = MetricDef(
-    "actionscheduler_worker_container_restarts", "counter",
-    "Restarts of the worker container, per pod, as Kubernetes reports them.", ("pod",))
+    "actionscheduler_worker_container_restarts",
+    "counter",
+    "Restarts of the worker container, per pod, as Kubernetes reports them.",
+    ("pod",),
+)
 WORKER_LAST_TERMINATION = _gauge(
     "actionscheduler_worker_container_last_terminated_reason",
     "1 per worker pod whose container terminated before, with the reason Kubernetes gave "
-    "(OOMKilled, Error, Completed...).", "pod", "reason")
+    "(OOMKilled, Error, Completed...).",
+    "pod",
+    "reason",
+)
 WORKER_PODS = _gauge(
-    "actionscheduler_worker_pods",
-    "Worker pods, by whether they are ready.", "ready")
+    "actionscheduler_worker_pods", "Worker pods, by whether they are ready.", "ready"
+)
 WORKER_DEPLOYMENT_REPLICAS = _gauge(
     "actionscheduler_worker_deployment_replicas",
-    "Replicas of the worker Deployment: desired, updated, available.", "state")
+    "Replicas of the worker Deployment: desired, updated, available.",
+    "state",
+)
 WORKER_AUTOSCALER_REPLICAS = _gauge(
     "actionscheduler_worker_autoscaler_replicas",
     "Replicas of the workers' HorizontalPodAutoscaler (the one KEDA creates): current, "
-    "desired, maximum.", "state")
+    "desired, maximum.",
+    "state",
+)
 
 _EVENT_LABELS = ("hook", "group")
 CREATED = MetricDef(
-    "actionscheduler_actions_created", "counter",
-    "Actions created, from the log (since the exporter started).", _EVENT_LABELS)
+    "actionscheduler_actions_created",
+    "counter",
+    "Actions created, from the log (since the exporter started).",
+    _EVENT_LABELS,
+)
 STARTED = MetricDef(
-    "actionscheduler_actions_started", "counter",
-    "Action runs started, from the log.", _EVENT_LABELS)
+    "actionscheduler_actions_started",
+    "counter",
+    "Action runs started, from the log.",
+    _EVENT_LABELS,
+)
 COMPLETED = MetricDef(
-    "actionscheduler_actions_completed", "counter",
-    "Action runs completed, from the log.", _EVENT_LABELS)
+    "actionscheduler_actions_completed",
+    "counter",
+    "Action runs completed, from the log.",
+    _EVENT_LABELS,
+)
 FAILED = MetricDef(
-    "actionscheduler_actions_failed", "counter",
-    "Action runs failed, from the log, by reason: exception, timeout, fatal, no_callback, "
-    "unknown.", (*_EVENT_LABELS, "reason"))
+    "actionscheduler_actions_failed",
+    "counter",
+    "Action runs failed, from the log, by reason: exception, timeout, fatal, no_callback, unknown.",
+    (*_EVENT_LABELS, "reason"),
+)
 CANCELED = MetricDef(
-    "actionscheduler_actions_canceled", "counter",
-    "Actions canceled, from the log.", _EVENT_LABELS)
+    "actionscheduler_actions_canceled", "counter", "Actions canceled, from the log.", _EVENT_LABELS
+)
 RESET = MetricDef(
-    "actionscheduler_actions_reset", "counter",
+    "actionscheduler_actions_reset",
+    "counter",
     "Claimed actions the cleaner released after the timeout period, from the log.",
-    _EVENT_LABELS)
+    _EVENT_LABELS,
+)
 START_DELAY = MetricDef(
-    "actionscheduler_action_start_delay_seconds", "histogram",
+    "actionscheduler_action_start_delay_seconds",
+    "histogram",
     "From an action's scheduled date to the start of its run (log dates, 1 s resolution).",
-    ("group",))
+    ("group",),
+)
 RUN_DURATION = MetricDef(
-    "actionscheduler_action_run_duration_seconds", "histogram",
+    "actionscheduler_action_run_duration_seconds",
+    "histogram",
     "From the start of a run to its completion or failure (log dates, 1 s resolution).",
-    ("hook",))
+    ("hook",),
+)
 LOG_ROWS_READ = MetricDef(
-    "actionscheduler_log_rows_read", "counter",
-    "Log rows the exporter has read.")
+    "actionscheduler_log_rows_read", "counter", "Log rows the exporter has read."
+)
 LOG_ROWS_UNCLASSIFIED = MetricDef(
-    "actionscheduler_log_rows_unclassified", "counter",
+    "actionscheduler_log_rows_unclassified",
+    "counter",
     "Log rows whose message was not recognised and whose event could not be inferred from "
-    "the action's status (translated sites: created and started events).")
+    "the action's status (translated sites: created and started events).",
+)
 LOG_CURSOR_LAG = _gauge(
     "actionscheduler_log_cursor_lag_rows",
     "How far the log cursor is behind the newest log row (log_id difference); it catches up "
-    "at most log_rows_per_scrape rows a scrape.")
+    "at most log_rows_per_scrape rows a scrape.",
+)
 LOG_CURSOR_RESETS = MetricDef(
-    "actionscheduler_log_cursor_resets", "counter",
+    "actionscheduler_log_cursor_resets",
+    "counter",
     "Times the log table's ids went backwards (truncated or re-created) and the cursor "
-    "restarted from the beginning.")
+    "restarted from the beginning.",
+)
 
 ALL: tuple[MetricDef, ...] = (
     UP,
@@ -334,4 +378,11 @@ ERROR_KINDS: tuple[str, ...] = ("connect", "query", "timeout", "missing_table", 
 
 FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
 KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
-    "config", "connect", "timeout", "unauthorized", "forbidden", "not_found", "http")
+    "config",
+    "connect",
+    "timeout",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "http",
+)

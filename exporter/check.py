@@ -7,15 +7,28 @@ from collections.abc import Sequence
 from exporter import catalog
 from exporter.scrape.result import SiteResult
 
-_COLUMNS = ("SITE", "UP", "DUE", "CLAIMED", "OLDEST DUE", "RUNNING", "LONGEST RUN",
-            "CLAIMS", "ORPHANED", "STALE", "FAILED")
+_COLUMNS = (
+    "SITE",
+    "UP",
+    "DUE",
+    "CLAIMED",
+    "OLDEST DUE",
+    "RUNNING",
+    "LONGEST RUN",
+    "CLAIMS",
+    "ORPHANED",
+    "STALE",
+    "FAILED",
+)
 
 
 def report(results: Sequence[SiteResult]) -> str:
     rows = [_COLUMNS, *(_row(result) for result in results)]
     widths = [max(len(row[column]) for row in rows) for column in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-             .rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
     for result in results:
         lines.extend(f"{result.site}: {problem}" for problem in result.problems)
     return "\n".join(lines) + "\n"

@@ -26,21 +26,39 @@ def build_parser() -> argparse.ArgumentParser:
         prog="actionscheduler-exporter",
         description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress).",
         epilog="Without --config, one site is read from AS_EXPORTER_DSN "
-               "(mysql://user:password@host:3306/database?table_prefix=wp_), "
-               "AS_EXPORTER_SITE and AS_EXPORTER_PASSWORD_FILE.",
+        "(mysql://user:password@host:3306/database?table_prefix=wp_), "
+        "AS_EXPORTER_SITE and AS_EXPORTER_PASSWORD_FILE.",
     )
-    parser.add_argument("command", nargs="?", choices=("serve", "check"), default="serve",
-                        help="serve: the HTTP exporter (default); check: print each site's "
-                             "queue health once and exit non-zero when a site is down")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=("serve", "check"),
+        default="serve",
+        help="serve: the HTTP exporter (default); check: print each site's "
+        "queue health once and exit non-zero when a site is down",
+    )
     parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
-    parser.add_argument("--listen-address", metavar="[HOST]:PORT",
-                        help=f"where to serve HTTP (default :{DEFAULT_PORT})")
-    parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
-                        help="exporter-toolkit web configuration: TLS and basic auth")
-    parser.add_argument("--log-level", default="info",
-                        choices=("debug", "info", "warning", "error"))
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="check: how long to wait for every site (default 10)")
+    parser.add_argument(
+        "--listen-address",
+        metavar="[HOST]:PORT",
+        help=f"where to serve HTTP (default :{DEFAULT_PORT})",
+    )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="exporter-toolkit web configuration: TLS and basic auth",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=("debug", "info", "warning", "error")
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="check: how long to wait for every site (default 10)",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -82,17 +100,32 @@ def serve(config: ExporterConfig, web: WebConfig) -> int:
     from exporter.web.app import create_app
 
     coordinator = Coordinator(config)
-    log.info("starting version=%s sites=%d listen=%s:%d tls=%s basic_auth=%s", __version__,
-             len(config.sites), config.listen_host, config.listen_port, web.tls,
-             bool(web.users))
+    log.info(
+        "starting version=%s sites=%d listen=%s:%d tls=%s basic_auth=%s",
+        __version__,
+        len(config.sites),
+        config.listen_host,
+        config.listen_port,
+        web.tls,
+        bool(web.users),
+    )
     tls: dict[str, object] = {}
     if web.tls:
-        tls = {"ssl_certfile": web.cert_file, "ssl_keyfile": web.key_file,
-               "ssl_context_factory": lambda _config, _default: server_ssl_context(web)}
+        tls = {
+            "ssl_certfile": web.cert_file,
+            "ssl_keyfile": web.key_file,
+            "ssl_context_factory": lambda _config, _default: server_ssl_context(web),
+        }
     try:
-        uvicorn.run(create_app(coordinator, web), host=config.listen_host,
-                    port=config.listen_port, log_config=None, access_log=False,
-                    timeout_graceful_shutdown=1, **tls)  # type: ignore[arg-type]
+        uvicorn.run(
+            create_app(coordinator, web),
+            host=config.listen_host,
+            port=config.listen_port,
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            **tls,
+        )  # type: ignore[arg-type]
     finally:
         coordinator.close()
     return 0

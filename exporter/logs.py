@@ -12,8 +12,10 @@ class LogfmtFormatter(logging.Formatter):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         millis = int(record.msecs)
         message = record.getMessage().replace('"', "'").replace("\n", " ")
-        line = f'ts={stamp}.{millis:03d}Z level={record.levelname.lower()} ' \
-               f'logger={record.name} msg="{message}"'
+        line = (
+            f"ts={stamp}.{millis:03d}Z level={record.levelname.lower()} "
+            f'logger={record.name} msg="{message}"'
+        )
         if record.exc_info:
             line += ' exc="' + self.formatException(record.exc_info).replace("\n", " | ") + '"'
         return line

@@ -22,22 +22,59 @@ def make_certificates(folder: Path, name: str = "test") -> Certificates:
     ca_key, ca = folder / f"{name}-ca.key", folder / f"{name}-ca.crt"
     server_ext = folder / f"{name}-server.ext"
     server_ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
-         "-days", "2", "-subj", f"/CN={name} test CA")
-    server_cert, server_key = _signed(folder, f"{name}-server", "127.0.0.1", ca, ca_key,
-                                      server_ext)
+    _run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        ca_key,
+        "-out",
+        ca,
+        "-days",
+        "2",
+        "-subj",
+        f"/CN={name} test CA",
+    )
+    server_cert, server_key = _signed(folder, f"{name}-server", "127.0.0.1", ca, ca_key, server_ext)
     client_cert, client_key = _signed(folder, f"{name}-client", "prometheus", ca, ca_key, None)
     return Certificates(ca, server_cert, server_key, client_cert, client_key)
 
 
-def _signed(folder: Path, stem: str, common_name: str, ca: Path, ca_key: Path,
-            extensions: Path | None) -> tuple[Path, Path]:
+def _signed(
+    folder: Path, stem: str, common_name: str, ca: Path, ca_key: Path, extensions: Path | None
+) -> tuple[Path, Path]:
     key, request, cert = folder / f"{stem}.key", folder / f"{stem}.csr", folder / f"{stem}.crt"
-    _run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request,
-         "-subj", f"/CN={common_name}")
+    _run(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        request,
+        "-subj",
+        f"/CN={common_name}",
+    )
     extra = ["-extfile", extensions] if extensions else []
-    _run("x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-         "-out", cert, "-days", "2", *extra)
+    _run(
+        "x509",
+        "-req",
+        "-in",
+        request,
+        "-CA",
+        ca,
+        "-CAkey",
+        ca_key,
+        "-CAcreateserial",
+        "-out",
+        cert,
+        "-days",
+        "2",
+        *extra,
+    )
     key.chmod(0o644)  # a server started as another user must read it
     return cert, key
 

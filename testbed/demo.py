@@ -103,17 +103,32 @@ def main() -> None:
         thread.daemon = True
         thread.start()
 
-    site = SiteConfig(name="demo", host=server.host, port=server.port, user=server.user,
-                      password=server.password, database=DATABASE, table_prefix="auto",
-                      # A small store: its totals can be refreshed often, in the background.
-                      concurrent_batches_limit=2, heavy_interval=15.0)
+    site = SiteConfig(
+        name="demo",
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=DATABASE,
+        table_prefix="auto",
+        # A small store: its totals can be refreshed often, in the background.
+        concurrent_batches_limit=2,
+        heavy_interval=15.0,
+    )
     coordinator = Coordinator(ExporterConfig(sites=(site,)))
-    print(f"\nThe exporter serves http://127.0.0.1:{args.port}/metrics "
-          f"(landing page http://127.0.0.1:{args.port}/). Ctrl-C stops the demo.\n",
-          flush=True)
+    print(
+        f"\nThe exporter serves http://127.0.0.1:{args.port}/metrics "
+        f"(landing page http://127.0.0.1:{args.port}/). Ctrl-C stops the demo.\n",
+        flush=True,
+    )
     try:
-        uvicorn.run(create_app(coordinator), host="127.0.0.1", port=args.port,
-                    log_config=None, access_log=False)
+        uvicorn.run(
+            create_app(coordinator),
+            host="127.0.0.1",
+            port=args.port,
+            log_config=None,
+            access_log=False,
+        )
     finally:
         stop.set()
         coordinator.close()

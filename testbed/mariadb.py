@@ -45,11 +45,20 @@ class Server:
     workdir: Path | None = None
     connect_options: dict[str, Any] = field(default_factory=dict)
 
-    def connect(self, database: str | None = None, **options: Any
-                ) -> pymysql.connections.Connection[Any]:
-        return pymysql.connect(host=self.host, port=self.port, user=self.user,
-                               password=self.password, database=database, autocommit=True,
-                               charset="utf8mb4", connect_timeout=5, **options)
+    def connect(
+        self, database: str | None = None, **options: Any
+    ) -> pymysql.connections.Connection[Any]:
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            database=database,
+            autocommit=True,
+            charset="utf8mb4",
+            connect_timeout=5,
+            **options,
+        )
 
     def answers(self) -> bool:
         try:
@@ -76,14 +85,14 @@ def temporary(start: Callable[[Path], Server]) -> Iterator[Server]:
             server.stop()
 
 
-def ensure_server(workdir: Path, *, install: bool = True, prefer_existing: bool = True
-                  ) -> Server:
+def ensure_server(workdir: Path, *, install: bool = True, prefer_existing: bool = True) -> Server:
     dsn = os.environ.get(ENV_DSN)
     if dsn and prefer_existing:
         server = from_dsn(dsn)
         if not server.answers():
             raise MariaDBUnavailableError(
-                f"{ENV_DSN} is set but its server does not accept the login")
+                f"{ENV_DSN} is set but its server does not accept the login"
+            )
         return server
     if prefer_existing:
         local = Server("127.0.0.1", 3306)
@@ -94,13 +103,22 @@ def ensure_server(workdir: Path, *, install: bool = True, prefer_existing: bool 
 
 def from_dsn(dsn: str) -> Server:
     parts = urlsplit(dsn)
-    return Server(parts.hostname or "127.0.0.1", parts.port or 3306,
-                  unquote(parts.username or "root"), unquote(parts.password or ""))
+    return Server(
+        parts.hostname or "127.0.0.1",
+        parts.port or 3306,
+        unquote(parts.username or "root"),
+        unquote(parts.password or ""),
+    )
 
 
-def start_private(workdir: Path, *, install: bool = True, port: int | None = None,
-                  extra_arguments: list[str] | None = None,
-                  connect_options: dict[str, Any] | None = None) -> Server:
+def start_private(
+    workdir: Path,
+    *,
+    install: bool = True,
+    port: int | None = None,
+    extra_arguments: list[str] | None = None,
+    connect_options: dict[str, Any] | None = None,
+) -> Server:
     mariadbd = _binary("mariadbd")
     install_db = _binary("mariadb-install-db")
     if (mariadbd is None or install_db is None) and install:
@@ -114,22 +132,40 @@ def start_private(workdir: Path, *, install: bool = True, port: int | None = Non
     run_as = ["--user=root"] if os.geteuid() == 0 else []
     if not (datadir / "mysql").is_dir():
         subprocess.run(
-            [install_db, "--no-defaults", f"--datadir={datadir}", "--skip-test-db",
-             "--auth-root-authentication-method=normal", *run_as],
-            check=True, capture_output=True,
+            [
+                install_db,
+                "--no-defaults",
+                f"--datadir={datadir}",
+                "--skip-test-db",
+                "--auth-root-authentication-method=normal",
+                *run_as,
+            ],
+            check=True,
+            capture_output=True,
         )
     port = port or free_port()
     error_log = workdir / "error.log"
     process = subprocess.Popen(
-        [mariadbd, "--no-defaults", f"--datadir={datadir}", f"--port={port}",
-         "--bind-address=127.0.0.1", f"--socket={workdir / 'mariadb.sock'}",
-         f"--pid-file={workdir / 'mariadb.pid'}", f"--log-error={error_log}",
-         "--skip-name-resolve", "--innodb-buffer-pool-size=256M", *run_as,
-         *(extra_arguments or [])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            mariadbd,
+            "--no-defaults",
+            f"--datadir={datadir}",
+            f"--port={port}",
+            "--bind-address=127.0.0.1",
+            f"--socket={workdir / 'mariadb.sock'}",
+            f"--pid-file={workdir / 'mariadb.pid'}",
+            f"--log-error={error_log}",
+            "--skip-name-resolve",
+            "--innodb-buffer-pool-size=256M",
+            *run_as,
+            *(extra_arguments or []),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    server = Server("127.0.0.1", port, process=process, workdir=workdir,
-                    connect_options=connect_options or {})
+    server = Server(
+        "127.0.0.1", port, process=process, workdir=workdir, connect_options=connect_options or {}
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.answers():
@@ -182,5 +218,9 @@ def _install_mariadb() -> None:
     log.warning("installing Debian's mariadb-server")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
-    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server"],
-                   check=False, env=env, capture_output=True)
+    subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server"],
+        check=False,
+        env=env,
+        capture_output=True,
+    )

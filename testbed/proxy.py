@@ -32,8 +32,7 @@ class SlowProxy:
                 continue
             self._sockets += [client, server]
             for source, destination in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, destination),
-                                 daemon=True).start()
+                threading.Thread(target=self._pump, args=(source, destination), daemon=True).start()
 
     def _pump(self, source: socket.socket, destination: socket.socket) -> None:
         with contextlib.suppress(OSError):

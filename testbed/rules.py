@@ -40,8 +40,9 @@ def scale_expression(expression: str, scale: float) -> str:
     return _IN_EXPRESSION.sub(lambda m: m.group(1) + scaled(m.group(2), scale), expression)
 
 
-def render(document: dict[str, Any], scale: float = 1.0, runbook_base: str | None = None
-           ) -> dict[str, Any]:
+def render(
+    document: dict[str, Any], scale: float = 1.0, runbook_base: str | None = None
+) -> dict[str, Any]:
     for group in document.get("groups", []):
         for rule in group.get("rules", []):
             if scale != 1.0:
@@ -51,13 +52,15 @@ def render(document: dict[str, Any], scale: float = 1.0, runbook_base: str | Non
             annotations = rule.get("annotations", {})
             if runbook_base and "runbook_url" in annotations:
                 annotations["runbook_url"] = annotations["runbook_url"].replace(
-                    RUNBOOK_BASE, runbook_base)
+                    RUNBOOK_BASE, runbook_base
+                )
     return document
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="folder for the rendered files")
     parser.add_argument("--time-scale", type=float, default=1.0)

@@ -34,8 +34,9 @@ class Claim:
 
 
 class ActionSchedulerStore:
-    def __init__(self, connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
-                 ) -> None:
+    def __init__(
+        self, connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
+    ) -> None:
         self.connection = connection
         self.prefix = prefix
         self.offset = dt.timedelta(0)
@@ -98,9 +99,16 @@ class ActionSchedulerStore:
             self.offset = previous
 
     # -- ActionScheduler_DBStore -------------------------------------------------------
-    def create(self, hook: str, *, group: str = "", scheduled: Date | None = None,
-               args: list[Any] | None = None, priority: int = 10,
-               status: str = "pending") -> int:
+    def create(
+        self,
+        hook: str,
+        *,
+        group: str = "",
+        scheduled: Date | None = None,
+        args: list[Any] | None = None,
+        priority: int = 10,
+        status: str = "pending",
+    ) -> int:
         """save_action(): a new row and its "action created" log row.
 
         scheduled defaults to now, as for as_enqueue_async_action() in 3.x.
@@ -113,45 +121,60 @@ class ActionSchedulerStore:
             f"INSERT INTO {self.actions} (hook, status, scheduled_date_gmt, scheduled_date_local,"
             " priority, args, schedule, group_id, extended_args)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (hook, status, when, when, priority, encoded if len(encoded) <= 191 else
-             _hash(encoded), 'O:30:"ActionScheduler_SimpleSchedule":0:{}', group_id,
-             encoded if len(encoded) > 191 else None),
+            (
+                hook,
+                status,
+                when,
+                when,
+                priority,
+                encoded if len(encoded) <= 191 else _hash(encoded),
+                'O:30:"ActionScheduler_SimpleSchedule":0:{}',
+                group_id,
+                encoded if len(encoded) > 191 else None,
+            ),
         )
         action_id = int(cursor.lastrowid)
         self.log(action_id, "action created")
         return action_id
 
-    def create_failed_many(self, hooks_and_groups: list[tuple[str, str]],
-                           message: str = "Supplier API unreachable") -> None:
+    def create_failed_many(
+        self, hooks_and_groups: list[tuple[str, str]], message: str = "Supplier API unreachable"
+    ) -> None:
         """Many actions that ran once and failed: the rows create(), start() and fail()
         leave, written in a few multi-row statements (for histories of thousands)."""
         now = self.now()
         for slug in sorted({group for _, group in hooks_and_groups if group}):
             self._group_id(slug)
         ids = dict(self._query(f"SELECT slug, group_id FROM {self.groups}"))
-        rows = [(hook, "failed", now, now, 10, "[]", int(ids.get(group, 0)), 1, now, now)
-                for hook, group in hooks_and_groups]
+        rows = [
+            (hook, "failed", now, now, 10, "[]", int(ids.get(group, 0)), 1, now, now)
+            for hook, group in hooks_and_groups
+        ]
         first = None
         for start in range(0, len(rows), 1000):
             cursor = self._executemany(
                 f"INSERT INTO {self.actions} (hook, status, scheduled_date_gmt,"
                 " scheduled_date_local, priority, args, group_id, attempts, last_attempt_gmt,"
                 " last_attempt_local) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                rows[start:start + 1000])
+                rows[start : start + 1000],
+            )
             first = first if first is not None else int(cursor.lastrowid)
         assert first is not None
-        for text in ("action created", "action started via WP CLI",
-                     f"action failed via WP CLI: {message}"):
+        for text in (
+            "action created",
+            "action started via WP CLI",
+            f"action failed via WP CLI: {message}",
+        ):
             self._executemany(
                 f"INSERT INTO {self.logs} (action_id, message, log_date_gmt, log_date_local)"
                 " VALUES (%s, %s, %s, %s)",
-                [(first + index, text, now, now) for index in range(len(rows))])
+                [(first + index, text, now, now) for index in range(len(rows))],
+            )
 
     def stake_claim(self, batch_size: int = 25) -> Claim:
         """Inserts the claim row, then claims due pending actions in the runner's order."""
         now = self.now()
-        cursor = self._execute(f"INSERT INTO {self.claims} (date_created_gmt) VALUES (%s)",
-                               (now,))
+        cursor = self._execute(f"INSERT INTO {self.claims} (date_created_gmt) VALUES (%s)", (now,))
         claim_id = int(cursor.lastrowid)
         self._execute(
             f"UPDATE {self.actions} SET claim_id = %s, last_attempt_gmt = %s,"
@@ -194,15 +217,22 @@ class ActionSchedulerStore:
         self.log(action_id, f"action failed via {via}: {message}")
 
     def fail_without_callback(self, action_id: int, hook: str, via: str = "WP CLI") -> None:
-        self.fail(action_id, f"Scheduled action for {hook} will not be executed as no "
-                             "callbacks are registered.", via)
+        self.fail(
+            action_id,
+            f"Scheduled action for {hook} will not be executed as no callbacks are registered.",
+            via,
+        )
 
-    def fatal(self, action_id: int, claim_id: int, error: str = "Allowed memory size exhausted"
-              ) -> None:
+    def fatal(
+        self, action_id: int, claim_id: int, error: str = "Allowed memory size exhausted"
+    ) -> None:
         """The fatal-error monitor: fails the action, logs it, releases the claim."""
         self._set_failed(action_id)
-        self.log(action_id, f"unexpected shutdown: PHP Fatal error {error} in "
-                            "/var/www/html/wp-content/plugins/shop/job.php on line 42")
+        self.log(
+            action_id,
+            f"unexpected shutdown: PHP Fatal error {error} in "
+            "/var/www/html/wp-content/plugins/shop/job.php on line 42",
+        )
         self.release_claim(claim_id)
 
     def release_claim(self, claim_id: int) -> None:
@@ -210,8 +240,9 @@ class ActionSchedulerStore:
         self._execute(f"DELETE FROM {self.claims} WHERE claim_id = %s", (claim_id,))
 
     def cancel(self, action_id: int) -> None:
-        self._execute(f"UPDATE {self.actions} SET status = 'canceled' WHERE action_id = %s",
-                      (action_id,))
+        self._execute(
+            f"UPDATE {self.actions} SET status = 'canceled' WHERE action_id = %s", (action_id,)
+        )
         self.log(action_id, "action canceled")
 
     def log(self, action_id: int, message: str) -> None:
@@ -231,8 +262,9 @@ class ActionSchedulerStore:
             (self.now() - dt.timedelta(seconds=timeout),),
         )
         for action_id in ids:
-            self._execute(f"UPDATE {self.actions} SET claim_id = 0 WHERE action_id = %s",
-                          (action_id,))
+            self._execute(
+                f"UPDATE {self.actions} SET claim_id = 0 WHERE action_id = %s", (action_id,)
+            )
             self.log(action_id, "action reset")
         return len(ids)
 
@@ -245,9 +277,12 @@ class ActionSchedulerStore:
         )
         for action_id in ids:
             self._set_failed(action_id)
-            self.log(action_id, f"action marked as failed after {failure_period} seconds. "
-                                "Unknown error occurred. Check server, PHP and database error "
-                                "logs to diagnose cause.")
+            self.log(
+                action_id,
+                f"action marked as failed after {failure_period} seconds. "
+                "Unknown error occurred. Check server, PHP and database error "
+                "logs to diagnose cause.",
+            )
         return len(ids)
 
     def purge(self, retention: int = 31 * 86400) -> int:
@@ -263,8 +298,9 @@ class ActionSchedulerStore:
         return len(ids)
 
     # -- a runner ------------------------------------------------------------------------
-    def run_batch(self, batch_size: int = 25, outcome: Outcome | None = None,
-                  via: str = "WP CLI") -> Claim:
+    def run_batch(
+        self, batch_size: int = 25, outcome: Outcome | None = None, via: str = "WP CLI"
+    ) -> Claim:
         """A healthy `wp action-scheduler run` batch: claim, run each, release."""
         claim = self.stake_claim(batch_size)
         for action_id in claim.action_ids:
@@ -272,8 +308,9 @@ class ActionSchedulerStore:
         self.release_claim(claim.claim_id)
         return claim
 
-    def run_action(self, action_id: int, outcome: Outcome | None = None,
-                   via: str = "WP CLI") -> None:
+    def run_action(
+        self, action_id: int, outcome: Outcome | None = None, via: str = "WP CLI"
+    ) -> None:
         self.start(action_id, via)
         error = outcome(self.hook_of(action_id)) if outcome else None
         if error is None:
@@ -296,8 +333,9 @@ class ActionSchedulerStore:
 
     # -- plumbing ------------------------------------------------------------------------
     def _set_failed(self, action_id: int) -> None:
-        self._execute(f"UPDATE {self.actions} SET status = 'failed' WHERE action_id = %s",
-                      (action_id,))
+        self._execute(
+            f"UPDATE {self.actions} SET status = 'failed' WHERE action_id = %s", (action_id,)
+        )
 
     def _group_id(self, slug: str) -> int:
         rows = self._query(f"SELECT group_id FROM {self.groups} WHERE slug = %s", (slug,))
@@ -305,8 +343,9 @@ class ActionSchedulerStore:
             return int(rows[0][0])
         if not slug:
             return 0  # Action Scheduler writes 0 for "no group" when it has no such row
-        return int(self._execute(f"INSERT INTO {self.groups} (slug) VALUES (%s)",
-                                 (slug,)).lastrowid)
+        return int(
+            self._execute(f"INSERT INTO {self.groups} (slug) VALUES (%s)", (slug,)).lastrowid
+        )
 
     def _ids(self, sql: str, args: tuple[Any, ...]) -> list[int]:
         return [int(row[0]) for row in self._query(sql, args)]
@@ -322,8 +361,7 @@ class ActionSchedulerStore:
         cursor.close()
         return cursor
 
-    def _execute(self, sql: str, args: tuple[Any, ...] | None = None
-                 ) -> pymysql.cursors.Cursor:
+    def _execute(self, sql: str, args: tuple[Any, ...] | None = None) -> pymysql.cursors.Cursor:
         # Concurrent runners deadlock on the claim UPDATE now and then, as on real sites;
         # the statement is retried, as WordPress' callers effectively do on the next run.
         for attempt in range(_DEADLOCK_RETRIES):

@@ -60,24 +60,38 @@ class Alertmanager:
     def __init__(self, webhook_url: str) -> None:
         binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
         if binary is None:
-            pytest.fail("Alertmanager is not installed: `make test` installs Debian's "
-                        "prometheus-alertmanager package; run it, or apt-get install it")
+            pytest.fail(
+                "Alertmanager is not installed: `make test` installs Debian's "
+                "prometheus-alertmanager package; run it, or apt-get install it"
+            )
         self._workdir = tempfile.TemporaryDirectory(prefix="as-test-alertmanager-")
         workdir = Path(self._workdir.name)
         config = {
-            "route": {"receiver": "test", "group_by": ["alertname", "site", "hook"],
-                      "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
-            "receivers": [{"name": "test", "webhook_configs": [
-                {"url": webhook_url, "send_resolved": False}]}],
+            "route": {
+                "receiver": "test",
+                "group_by": ["alertname", "site", "hook"],
+                "group_wait": "1s",
+                "group_interval": "1s",
+                "repeat_interval": "1h",
+            },
+            "receivers": [
+                {"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": False}]}
+            ],
         }
         (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self._log = (workdir / "alertmanager.log").open("w")
         self._process = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'alertmanager.yml'}",
-             f"--storage.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                binary,
+                f"--config.file={workdir / 'alertmanager.yml'}",
+                f"--storage.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         wait_until_ready(f"http://127.0.0.1:{self.port}/-/ready", "alertmanager")
 
     @property

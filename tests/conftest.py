@@ -41,8 +41,9 @@ def database(mariadb: Server) -> Iterator[str]:
 
 
 @pytest.fixture
-def connect(mariadb: Server, database: str
-            ) -> Iterator[Callable[[], pymysql.connections.Connection[Any]]]:
+def connect(
+    mariadb: Server, database: str
+) -> Iterator[Callable[[], pymysql.connections.Connection[Any]]]:
     opened: list[pymysql.connections.Connection[Any]] = []
 
     def open_connection() -> pymysql.connections.Connection[Any]:
@@ -56,8 +57,9 @@ def connect(mariadb: Server, database: str
 
 
 @pytest.fixture
-def store_factory(connect: Callable[[], pymysql.connections.Connection[Any]]
-                  ) -> Callable[[str], ActionSchedulerStore]:
+def store_factory(
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> Callable[[str], ActionSchedulerStore]:
     def make(prefix: str = "wp_") -> ActionSchedulerStore:
         store = ActionSchedulerStore(connect(), prefix)
         store.create_tables()
@@ -78,8 +80,13 @@ SiteFactory = Callable[..., SiteConfig]
 def site(mariadb: Server, database: str) -> SiteFactory:
     def make(**overrides: Any) -> SiteConfig:
         fields: dict[str, Any] = {
-            "name": "shop", "host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
-            "password": mariadb.password, "database": database, "query_timeout": 5.0,
+            "name": "shop",
+            "host": mariadb.host,
+            "port": mariadb.port,
+            "user": mariadb.user,
+            "password": mariadb.password,
+            "database": database,
+            "query_timeout": 5.0,
         }
         fields.update(overrides)
         return SiteConfig(**fields)
@@ -126,8 +133,13 @@ def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
     fake.pods = [
         pod("shop-worker-5d9f7c6b8-aaaaa", restarts=0),
         pod("shop-worker-5d9f7c6b8-bbbbb", restarts=2, last_reason="OOMKilled"),
-        pod("shop-worker-5d9f7c6b8-ccccc", ready=False, restarts=7, waiting="CrashLoopBackOff",
-            last_reason="Error"),
+        pod(
+            "shop-worker-5d9f7c6b8-ccccc",
+            ready=False,
+            restarts=7,
+            waiting="CrashLoopBackOff",
+            last_reason="Error",
+        ),
     ]
     yield fake
     fake.stop()

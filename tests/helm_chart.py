@@ -18,14 +18,29 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "helm" / "actionscheduler-exporter"
 CRDS = Path(__file__).resolve().parent / "crds"
 KUBERNETES_VERSION = "1.36.0"
-CUSTOM_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ScaledObject",
-                "TriggerAuthentication"}
+CUSTOM_KINDS = {
+    "ServiceMonitor",
+    "PodMonitor",
+    "PrometheusRule",
+    "ScaledObject",
+    "TriggerAuthentication",
+}
 
 SITES = [
-    {"name": "shop", "host": "mariadb.shop", "user": "exporter", "database": "wordpress",
-     "table_prefix": "wp_"},
-    {"name": "network", "host": "mariadb.net", "user": "exporter", "database": "network",
-     "table_prefix": "auto"},
+    {
+        "name": "shop",
+        "host": "mariadb.shop",
+        "user": "exporter",
+        "database": "wordpress",
+        "table_prefix": "wp_",
+    },
+    {
+        "name": "network",
+        "host": "mariadb.net",
+        "user": "exporter",
+        "database": "network",
+        "table_prefix": "auto",
+    },
 ]
 MINIMAL: dict[str, Any] = {"config": {"sites": SITES[:1]}}
 ALL_ON: dict[str, Any] = {
@@ -35,15 +50,27 @@ ALL_ON: dict[str, Any] = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "dashboards": {"enabled": True, "annotations": {"grafana_folder": "Action Scheduler"}},
-    "networkPolicy": {"enabled": True, "ingressFrom": [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]},
+    "networkPolicy": {
+        "enabled": True,
+        "ingressFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ],
+    },
     "podDisruptionBudget": {"enabled": True},
-    "worker": {"enabled": True, "site": "shop",
-               "image": {"repository": "registry.example/shop-wordpress", "tag": "2026.11.1"},
-               "envFrom": [{"secretRef": {"name": "wordpress-db"}}]},
-    "keda": {"enabled": True, "site": "shop",
-             "prometheus": {"serverAddress": "http://prometheus.monitoring:9090",
-                            "authentication": {"enabled": True, "secretName": "prom-token"}}},
+    "worker": {
+        "enabled": True,
+        "site": "shop",
+        "image": {"repository": "registry.example/shop-wordpress", "tag": "2026.11.1"},
+        "envFrom": [{"secretRef": {"name": "wordpress-db"}}],
+    },
+    "keda": {
+        "enabled": True,
+        "site": "shop",
+        "prometheus": {
+            "serverAddress": "http://prometheus.monitoring:9090",
+            "authentication": {"enabled": True, "secretName": "prom-token"},
+        },
+    },
 }
 
 
@@ -79,8 +106,9 @@ def notes(values: dict[str, Any]) -> str:
 
 
 def find(objects: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[str, Any]:
-    matches = [o for o in objects if o["kind"] == kind
-               and o["metadata"]["name"].endswith(name_suffix)]
+    matches = [
+        o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)
+    ]
     assert len(matches) == 1, (kind, name_suffix, [o["metadata"]["name"] for o in matches])
     return matches[0]
 

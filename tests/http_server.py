@@ -18,9 +18,16 @@ class RunningExporter:
     def __init__(self, config: ExporterConfig) -> None:
         self.coordinator = Coordinator(config)
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(
-            create_app(self.coordinator), host="127.0.0.1", port=self.port,
-            log_config=None, access_log=False, lifespan="off"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(self.coordinator),
+                host="127.0.0.1",
+                port=self.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+        )
         self._thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property
@@ -40,8 +47,7 @@ class RunningExporter:
         request = urllib.request.Request(self.url + path, headers=headers or {})
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                return (response.status, response.headers["Content-Type"],
-                        response.read().decode())
+                return (response.status, response.headers["Content-Type"], response.read().decode())
         except urllib.error.HTTPError as error:
             return error.code, error.headers["Content-Type"], error.read().decode()
 

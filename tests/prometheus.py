@@ -20,34 +20,47 @@ from testbed.ports import free_port
 
 
 class Prometheus:
-    def __init__(self, targets: list[str], scrape_interval: str = "1s",
-                 rule_files: list[Path] | None = None,
-                 alertmanagers: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        targets: list[str],
+        scrape_interval: str = "1s",
+        rule_files: list[Path] | None = None,
+        alertmanagers: list[str] | None = None,
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
-            pytest.fail("prometheus is not installed: `make test` installs Debian's "
-                        "prometheus package; run it, or apt-get install prometheus")
+            pytest.fail(
+                "prometheus is not installed: `make test` installs Debian's "
+                "prometheus package; run it, or apt-get install prometheus"
+            )
         self._workdir = tempfile.TemporaryDirectory(prefix="as-test-prometheus-")
         workdir = Path(self._workdir.name)
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "actionscheduler",
-                                "static_configs": [{"targets": targets}]}],
+            "scrape_configs": [
+                {"job_name": "actionscheduler", "static_configs": [{"targets": targets}]}
+            ],
             "rule_files": [str(path) for path in rule_files or []],
         }
         if alertmanagers:
-            config["alerting"] = {"alertmanagers": [{"static_configs": [
-                {"targets": alertmanagers}]}]}
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]
+            }
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self._log = (workdir / "prometheus.log").open("w")
         self._process = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}",
-             # Series go stale within seconds, not five minutes: tests run in seconds.
-             "--query.lookback-delta=5s"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                binary,
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                # Series go stale within seconds, not five minutes: tests run in seconds.
+                "--query.lookback-delta=5s",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         wait_until_ready(f"{self.url}/-/ready", "prometheus")
 
     @property

@@ -51,8 +51,13 @@ EXPECTED_WHEN_EXPORTER_GONE = {"ActionSchedulerExporterDown", "ActionSchedulerMe
 class Queue:
     """A producer and a healthy worker keeping one site's queue moving in a thread."""
 
-    def __init__(self, server: Server, database: str, prefix: str,
-                 outcome: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        server: Server,
+        database: str,
+        prefix: str,
+        outcome: Callable[[str], str | None] | None = None,
+    ) -> None:
         self.store = ActionSchedulerStore(server.connect(database), prefix)
         self.outcome = outcome
         self.stop = threading.Event()
@@ -62,8 +67,9 @@ class Queue:
     def _run(self) -> None:
         while not self.stop.is_set():
             for index in range(3):
-                self.store.create("woocommerce_deliver_webhook_async", group="webhooks",
-                                  args=[index])
+                self.store.create(
+                    "woocommerce_deliver_webhook_async", group="webhooks", args=[index]
+                )
                 if self.outcome:
                     self.store.create("mailchimp_sync_order", group="mailchimp", args=[index])
             self.store.run_batch(10, self.outcome)
@@ -88,10 +94,14 @@ def alert_keys(alerts: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 
 def test_each_failure_raises_its_alert_through_alertmanager(
-        mariadb: Server, database: str, gone_server: Server,
-        store_factory: Callable[[str], ActionSchedulerStore],
-        site: Callable[..., SiteConfig], exporter_http: Callable[..., RunningExporter],
-        tmp_path: Path) -> None:
+    mariadb: Server,
+    database: str,
+    gone_server: Server,
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+    tmp_path: Path,
+) -> None:
     stores = {prefix: store_factory(prefix) for prefix in ("wp_", "st_", "fl_", "kw_", "cl_")}
     with gone_server.connect().cursor() as cursor:
         cursor.execute("CREATE DATABASE gone")
@@ -99,26 +109,41 @@ def test_each_failure_raises_its_alert_through_alertmanager(
 
     sites = (
         site(name="healthy", table_prefix="wp_"),
-        site(name="stalled", table_prefix="st_",
-             alerts=AlertThresholds(oldest_due_warning=5, oldest_due_critical=15)),
+        site(
+            name="stalled",
+            table_prefix="st_",
+            alerts=AlertThresholds(oldest_due_warning=5, oldest_due_critical=15),
+        ),
         site(name="failing", table_prefix="fl_"),
         site(name="killed", table_prefix="kw_", timeout_period=5),
         site(name="atlimit", table_prefix="cl_", concurrent_batches_limit=1),
-        site(name="gone", host=gone_server.host, port=gone_server.port, database="gone",
-             query_timeout=1.0),
+        site(
+            name="gone",
+            host=gone_server.host,
+            port=gone_server.port,
+            database="gone",
+            query_timeout=1.0,
+        ),
     )
     exporter = exporter_http(*sites)
     queues: list[Queue] = []
-    with alerting_stack(exporter, tmp_path) as (receiver, prometheus), \
-            contextlib.ExitStack() as cleanup:
+    with (
+        alerting_stack(exporter, tmp_path) as (receiver, prometheus),
+        contextlib.ExitStack() as cleanup,
+    ):
         cleanup.callback(close_all, queues)
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
         queues = [
             Queue(mariadb, database, "wp_"),
             Queue(mariadb, database, "kw_"),
-            Queue(mariadb, database, "fl_",
-                  outcome=lambda hook: "Supplier API unreachable"
-                  if hook == "mailchimp_sync_order" else None),
+            Queue(
+                mariadb,
+                database,
+                "fl_",
+                outcome=lambda hook: (
+                    "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+                ),
+            ),
         ]
         # stalled: due actions that nobody runs, already half a minute late
         with stores["st_"].seconds_ago(30):
@@ -158,8 +183,9 @@ def test_each_failure_raises_its_alert_through_alertmanager(
             assert annotations["summary"]
             assert annotations["runbook_url"].endswith(".md")
             assert labels["job"] == "actionscheduler" and labels["instance"]
-        failing = [a for a in received if a["labels"]["alertname"] ==
-                   "ActionSchedulerHookFailureRatio"]
+        failing = [
+            a for a in received if a["labels"]["alertname"] == "ActionSchedulerHookFailureRatio"
+        ]
         assert {a["labels"]["hook"] for a in failing} == {"mailchimp_sync_order"}
         assert not [a for a in received if a["labels"]["site"] == "healthy"]
 
@@ -180,13 +206,19 @@ def gone_names(receiver: WebhookReceiver) -> set[str]:
 
 
 def test_a_healthy_run_of_the_same_length_fires_nothing(
-        mariadb: Server, database: str, store_factory: Callable[[str], ActionSchedulerStore],
-        site: Callable[..., SiteConfig], exporter_http: Callable[..., RunningExporter],
-        tmp_path: Path) -> None:
+    mariadb: Server,
+    database: str,
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+    tmp_path: Path,
+) -> None:
     store_factory("wp_")
     store_factory("wp_2_")
-    exporter = exporter_http(site(name="shop", table_prefix="wp_", concurrent_batches_limit=2),
-                             site(name="blog", table_prefix="wp_2_"))
+    exporter = exporter_http(
+        site(name="shop", table_prefix="wp_", concurrent_batches_limit=2),
+        site(name="blog", table_prefix="wp_2_"),
+    )
     with alerting_stack(exporter, tmp_path) as (receiver, prometheus):
         prometheus.wait_for('actionscheduler_up{site="blog"} == 1')
         queues = [Queue(mariadb, database, "wp_"), Queue(mariadb, database, "wp_2_")]
@@ -200,18 +232,27 @@ def test_a_healthy_run_of_the_same_length_fires_nothing(
 
 
 @contextlib.contextmanager
-def alerting_stack(exporter: RunningExporter, tmp_path: Path
-                   ) -> Iterator[tuple[WebhookReceiver, Prometheus]]:
+def alerting_stack(
+    exporter: RunningExporter, tmp_path: Path
+) -> Iterator[tuple[WebhookReceiver, Prometheus]]:
     """Prometheus with the shortened rules, scraping the exporter, alerting through a real
     Alertmanager to a webhook receiver."""
     rules_file = tmp_path / "actionscheduler.rules.yml"
-    rules_file.write_text(yaml.safe_dump(render(
-        yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
-        TIME_SCALE)))
+    rules_file.write_text(
+        yaml.safe_dump(
+            render(
+                yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
+                TIME_SCALE,
+            )
+        )
+    )
     receiver = WebhookReceiver()
     alertmanager = Alertmanager(receiver.url)
-    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=[rules_file],
-                            alertmanagers=[alertmanager.address])
+    prometheus = Prometheus(
+        [f"127.0.0.1:{exporter.port}"],
+        rule_files=[rules_file],
+        alertmanagers=[alertmanager.address],
+    )
     try:
         yield receiver, prometheus
     finally:

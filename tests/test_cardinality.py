@@ -17,16 +17,20 @@ from tests.test_exposition import NASTY_HOOKS, promtool
 
 
 def test_5000_hooks_and_1000_groups_give_a_bounded_number_of_series(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig]) -> None:
-    store.create_failed_many([(f"plugin_hook_{index:04d}", f"group_{index % 1000:03d}")
-                              for index in range(5000)])
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig]
+) -> None:
+    store.create_failed_many(
+        [(f"plugin_hook_{index:04d}", f"group_{index % 1000:03d}") for index in range(5000)]
+    )
     (result,) = scrape(site(top_hooks=20, top_groups=20))
     failed = [s for s in result.samples if s.metric is catalog.FAILED_BY_HOOK]
     by_group = [s for s in result.samples if s.metric is catalog.ACTIONS_BY_GROUP]
     assert len(failed) == 21  # 20 hooks and "other"
     assert sum(s.value for s in failed) == 5000
     assert {dict(s.labels)["group"] for s in by_group} <= {
-        *(f"group_{index:03d}" for index in range(1000)), "other"}
+        *(f"group_{index:03d}" for index in range(1000)),
+        "other",
+    }
     assert len({dict(s.labels)["group"] for s in by_group}) == 21
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="hook") == 4980
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="group") == 980
@@ -34,13 +38,17 @@ def test_5000_hooks_and_1000_groups_give_a_bounded_number_of_series(
     assert len(body.splitlines()) < 400
     import subprocess
 
-    assert subprocess.run([promtool(), "check", "metrics"], input=body,
-                          capture_output=True).returncode == 0
+    assert (
+        subprocess.run([promtool(), "check", "metrics"], input=body, capture_output=True).returncode
+        == 0
+    )
 
 
 def test_hostile_hook_names_reach_prometheus_intact(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
-        exporter_http: Callable[..., RunningExporter]) -> None:
+    store: ActionSchedulerStore,
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+) -> None:
     for hook in NASTY_HOOKS:
         store.run_action(store.create(hook), outcome=lambda hook: "failed")
     running = exporter_http(site(top_hooks=100))
@@ -49,8 +57,10 @@ def test_hostile_hook_names_reach_prometheus_intact(
         deadline = time.monotonic() + 30
         hooks: set[str] = set()
         while time.monotonic() < deadline and hooks != set(NASTY_HOOKS):
-            hooks = {series["metric"]["hook"]
-                     for series in prometheus.query("actionscheduler_failed_actions")}
+            hooks = {
+                series["metric"]["hook"]
+                for series in prometheus.query("actionscheduler_failed_actions")
+            }
             time.sleep(0.5)
         targets = prometheus.api("targets")["activeTargets"]
     finally:

@@ -17,8 +17,13 @@ from tests.test_queue_states import killed_worker
 
 
 def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
 
 
 def dsn(server: Server, database: str, **params: str) -> str:
@@ -27,12 +32,17 @@ def dsn(server: Server, database: str, **params: str) -> str:
     return f"mysql://{auth}@{server.host}:{server.port}/{database}?{query}"
 
 
-def test_check_prints_the_queue_and_exits_0(store: ActionSchedulerStore, mariadb: Server,
-                                            database: str) -> None:
+def test_check_prints_the_queue_and_exits_0(
+    store: ActionSchedulerStore, mariadb: Server, database: str
+) -> None:
     killed_worker(store)
-    done = command("check", env={"AS_EXPORTER_DSN": dsn(mariadb, database,
-                                                        concurrent_batches_limit="2"),
-                                 "AS_EXPORTER_SITE": "shop"})
+    done = command(
+        "check",
+        env={
+            "AS_EXPORTER_DSN": dsn(mariadb, database, concurrent_batches_limit="2"),
+            "AS_EXPORTER_SITE": "shop",
+        },
+    )
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[:2]
     assert header.split()[:3] == ["SITE", "UP", "DUE"]
@@ -44,7 +54,8 @@ def test_check_prints_the_queue_and_exits_0(store: ActionSchedulerStore, mariadb
 
 
 def test_check_exits_1_when_a_site_is_down_or_tables_are_missing(
-        store: ActionSchedulerStore, mariadb: Server, database: str, tmp_path: Path) -> None:
+    store: ActionSchedulerStore, mariadb: Server, database: str, tmp_path: Path
+) -> None:
     config = tmp_path / "exporter.yml"
     config.write_text(f"""
 sites:
@@ -70,14 +81,18 @@ def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}"],
         env={**os.environ, "AS_EXPORTER_DSN": "mysql://root@127.0.0.1:1/shop?query_timeout=1s"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         body = ""
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                            timeout=10) as response:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/metrics", timeout=10
+                ) as response:
                     body = response.read().decode()
                 break
             except OSError:

@@ -24,7 +24,10 @@ def test_full_site_entry(tmp_path: Path) -> None:
     ca.write_text("not checked here")
     password_file = tmp_path / "password"
     password_file.write_text(SECRET + "\n")
-    config = load_file(write(tmp_path, f"""
+    config = load_file(
+        write(
+            tmp_path,
+            f"""
 listen_address: 127.0.0.1:9100
 defaults:
   query_timeout: 2s
@@ -47,11 +50,17 @@ sites:
     kubernetes: {{namespace: shop, selector: app=worker, cache: 30s}}
   - name: blog
     dsn: mysql://reader:p%40ss@db2:3306/blog?table_prefix=auto&query_timeout=500ms
-"""))
+""",
+        )
+    )
     shop, blog = config.sites
     assert (config.listen_host, config.listen_port) == ("127.0.0.1", 9100)
-    assert (shop.host, shop.port, shop.user, shop.database) == ("db.internal", 3307,
-                                                                 "exporter", "wordpress")
+    assert (shop.host, shop.port, shop.user, shop.database) == (
+        "db.internal",
+        3307,
+        "exporter",
+        "wordpress",
+    )
     assert shop.password == SECRET
     assert shop.tls.ca_file == str(ca) and shop.tls.verify is True
     assert shop.labels == (("env", "prod"), ("team", "checkout"))
@@ -66,60 +75,104 @@ sites:
     assert blog.workers is None
     assert shop.kubernetes is not None and shop.kubernetes.cache == 30
     assert shop.kubernetes.container == "worker" and blog.kubernetes is None
-    assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2",
-                                                                     "blog")
+    assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2", "blog")
     assert blog.discovers_prefixes and blog.query_timeout == 0.5
     assert SECRET not in repr(config) and "p@ss" not in repr(config)
 
 
 def test_environment_gives_one_site() -> None:
-    config = load_environment({"AS_EXPORTER_DSN": "mysql://exporter:pw@db:3306/shop"
-                                                  "?table_prefix=wp_3_&concurrent_batches_limit=2",
-                               "AS_EXPORTER_SITE": "main-shop"})
+    config = load_environment(
+        {
+            "AS_EXPORTER_DSN": "mysql://exporter:pw@db:3306/shop"
+            "?table_prefix=wp_3_&concurrent_batches_limit=2",
+            "AS_EXPORTER_SITE": "main-shop",
+        }
+    )
     (site,) = config.sites
-    assert (site.name, site.table_prefix, site.concurrent_batches_limit) == ("main-shop",
-                                                                              "wp_3_", 2)
+    assert (site.name, site.table_prefix, site.concurrent_batches_limit) == (
+        "main-shop",
+        "wp_3_",
+        2,
+    )
     assert site.password == "pw"
 
 
-@pytest.mark.parametrize(("text", "key", "problem"), [
-    ("sites: []", "sites", "non-empty list"),
-    ("sites:\n  - {database: x, query_timeout: soon}", "sites[0].query_timeout", "duration"),
-    ("sites:\n  - {database: x, qeury_timeout: 5}", "sites[0].qeury_timeout", "not a known key"),
-    ("sites:\n  - {database: x, port: 70000}", "sites[0].port", "TCP port"),
-    ("sites:\n  - {database: x, table_prefix: 'wp; DROP'}", "sites[0].table_prefix", "prefix"),
-    ("sites:\n  - {database: x, labels: {site: a}}", "sites[0].labels.site", "sets itself"),
-    ("sites:\n  - {database: x, labels: {'bad-name': a}}", "sites[0].labels.bad-name",
-     "label name"),
-    ("sites:\n  - {name: a, database: x}\n  - {name: a, database: y}", "sites[1].name",
-     "used twice"),
-    ("sites:\n  - {name: a}", "sites[0].database", "missing"),
-    ("sites:\n  - {dsn: 'postgres://x/y'}", "sites[0].dsn", "mysql://"),
-    ("sites:\n  - {dsn: 'mysql://h/d', host: h}", "sites[0].dsn", "either dsn or host"),
-    ("sites:\n  - {dsn: 'mysql://h/d?colour=red'}", "sites[0].dsn?colour", "DSN parameter"),
-    ("sites:\n  - {database: x, tls: {ca_file: /nonexistent/ca.pem}}",
-     "sites[0].tls.ca_file", "does not exist"),
-    ("sites:\n  - {database: x, concurrent_batches_limit: 0}",
-     "sites[0].concurrent_batches_limit", "at least 1"),
-    ("sites:\n  - {database: x, alerts: {failure_ratio: 2}}", "sites[0].alerts.failure_ratio",
-     "at most 1"),
-    ("sites:\n  - {database: x, alerts: {oldest_due: 5m}}", "sites[0].alerts.oldest_due",
-     "not a known key"),
-    ("sites:\n  - {database: x, workers: {namespace: shop}}", "sites[0].workers.deployment",
-     "is missing"),
-    ("sites:\n  - {database: x, kubernetes: {namespace: shop}}",
-     "sites[0].kubernetes.selector", "is missing"),
-    ("sites:\n  - {database: x, kubernetes: {namespace: a, selector: b, cache: never}}",
-     "sites[0].kubernetes.cache", "duration"),
-    ("sites:\n  - {database: x, heavy_interval: -5m}", "sites[0].heavy_interval", "duration"),
-    ("sites:\n  - {database: x, heavy_query_timeout: 0}", "sites[0].heavy_query_timeout",
-     "positive duration"),
-    ("sites: [x", "", "not valid YAML"),
-    ("- just a list", "", "mapping"),
-    ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("sites: []", "sites", "non-empty list"),
+        ("sites:\n  - {database: x, query_timeout: soon}", "sites[0].query_timeout", "duration"),
+        (
+            "sites:\n  - {database: x, qeury_timeout: 5}",
+            "sites[0].qeury_timeout",
+            "not a known key",
+        ),
+        ("sites:\n  - {database: x, port: 70000}", "sites[0].port", "TCP port"),
+        ("sites:\n  - {database: x, table_prefix: 'wp; DROP'}", "sites[0].table_prefix", "prefix"),
+        ("sites:\n  - {database: x, labels: {site: a}}", "sites[0].labels.site", "sets itself"),
+        (
+            "sites:\n  - {database: x, labels: {'bad-name': a}}",
+            "sites[0].labels.bad-name",
+            "label name",
+        ),
+        (
+            "sites:\n  - {name: a, database: x}\n  - {name: a, database: y}",
+            "sites[1].name",
+            "used twice",
+        ),
+        ("sites:\n  - {name: a}", "sites[0].database", "missing"),
+        ("sites:\n  - {dsn: 'postgres://x/y'}", "sites[0].dsn", "mysql://"),
+        ("sites:\n  - {dsn: 'mysql://h/d', host: h}", "sites[0].dsn", "either dsn or host"),
+        ("sites:\n  - {dsn: 'mysql://h/d?colour=red'}", "sites[0].dsn?colour", "DSN parameter"),
+        (
+            "sites:\n  - {database: x, tls: {ca_file: /nonexistent/ca.pem}}",
+            "sites[0].tls.ca_file",
+            "does not exist",
+        ),
+        (
+            "sites:\n  - {database: x, concurrent_batches_limit: 0}",
+            "sites[0].concurrent_batches_limit",
+            "at least 1",
+        ),
+        (
+            "sites:\n  - {database: x, alerts: {failure_ratio: 2}}",
+            "sites[0].alerts.failure_ratio",
+            "at most 1",
+        ),
+        (
+            "sites:\n  - {database: x, alerts: {oldest_due: 5m}}",
+            "sites[0].alerts.oldest_due",
+            "not a known key",
+        ),
+        (
+            "sites:\n  - {database: x, workers: {namespace: shop}}",
+            "sites[0].workers.deployment",
+            "is missing",
+        ),
+        (
+            "sites:\n  - {database: x, kubernetes: {namespace: shop}}",
+            "sites[0].kubernetes.selector",
+            "is missing",
+        ),
+        (
+            "sites:\n  - {database: x, kubernetes: {namespace: a, selector: b, cache: never}}",
+            "sites[0].kubernetes.cache",
+            "duration",
+        ),
+        ("sites:\n  - {database: x, heavy_interval: -5m}", "sites[0].heavy_interval", "duration"),
+        (
+            "sites:\n  - {database: x, heavy_query_timeout: 0}",
+            "sites[0].heavy_query_timeout",
+            "positive duration",
+        ),
+        ("sites: [x", "", "not valid YAML"),
+        ("- just a list", "", "mapping"),
+        ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
+    ],
+)
 def test_invalid_configuration_names_the_key_and_the_problem(
-        tmp_path: Path, text: str, key: str, problem: str) -> None:
+    tmp_path: Path, text: str, key: str, problem: str
+) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as raised:
         load_file(path)
@@ -128,10 +181,13 @@ def test_invalid_configuration_names_the_key_and_the_problem(
     assert problem in raised.value.problem
 
 
-@pytest.mark.parametrize(("written", "seconds"), [
-    ("", 300.0), ("0", 0.0), ("0s", 0.0), ("'0'", 0.0), ("90s", 90.0), ("2m", 120.0)])
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [("", 300.0), ("0", 0.0), ("0s", 0.0), ("'0'", 0.0), ("90s", 90.0), ("2m", 120.0)],
+)
 def test_heavy_interval_defaults_to_five_minutes_and_zero_means_every_scrape(
-        tmp_path: Path, written: str, seconds: float) -> None:
+    tmp_path: Path, written: str, seconds: float
+) -> None:
     key = f", heavy_interval: {written}" if written else ""
     (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x{key}}}")).sites
     assert site.heavy_interval == seconds
@@ -149,8 +205,13 @@ def test_missing_dsn_in_environment() -> None:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "exporter", *args], capture_output=True,
-                          text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_cli_exits_2_and_keeps_the_password_out_of_the_message(tmp_path: Path) -> None:
@@ -170,7 +231,10 @@ def test_cli_version_and_help() -> None:
 
 
 def test_cli_rejects_a_bad_listen_address() -> None:
-    done = run_cli("--listen-address", "localhost", env={"AS_EXPORTER_DSN": "mysql://h/d",
-                                                         "PATH": "/usr/bin:/bin"})
+    done = run_cli(
+        "--listen-address",
+        "localhost",
+        env={"AS_EXPORTER_DSN": "mysql://h/d", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 2
     assert "--listen-address" in done.stderr

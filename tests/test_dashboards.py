@@ -63,8 +63,11 @@ def test_dashboard_structure(name: str) -> None:
     for panel in panels:
         grid = panel["gridPos"]
         assert grid["x"] + grid["w"] <= 24
-        covered = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
-                   for y in range(grid["y"], grid["y"] + grid["h"])}
+        covered = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
         assert not covered & cells, panel["title"]
         cells |= covered
         assert panel["datasource"] == DATASOURCE
@@ -88,8 +91,11 @@ def test_queries_use_only_series_that_exist() -> None:
         document = load(name)
         expressions = [t["expr"] for p in document["panels"] for t in p["targets"]]
         expressions += [a["expr"] for a in document["annotations"]["list"]]
-        expressions += [re.sub(r"label_values\((.*), \w+\)", r"\1", v["definition"])
-                        for v in document["templating"]["list"] if v["type"] == "query"]
+        expressions += [
+            re.sub(r"label_values\((.*), \w+\)", r"\1", v["definition"])
+            for v in document["templating"]["list"]
+            if v["type"] == "query"
+        ]
         for expression in expressions:
             names = referenced_names(expression)
             assert names <= known, (name, names - known)
@@ -100,8 +106,11 @@ def test_queries_use_only_series_that_exist() -> None:
 
 
 def test_the_autoscaling_panel_uses_the_keda_query_verbatim() -> None:
-    workers = next(p for p in load("actionscheduler-overview.json")["panels"]
-                   if p["title"].startswith("Workers"))
+    workers = next(
+        p
+        for p in load("actionscheduler-overview.json")["panels"]
+        if p["title"].startswith("Workers")
+    )
     assert workers["repeat"] == "site"
     assert workers["targets"][0]["expr"] == keda_query("$site")
 
@@ -115,15 +124,23 @@ def substitute(expression: str) -> str:
 
 
 @pytest.fixture
-def scraped_queue(mariadb: Server, database: str,
-                  store_factory: Callable[[str], ActionSchedulerStore],
-                  site: Callable[..., SiteConfig],
-                  exporter_http: Callable[..., RunningExporter]) -> Iterator[Prometheus]:
+def scraped_queue(
+    mariadb: Server,
+    database: str,
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+) -> Iterator[Prometheus]:
     """A queue through healthy flow, a backlog and failures, scraped for 20 seconds."""
     store = store_factory("wp_")
-    exporter = exporter_http(site(name=SITE, concurrent_batches_limit=2,
-                                  workers=WorkersConfig("shop", "shop-worker"),
-                                  heavy_interval=2.0))
+    exporter = exporter_http(
+        site(
+            name=SITE,
+            concurrent_batches_limit=2,
+            workers=WorkersConfig("shop", "shop-worker"),
+            heavy_interval=2.0,
+        )
+    )
     prometheus = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=RULES)
     stop = threading.Event()
 
@@ -131,11 +148,12 @@ def scraped_queue(mariadb: Server, database: str,
         writer = ActionSchedulerStore(mariadb.connect(database))
         while not stop.is_set():
             for index in range(4):
-                writer.create("woocommerce_deliver_webhook_async", group="webhooks",
-                              args=[index])
+                writer.create("woocommerce_deliver_webhook_async", group="webhooks", args=[index])
                 writer.create("mailchimp_sync_order", group="mailchimp", args=[index])
-            writer.run_batch(5, lambda hook: "Supplier API unreachable"
-                             if hook == "mailchimp_sync_order" else None)
+            writer.run_batch(
+                5,
+                lambda hook: "Supplier API unreachable" if hook == "mailchimp_sync_order" else None,
+            )
             stop.wait(0.2)
         writer.connection.close()
 
@@ -157,12 +175,15 @@ def scraped_queue(mariadb: Server, database: str,
 
 
 def all_queries() -> list[tuple[str, str, Query]]:
-    return [(name, panel.title, query) for name, panels in SOURCES.items()
-            for panel in panels for query in panel.queries]
+    return [
+        (name, panel.title, query)
+        for name, panels in SOURCES.items()
+        for panel in panels
+        for query in panel.queries
+    ]
 
 
-def test_every_panel_query_returns_data_from_a_real_prometheus(
-        scraped_queue: Prometheus) -> None:
+def test_every_panel_query_returns_data_from_a_real_prometheus(scraped_queue: Prometheus) -> None:
     empty = []
     for name, title, query in all_queries():
         result = scraped_queue.query(substitute(query.expr))
@@ -172,7 +193,8 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(
     # The queries the JSON files carry are the ones just checked.
     for name, panels in SOURCES.items():
         assert {t["expr"] for p in load(name)["panels"] for t in p["targets"]} == {
-            query.expr for panel in panels for query in panel.queries}
+            query.expr for panel in panels for query in panel.queries
+        }
     # Variables list values, and the alert annotation query is valid PromQL.
     for name in FILES:
         for variable in load(name)["templating"]["list"]:

@@ -38,16 +38,21 @@ def shop_on_private(private_server: Server) -> Iterator[tuple[Server, ActionSche
 
 
 def exporter_site(server: Server, **overrides: object) -> SiteConfig:
-    fields: dict[str, object] = {"name": "shop", "host": server.host, "port": server.port,
-                                 "user": "exporter", "password": "exporter-pw",
-                                 "database": "shop", "query_timeout": 2.0}
+    fields: dict[str, object] = {
+        "name": "shop",
+        "host": server.host,
+        "port": server.port,
+        "user": "exporter",
+        "password": "exporter-pw",
+        "database": "shop",
+        "query_timeout": 2.0,
+    }
     fields.update(overrides)
     return SiteConfig(**fields)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager
-def server_variable(server: Server, name: str, value: object, restore: object
-                    ) -> Iterator[None]:
+def server_variable(server: Server, name: str, value: object, restore: object) -> Iterator[None]:
     """A global server variable set for the block, and set back after it."""
     admin = server.connect()
     try:
@@ -61,7 +66,8 @@ def server_variable(server: Server, name: str, value: object, restore: object
 
 
 def test_max_connections_exhausted_then_freed(
-        shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
+    shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape
+) -> None:
     server, _ = shop_on_private
     with server_variable(server, "max_connections", 4, restore=151):
         hogs = []
@@ -69,9 +75,15 @@ def test_max_connections_exhausted_then_freed(
         try:
             while refusal is None:  # take every connection a user may have
                 try:
-                    hogs.append(pymysql.connect(host=server.host, port=server.port,
-                                                user="exporter", password="exporter-pw",
-                                                database="shop"))
+                    hogs.append(
+                        pymysql.connect(
+                            host=server.host,
+                            port=server.port,
+                            user="exporter",
+                            password="exporter-pw",
+                            database="shop",
+                        )
+                    )
                 except pymysql.err.OperationalError as error:
                     refusal = error
             assert refusal.args[0] == 1040  # Too many connections
@@ -86,15 +98,17 @@ def test_max_connections_exhausted_then_freed(
 
 
 def test_a_read_only_replica_is_read_as_usual(
-        shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape) -> None:
+    shop_on_private: tuple[Server, ActionSchedulerStore], scrape: Scrape
+) -> None:
     server, store = shop_on_private
     with server_variable(server, "read_only", "ON", restore="OFF"):
         (result,) = scrape(exporter_site(server))
         assert_matches(result, compute(store.connection))
 
 
-def test_tables_renamed_away_and_back(store: ActionSchedulerStore,
-                                      site: Callable[..., SiteConfig]) -> None:
+def test_tables_renamed_away_and_back(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     backlog(store)
     coordinator = Coordinator(ExporterConfig(sites=(site(),)))
     try:
@@ -109,8 +123,9 @@ def test_tables_renamed_away_and_back(store: ActionSchedulerStore,
         coordinator.close()
 
 
-def test_a_ten_times_slower_server(store: ActionSchedulerStore, mariadb: Server,
-                                   scrape: Scrape, site: Callable[..., SiteConfig]) -> None:
+def test_a_ten_times_slower_server(
+    store: ActionSchedulerStore, mariadb: Server, scrape: Scrape, site: Callable[..., SiteConfig]
+) -> None:
     """Every packet delayed: the scrape is slower and still right; with too short a
     deadline the collectors it had no time for are marked, and nothing breaks."""
     backlog(store)
@@ -126,15 +141,20 @@ def test_a_ten_times_slower_server(store: ActionSchedulerStore, mariadb: Server,
         assert slow_time > 10 * fast_time
 
         (cut,) = scrape(site(host="127.0.0.1", port=proxy.port), timeout=slow_time / 3)
-        assert not cut.up or cut.value("actionscheduler_exporter_collector_success",
-                                       collector="tables") == 0
+        assert (
+            not cut.up
+            or cut.value("actionscheduler_exporter_collector_success", collector="tables") == 0
+        )
     finally:
         proxy.close()
 
 
 def test_200_concurrent_scrapes_cause_one_round(
-        store: ActionSchedulerStore, mariadb: Server, site: Callable[..., SiteConfig],
-        exporter_http: Callable[..., RunningExporter]) -> None:
+    store: ActionSchedulerStore,
+    mariadb: Server,
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+) -> None:
     """Counted by the server itself (Com_select): one round of queries, not 200."""
     backlog(store)
     proxy = SlowProxy(mariadb.host, mariadb.port, delay=0.02)  # a round takes about a second

@@ -34,34 +34,44 @@ NASTY_HOOKS = [
     "back\\slash\\hook",
     "crochet_café_日本語_🚀",
     "h" * 191,
-    "a{b=\"c\"}",
+    'a{b="c"}',
 ]
 
 
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
-        pytest.fail("promtool is not installed: `make test` installs Debian's prometheus "
-                    "package; run it, or apt-get install prometheus")
+        pytest.fail(
+            "promtool is not installed: `make test` installs Debian's prometheus "
+            "package; run it, or apt-get install prometheus"
+        )
     return found
 
 
 def test_documented_metrics_are_exactly_the_catalog() -> None:
-    rows = re.findall(r"^\| `(actionscheduler_[a-z_]+)` \| (\w+) \|([^|]*)\|",
-                      DOCS.read_text(), flags=re.MULTILINE)
-    documented = {name: (kind, tuple(re.findall(r"`(\w+)`", labels)))
-                  for name, kind, labels in rows}
+    rows = re.findall(
+        r"^\| `(actionscheduler_[a-z_]+)` \| (\w+) \|([^|]*)\|",
+        DOCS.read_text(),
+        flags=re.MULTILINE,
+    )
+    documented = {
+        name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows
+    }
     expected = {
-        metric.sample_name if metric.kind != "gauge" else metric.name: (metric.kind,
-                                                                         metric.labels)
+        metric.sample_name if metric.kind != "gauge" else metric.name: (metric.kind, metric.labels)
         for metric in catalog.ALL
     }
     assert documented == expected
 
 
 def test_every_family_states_its_tier_as_its_collector_runs() -> None:
-    tiers = dict(re.findall(r"^\| `(actionscheduler_[a-z_]+)` \| \w+ \|[^|]*\| (\w+) \|",
-                            DOCS.read_text(), flags=re.MULTILINE))
+    tiers = dict(
+        re.findall(
+            r"^\| `(actionscheduler_[a-z_]+)` \| \w+ \|[^|]*\| (\w+) \|",
+            DOCS.read_text(),
+            flags=re.MULTILINE,
+        )
+    )
     assert len(tiers) == len(catalog.ALL)
     assert set(tiers.values()) == {"hot", "heavy", "none"}
     collectors: list[Collector | type[Collector]] = [*default_collectors(), LogFollower]
@@ -74,8 +84,7 @@ def test_every_family_states_its_tier_as_its_collector_runs() -> None:
 def test_every_collector_declares_catalog_metrics() -> None:
     declared = {metric for collector in default_collectors() for metric in collector.metrics}
     assert declared <= set(catalog.ALL)
-    assert len({collector.name for collector in default_collectors()}) == len(
-        default_collectors())
+    assert len({collector.name for collector in default_collectors()}) == len(default_collectors())
 
 
 def first_sample_name(metric: catalog.MetricDef) -> str:
@@ -83,12 +92,21 @@ def first_sample_name(metric: catalog.MetricDef) -> str:
 
 
 def test_every_family_is_emitted_and_only_declared_ones(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
-        api: FakeKubernetes) -> None:
-    coordinator = Coordinator(ExporterConfig(sites=(
-        site(concurrent_batches_limit=2, labels=(("team", "checkout"),), heavy_interval=0.05,
-             workers=WorkersConfig("shop", "shop-worker"),
-             kubernetes=kubernetes_config(api)),)))
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig], api: FakeKubernetes
+) -> None:
+    coordinator = Coordinator(
+        ExporterConfig(
+            sites=(
+                site(
+                    concurrent_batches_limit=2,
+                    labels=(("team", "checkout"),),
+                    heavy_interval=0.05,
+                    workers=WorkersConfig("shop", "shop-worker"),
+                    kubernetes=kubernetes_config(api),
+                ),
+            )
+        )
+    )
     try:
         coordinator.scrape()  # the log cursor starts here
         killed_worker_after_cleaner(store)
@@ -107,73 +125,93 @@ def test_every_family_is_emitted_and_only_declared_ones(
     body, _ = render([result], None)
     text = body.decode()
     for metric in catalog.ALL:
-        assert re.search(rf"^{first_sample_name(metric)}\{{", text, flags=re.MULTILINE), \
-            metric.name
+        assert re.search(rf"^{first_sample_name(metric)}\{{", text, flags=re.MULTILINE), metric.name
     emitted = set(re.findall(r"^(actionscheduler_\w+)\{", text, flags=re.MULTILINE))
-    histograms = {f"{metric.name}_{suffix}" for metric in catalog.ALL
-                  if metric.kind == "histogram" for suffix in ("sum", "count")}
+    histograms = {
+        f"{metric.name}_{suffix}"
+        for metric in catalog.ALL
+        if metric.kind == "histogram"
+        for suffix in ("sum", "count")
+    }
     assert emitted == {first_sample_name(metric) for metric in catalog.ALL} | histograms
     assert 'team="checkout"' in text
 
 
 def test_exposition_passes_promtool_with_hostile_hook_names(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]) -> None:
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]
+) -> None:
     for hook in NASTY_HOOKS:
         store.create(hook, group=hook[:100])
     store.run_batch(25, outcome=lambda hook: "failed")
     (result,) = scrape(site(top_hooks=100))
     body, _ = render([result], None)
-    checked = subprocess.run([promtool(), "check", "metrics"], input=body,
-                             capture_output=True, timeout=60)
+    checked = subprocess.run(
+        [promtool(), "check", "metrics"], input=body, capture_output=True, timeout=60
+    )
     assert checked.returncode == 0, checked.stderr.decode() + checked.stdout.decode()
     # promtool reads only the text format; OpenMetrics is checked by its reference parser.
     body, content_type = render([result], "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     parsed = list(text_string_to_metric_families(body.decode()))  # type: ignore[no-untyped-call]
-    hooks = {s.labels["hook"] for family in parsed if family.name == catalog.FAILED_BY_HOOK.name
-             for s in family.samples}
+    hooks = {
+        s.labels["hook"]
+        for family in parsed
+        if family.name == catalog.FAILED_BY_HOOK.name
+        for s in family.samples
+    }
     assert hooks == set(NASTY_HOOKS)
     failed = {dict(s.labels)["hook"] for s in result.samples if s.metric is catalog.FAILED_BY_HOOK}
     assert failed == set(NASTY_HOOKS)
 
 
-def test_top_n_folding_bounds_the_series(store: ActionSchedulerStore, scrape: Scrape,
-                                         site: Callable[..., object]) -> None:
+def test_top_n_folding_bounds_the_series(
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]
+) -> None:
     for index in range(12):
         for _ in range(index + 1):
             store.create(f"hook_{index:02d}", group=f"group_{index:02d}")
     store.run_batch(200, outcome=lambda hook: "failed")
     (result,) = scrape(site(top_hooks=3, top_groups=4))
-    failed = {dict(s.labels)["hook"]: s.value
-              for s in result.samples if s.metric is catalog.FAILED_BY_HOOK}
-    assert failed == {"hook_11": 12, "hook_10": 11, "hook_09": 10,
-                      "other": sum(range(1, 10))}
-    groups = {dict(s.labels)["group"]
-              for s in result.samples if s.metric is catalog.ACTIONS_BY_GROUP}
+    failed = {
+        dict(s.labels)["hook"]: s.value
+        for s in result.samples
+        if s.metric is catalog.FAILED_BY_HOOK
+    }
+    assert failed == {"hook_11": 12, "hook_10": 11, "hook_09": 10, "other": sum(range(1, 10))}
+    groups = {
+        dict(s.labels)["group"] for s in result.samples if s.metric is catalog.ACTIONS_BY_GROUP
+    }
     assert groups == {"group_11", "group_10", "group_09", "group_08", "other"}
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="hook") == 9
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="group") == 8
 
 
-PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
 
 
 def parsed(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
     """Families as a parser reads them (the process's own, whose values move, left out)."""
     text = body.decode()
-    parse = (text_string_to_metric_families if "openmetrics" in content_type
-             else parse_text)
-    return [(family.name, family.type, family.documentation,
-             sorted((item.name, sorted(item.labels.items()), item.value)
-                    for item in family.samples))
-            for family in parse(text) if not family.name.startswith("process_")]
+    parse = text_string_to_metric_families if "openmetrics" in content_type else parse_text
+    return [
+        (
+            family.name,
+            family.type,
+            family.documentation,
+            sorted((item.name, sorted(item.labels.items()), item.value) for item in family.samples),
+        )
+        for family in parse(text)
+        if not family.name.startswith("process_")
+    ]
 
 
 @pytest.mark.parametrize("accept", [None, "text/plain; version=1.0.0", PROMETHEUS_ACCEPT])
 def test_the_written_exposition_reads_as_prometheus_clients_own(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig],
-        accept: str | None) -> None:
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig], accept: str | None
+) -> None:
     for hook in NASTY_HOOKS:
         store.run_action(store.create(hook), outcome=lambda hook: "boom")
     store.create("woocommerce_deliver_webhook_async", group='group "quoted"\\n')

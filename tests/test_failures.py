@@ -24,8 +24,11 @@ def errors(result: SiteResult, kind: str) -> float | None:
 
 
 def test_missing_tables_mark_the_site_down_and_name_the_table(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig],
-        caplog: pytest.LogCaptureFixture) -> None:
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     store.connection.cursor().execute("DROP TABLE wp_actionscheduler_claims")
     with caplog.at_level(logging.WARNING):
         (result,) = scrape()
@@ -38,15 +41,19 @@ def test_missing_tables_mark_the_site_down_and_name_the_table(
     assert "wp_actionscheduler_claims" in result.problems[0]
 
 
-def test_wrong_prefix_and_other_sites_unaffected(store: ActionSchedulerStore, scrape: Scrape,
-                                                 site: Callable[..., SiteConfig]) -> None:
+def test_wrong_prefix_and_other_sites_unaffected(
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., SiteConfig]
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
-    results = {r.site: r for r in scrape(
-        site(name="good"),
-        site(name="typo", table_prefix="wp2_"),
-        site(name="down", host="127.0.0.1", port=1, query_timeout=1.0),
-        site(name="empty-network", table_prefix="auto", database="mysql"),
-    )}
+    results = {
+        r.site: r
+        for r in scrape(
+            site(name="good"),
+            site(name="typo", table_prefix="wp2_"),
+            site(name="down", host="127.0.0.1", port=1, query_timeout=1.0),
+            site(name="empty-network", table_prefix="auto", database="mysql"),
+        )
+    }
     assert results["good"].up
     assert results["good"].value("actionscheduler_due_actions", claim="unclaimed") == 1
     assert not results["typo"].up
@@ -57,8 +64,13 @@ def test_wrong_prefix_and_other_sites_unaffected(store: ActionSchedulerStore, sc
 
 
 def test_wrong_password_is_reported_without_the_password(
-        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
-        site: Callable[..., SiteConfig], caplog: pytest.LogCaptureFixture) -> None:
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    mariadb: Server,
+    database: str,
+    site: Callable[..., SiteConfig],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     admin = mariadb.connect()
     with admin.cursor() as cursor:
         cursor.execute("CREATE USER IF NOT EXISTS 'as_wrongpw'@'%' IDENTIFIED BY 'right-one'")
@@ -82,13 +94,19 @@ def test_bad_rows_are_counted_not_fatal(store: ActionSchedulerStore, scrape: Scr
     null_dated = store.create("imported_hook")
     store.create("hook_with_deleted_group", group="gone")
     with store.connection.cursor() as cursor:
-        cursor.execute("UPDATE wp_actionscheduler_actions SET status = 'in-process'"
-                       " WHERE action_id = %s", (odd,))
-        cursor.execute("UPDATE wp_actionscheduler_actions SET scheduled_date_gmt = NULL"
-                       " WHERE action_id = %s", (null_dated,))
+        cursor.execute(
+            "UPDATE wp_actionscheduler_actions SET status = 'in-process' WHERE action_id = %s",
+            (odd,),
+        )
+        cursor.execute(
+            "UPDATE wp_actionscheduler_actions SET scheduled_date_gmt = NULL WHERE action_id = %s",
+            (null_dated,),
+        )
         cursor.execute("DELETE FROM wp_actionscheduler_groups WHERE slug = 'gone'")
-        cursor.execute("UPDATE wp_actionscheduler_actions SET last_attempt_gmt = NULL"
-                       " WHERE action_id = %s", (good,))
+        cursor.execute(
+            "UPDATE wp_actionscheduler_actions SET last_attempt_gmt = NULL WHERE action_id = %s",
+            (good,),
+        )
     (result,) = scrape()
     assert result.up, result.problems
     assert result.value("actionscheduler_actions", status="unknown") == 1
@@ -101,8 +119,12 @@ def test_bad_rows_are_counted_not_fatal(store: ActionSchedulerStore, scrape: Scr
 
 
 def test_a_query_blocked_by_a_lock_times_out_and_the_rest_is_reported(
-        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
-        site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    mariadb: Server,
+    database: str,
+    site: Callable[..., SiteConfig],
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
     locker = mariadb.connect(database)
     with locker.cursor() as cursor:
@@ -124,8 +146,12 @@ def test_a_query_blocked_by_a_lock_times_out_and_the_rest_is_reported(
 
 
 def test_the_scrape_deadline_skips_remaining_collectors(
-        store: ActionSchedulerStore, scrape: Scrape, mariadb: Server, database: str,
-        site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    mariadb: Server,
+    database: str,
+    site: Callable[..., SiteConfig],
+) -> None:
     locker = mariadb.connect(database)
     with locker.cursor() as cursor:
         cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
@@ -141,7 +167,8 @@ def test_the_scrape_deadline_skips_remaining_collectors(
 
 
 def test_database_down_at_start_then_back_then_gone_mid_scrape(
-        private_server: Server, scrape: Scrape) -> None:
+    private_server: Server, scrape: Scrape
+) -> None:
     """The exporter starts with its database down, recovers, and survives losing it again,
     between scrapes and in the middle of one."""
 
@@ -158,8 +185,7 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
     writer.connection.close()
     private_server.stop()
 
-    site = SiteConfig(name="shop", host="127.0.0.1", port=port, database="shop",
-                      query_timeout=2.0)
+    site = SiteConfig(name="shop", host="127.0.0.1", port=port, database="shop", query_timeout=2.0)
     coordinator = Coordinator(ExporterConfig(sites=(site,)))
     try:
         (down,) = coordinator.scrape(5)
@@ -181,8 +207,7 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
         # One connection for the site, not one per scrape.
         admin = again.connect()
         with admin.cursor() as cursor:
-            cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-                           " WHERE DB = 'shop'")
+            cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'shop'")
             assert cursor.fetchone()[0] == 1
         admin.close()
 
@@ -201,10 +226,8 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
         again.process.wait()
         pending.join()
         assert not mid[0].up
-        assert mid[0].value("actionscheduler_exporter_collector_success",
-                            collector="due") == 1
-        assert mid[0].value("actionscheduler_exporter_collector_success",
-                            collector="claims") == 0
+        assert mid[0].value("actionscheduler_exporter_collector_success", collector="due") == 1
+        assert mid[0].value("actionscheduler_exporter_collector_success", collector="claims") == 0
 
         final = start_private(workdir, port=port)
         (recovered,) = coordinator.scrape(5)
@@ -215,8 +238,8 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
 
 
 def test_a_slow_round_is_shared_by_concurrent_scrapes(
-        store: ActionSchedulerStore, mariadb: Server, database: str,
-        site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore, mariadb: Server, database: str, site: Callable[..., SiteConfig]
+) -> None:
     """While a round waits on a lock, every scrape that arrives joins it."""
 
     coordinator = Coordinator(ExporterConfig(sites=(site(query_timeout=3.0),)))
@@ -224,8 +247,9 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     with locker.cursor() as cursor:
         cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     results: list[list[SiteResult]] = []
-    threads = [threading.Thread(target=lambda: results.append(coordinator.scrape(10)))
-               for _ in range(20)]
+    threads = [
+        threading.Thread(target=lambda: results.append(coordinator.scrape(10))) for _ in range(20)
+    ]
     try:
         for thread in threads:
             thread.start()

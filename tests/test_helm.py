@@ -30,12 +30,20 @@ from tests.helm_chart import (
 VARIANTS = {
     "minimal": MINIMAL,
     "all-on": ALL_ON,
-    "podmonitor": merged(ALL_ON, **{"serviceMonitor.enabled": False,
-                                    "podMonitor.enabled": True}),
+    "podmonitor": merged(ALL_ON, **{"serviceMonitor.enabled": False, "podMonitor.enabled": True}),
     "cronjob-worker": merged(ALL_ON, **{"worker.kind": "CronJob", "keda.enabled": False}),
-    "mysql-trigger": merged(ALL_ON, **{"keda.trigger": "mysql", "keda.mysql": {
-        "host": "mariadb.shop", "username": "keda", "dbName": "wordpress",
-        "passwordSecret": {"name": "keda-db", "key": "password"}}}),
+    "mysql-trigger": merged(
+        ALL_ON,
+        **{
+            "keda.trigger": "mysql",
+            "keda.mysql": {
+                "host": "mariadb.shop",
+                "username": "keda",
+                "dbName": "wordpress",
+                "passwordSecret": {"name": "keda-db", "key": "password"},
+            },
+        },
+    ),
     "basic-auth": merged(ALL_ON, **{"keda.prometheus.authentication.mode": "basic"}),
     "tls-configmap": merged(ALL_ON, **{"databaseTLS": {"caConfigMap": "db-ca"}}),
 }
@@ -44,8 +52,9 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_lint_is_clean(variant: str) -> None:
     report = helm.lint(str(CHART), VARIANTS[variant], strict=True)
-    problems = [m for m in report["messages"] if m["severity"] >= 2
-                and m["error"] != "icon is recommended"]
+    problems = [
+        m for m in report["messages"] if m["severity"] >= 2 and m["error"] != "icon is recommended"
+    ]
     assert not problems and not report["errors"], report
 
 
@@ -63,17 +72,35 @@ def test_the_crd_check_catches_a_misspelt_field() -> None:
     scaled["spec"]["maxReplicas"] = 3
     with pytest.raises(Exception, match="maxReplicas"):
         validate(scaled)
-    assert crd_schema("keda.sh/v1alpha1", "ScaledObject")["properties"]["spec"][
-        "additionalProperties"] is False
+    assert (
+        crd_schema("keda.sh/v1alpha1", "ScaledObject")["properties"]["spec"]["additionalProperties"]
+        is False
+    )
 
 
 def test_all_on_renders_every_part() -> None:
     kinds = sorted(o["kind"] for o in render(ALL_ON))
-    assert kinds == sorted([
-        "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap",  # config, 2 dashboards, loop
-        "Deployment", "Deployment", "Service", "ServiceAccount", "ServiceMonitor",
-        "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "ScaledObject",
-        "TriggerAuthentication", "Pod", "Role", "RoleBinding"])
+    assert kinds == sorted(
+        [
+            "ConfigMap",
+            "ConfigMap",
+            "ConfigMap",
+            "ConfigMap",  # config, 2 dashboards, loop
+            "Deployment",
+            "Deployment",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor",
+            "PrometheusRule",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "ScaledObject",
+            "TriggerAuthentication",
+            "Pod",
+            "Role",
+            "RoleBinding",
+        ]
+    )
 
 
 def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
@@ -97,8 +124,10 @@ def test_templates_fail_with_a_clear_message() -> None:
         ({"config": {"sites": []}}, "config.sites is empty"),
         (merged(ALL_ON, **{"podMonitor.enabled": True}), "choose one"),
         (merged(ALL_ON, **{"keda.prometheus.serverAddress": ""}), "serverAddress is empty"),
-        (merged(ALL_ON, **{"keda.minReplicaCount": 5, "keda.maxReplicaCount": 2}),
-         "minReplicaCount is above"),
+        (
+            merged(ALL_ON, **{"keda.minReplicaCount": 5, "keda.maxReplicaCount": 2}),
+            "minReplicaCount is above",
+        ),
         (merged(ALL_ON, **{"worker.image.repository": ""}), "worker.image.repository"),
     ]:
         with pytest.raises(helm.HelmError, match=message):
@@ -111,8 +140,9 @@ def test_the_chart_copies_of_rules_and_dashboards_are_the_repository_files() -> 
     shipped = sorted(p.name for p in (CHART / "files" / "dashboards").glob("*.json"))
     assert shipped == sorted(p.name for p in (ROOT / "dashboards").glob("*.json"))
     for name in shipped:
-        assert (CHART / "files" / "dashboards" / name).read_bytes() == \
-            (ROOT / "dashboards" / name).read_bytes(), "run make chart-files"
+        assert (CHART / "files" / "dashboards" / name).read_bytes() == (
+            ROOT / "dashboards" / name
+        ).read_bytes(), "run make chart-files"
 
 
 def test_prometheus_rule_and_dashboards_carry_the_files() -> None:
@@ -158,20 +188,28 @@ def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> Non
 
 def test_exporter_pod_is_locked_down() -> None:
     # No API token unless the Kubernetes source is on (it is with the chart's worker).
-    without_source = find(render(merged(ALL_ON, **{"kubernetesSource.enabled": False})),
-                          "Deployment", "exporter")["spec"]["template"]["spec"]
+    without_source = find(
+        render(merged(ALL_ON, **{"kubernetesSource.enabled": False})), "Deployment", "exporter"
+    )["spec"]["template"]["spec"]
     assert without_source["automountServiceAccountToken"] is False
     assert not [o for o in render(MINIMAL) if o["kind"] in {"Role", "RoleBinding"}]
-    assert find(render(MINIMAL), "Deployment", "exporter")["spec"]["template"]["spec"][
-        "automountServiceAccountToken"] is False
+    assert (
+        find(render(MINIMAL), "Deployment", "exporter")["spec"]["template"]["spec"][
+            "automountServiceAccountToken"
+        ]
+        is False
+    )
     pod = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     container = pod["containers"][0]
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
 
@@ -211,11 +249,15 @@ def test_keda_prometheus_trigger() -> None:
     assert trigger["metadata"]["query"] == keda_query("shop")
     assert trigger["metadata"]["threshold"] == "50"
     assert trigger["metadata"]["ignoreNullValues"] == "false"
-    assert trigger["authenticationRef"]["name"] == find(objects, "TriggerAuthentication")[
-        "metadata"]["name"]
+    assert (
+        trigger["authenticationRef"]["name"]
+        == find(objects, "TriggerAuthentication")["metadata"]["name"]
+    )
     behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-    assert behavior["scaleDown"] == {"stabilizationWindowSeconds": 300, "policies": [
-        {"type": "Pods", "value": 1, "periodSeconds": 120}]}
+    assert behavior["scaleDown"] == {
+        "stabilizationWindowSeconds": 300,
+        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+    }
     assert scaled["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1}
 
 
@@ -227,7 +269,8 @@ def test_keda_mysql_trigger_is_the_alternative() -> None:
     assert "wp_actionscheduler_actions" in trigger["metadata"]["query"]
     auth = find(objects, "TriggerAuthentication")
     assert auth["spec"]["secretTargetRef"] == [
-        {"parameter": "password", "name": "keda-db", "key": "password"}]
+        {"parameter": "password", "name": "keda-db", "key": "password"}
+    ]
 
 
 def test_notes_and_helm_test_hook() -> None:
@@ -254,11 +297,23 @@ def test_checkov_finds_nothing_in_the_manifests_and_the_dockerfile(tmp_path: Pat
         path.write_text(yaml.safe_dump_all(render(VARIANTS[variant])))
         files += ["-f", str(path)]
     scan = subprocess.run(
-        [checkov(), *files, "-f", str(ROOT / "Dockerfile"),
-         "--config-file", str(ROOT / ".checkov.yaml"), "--compact", "--quiet",
-         "--skip-download",  # no network here, and none needed
-         "--output", "cli"],
-        capture_output=True, text=True, timeout=600)
+        [
+            checkov(),
+            *files,
+            "-f",
+            str(ROOT / "Dockerfile"),
+            "--config-file",
+            str(ROOT / ".checkov.yaml"),
+            "--compact",
+            "--quiet",
+            "--skip-download",  # no network here, and none needed
+            "--output",
+            "cli",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert scan.returncode == 0, scan.stdout[-4000:] + scan.stderr[-2000:]
     assert "Passed checks" in scan.stdout
 
@@ -281,8 +336,12 @@ def test_values_yaml_documents_every_key() -> None:
     free_form_below: int | None = None  # inside resources: or labels:, keys are data
     for index, line in enumerate(lines):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#") or stripped.startswith("-") \
-                or ":" not in stripped:
+        if (
+            not stripped
+            or stripped.startswith("#")
+            or stripped.startswith("-")
+            or ":" not in stripped
+        ):
             continue
         indent = len(line) - len(line.lstrip())
         if free_form_below is not None and indent > free_form_below:

@@ -20,34 +20,46 @@ StartExporter = Callable[..., RunningExporter]
 
 
 def samples(body: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    return {tuple(sorted(s.labels.items())): s.value
-            for family in parse_text(body) for s in family.samples if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in parse_text(body)
+        for s in family.samples
+        if s.name == name
+    }
 
 
-def test_metrics_in_text_and_openmetrics(store: ActionSchedulerStore,
-                                         exporter_http: StartExporter) -> None:
+def test_metrics_in_text_and_openmetrics(
+    store: ActionSchedulerStore, exporter_http: StartExporter
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
     running = exporter_http()
     status, content_type, body = running.get("/metrics")
     assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
     assert samples(body, "actionscheduler_up") == {(("site", "shop"),): 1.0}
-    assert samples(body, "actionscheduler_due_actions")[
-        (("claim", "unclaimed"), ("site", "shop"))] == 1.0
+    assert (
+        samples(body, "actionscheduler_due_actions")[(("claim", "unclaimed"), ("site", "shop"))]
+        == 1.0
+    )
 
     status, content_type, body = running.get(
-        "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"})
+        "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+    )
     assert status == 200 and content_type.startswith("application/openmetrics-text")
     assert body.endswith("# EOF\n")
     names = {family.name for family in text_string_to_metric_families(body)}  # type: ignore[no-untyped-call]
-    assert {"actionscheduler_up", "actionscheduler_exporter_errors",
-            "actionscheduler_exporter_build"} <= names
+    assert {
+        "actionscheduler_up",
+        "actionscheduler_exporter_errors",
+        "actionscheduler_exporter_build",
+    } <= names
 
 
-def test_healthz_and_landing_page_without_secrets(mariadb: Server, database: str,
-                                                  exporter_http: StartExporter,
-                                                  site: Callable[..., SiteConfig]) -> None:
-    running = exporter_http(site(name="shop", password="pa55-w0rd-xyz"),
-                            site(name="blog", table_prefix="auto"))
+def test_healthz_and_landing_page_without_secrets(
+    mariadb: Server, database: str, exporter_http: StartExporter, site: Callable[..., SiteConfig]
+) -> None:
+    running = exporter_http(
+        site(name="shop", password="pa55-w0rd-xyz"), site(name="blog", table_prefix="auto")
+    )
     assert running.get("/healthz")[:3:2] == (200, "ok\n")
     status, content_type, page = running.get("/")
     assert status == 200 and content_type.startswith("text/html")
@@ -57,8 +69,9 @@ def test_healthz_and_landing_page_without_secrets(mariadb: Server, database: str
     assert "pa55-w0rd-xyz" not in running.get("/metrics")[2]
 
 
-def test_bad_requests_get_clear_answers(store: ActionSchedulerStore,
-                                        exporter_http: StartExporter) -> None:
+def test_bad_requests_get_clear_answers(
+    store: ActionSchedulerStore, exporter_http: StartExporter
+) -> None:
     running = exporter_http()
     status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "soon"})
     assert status == 400
@@ -72,8 +85,12 @@ def test_bad_requests_get_clear_answers(store: ActionSchedulerStore,
 
 
 def test_scrapes_stay_consistent_under_concurrent_writes(
-        store: ActionSchedulerStore, mariadb: Server, database: str,
-        site: Callable[..., SiteConfig], exporter_http: StartExporter) -> None:
+    store: ActionSchedulerStore,
+    mariadb: Server,
+    database: str,
+    site: Callable[..., SiteConfig],
+    exporter_http: StartExporter,
+) -> None:
     # The totals are compared with the truth right after the writers stop: read them in
     # every scrape rather than in the background.
     running = exporter_http(site(heavy_interval=0))
@@ -117,8 +134,9 @@ def test_scrapes_stay_consistent_under_concurrent_writes(
         assert by_status[(("site", "shop"), ("status", name))] == count
 
 
-def test_concurrent_scrapes_share_one_round(store: ActionSchedulerStore, mariadb: Server,
-                                            exporter_http: StartExporter) -> None:
+def test_concurrent_scrapes_share_one_round(
+    store: ActionSchedulerStore, mariadb: Server, exporter_http: StartExporter
+) -> None:
     """50 scrapes at once run far fewer than 50 rounds of queries (server's own counter)."""
     for index in range(200):
         store.create("woocommerce_deliver_webhook_async", args=[index])

@@ -14,8 +14,9 @@ from tests.http_server import RunningExporter
 from tests.prometheus import Prometheus
 
 
-def keda_replicas(value: float, threshold: float, activation: float, minimum: int,
-                  maximum: int) -> int:
+def keda_replicas(
+    value: float, threshold: float, activation: float, minimum: int, maximum: int
+) -> int:
     """What KEDA and the HPA do with an AverageValue metric."""
     if value <= activation and minimum == 0:
         return 0
@@ -23,11 +24,19 @@ def keda_replicas(value: float, threshold: float, activation: float, minimum: in
 
 
 def test_scaled_object_query_drives_the_replicas(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
-        exporter_http: Callable[..., RunningExporter]) -> None:
-    values = merged(ALL_ON, **{"keda.prometheus.threshold": 40,
-                               "keda.prometheus.activationThreshold": 5,
-                               "keda.minReplicaCount": 0, "keda.maxReplicaCount": 4})
+    store: ActionSchedulerStore,
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+) -> None:
+    values = merged(
+        ALL_ON,
+        **{
+            "keda.prometheus.threshold": 40,
+            "keda.prometheus.activationThreshold": 5,
+            "keda.minReplicaCount": 0,
+            "keda.maxReplicaCount": 4,
+        },
+    )
     scaled = find(render(values), "ScaledObject")["spec"]
     (trigger,) = scaled["triggers"]
     query = trigger["metadata"]["query"]
@@ -40,16 +49,18 @@ def test_scaled_object_query_drives_the_replicas(
         # Future-scheduled work never counts.
         later = store.now().replace(year=store.now().year + 1)
         for index in range(500):
-            store.create("woocommerce_scheduled_subscription_payment", scheduled=later,
-                         args=[index])
+            store.create(
+                "woocommerce_scheduled_subscription_payment", scheduled=later, args=[index]
+            )
         observed = []
         for backlog, expected_replicas in ((3, 0), (100, 3), (1000, 4)):
             due = _due(store)
             for index in range(backlog - due):
                 store.create("woocommerce_deliver_webhook_async", args=[index])
             value = _wait_for_value(prometheus, query, backlog)
-            replicas = keda_replicas(value, threshold, activation,
-                                     scaled["minReplicaCount"], scaled["maxReplicaCount"])
+            replicas = keda_replicas(
+                value, threshold, activation, scaled["minReplicaCount"], scaled["maxReplicaCount"]
+            )
             observed.append((backlog, value, replicas))
             assert value == backlog
             assert replicas == expected_replicas, observed
@@ -59,8 +70,10 @@ def test_scaled_object_query_drives_the_replicas(
 
 def _due(store: ActionSchedulerStore) -> int:
     with store.connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending'"
-                       " AND scheduled_date_gmt <= UTC_TIMESTAMP()")
+        cursor.execute(
+            "SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending'"
+            " AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+        )
         return int(cursor.fetchone()[0])
 
 

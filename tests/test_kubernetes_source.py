@@ -27,39 +27,52 @@ from tests.helm_chart import ALL_ON, find, render
 
 
 def by_labels(result: SiteResult, metric: catalog.MetricDef) -> dict[tuple[str, ...], float]:
-    return {tuple(value for _, value in s.labels): s.value
-            for s in result.samples if s.metric is metric}
+    return {
+        tuple(value for _, value in s.labels): s.value for s in result.samples if s.metric is metric
+    }
 
 
 def test_workers_restarts_reasons_readiness_and_replicas(
-        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
-        site: Callable[..., SiteConfig]) -> None:
+    api: FakeKubernetes,
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+) -> None:
     (result,) = scrape(site(kubernetes=kubernetes_config(api)))
     assert result.up
     assert result.value("actionscheduler_kubernetes_up") == 1
     assert by_labels(result, catalog.WORKER_RESTARTS) == {
-        ("shop-worker-5d9f7c6b8-aaaaa",): 0, ("shop-worker-5d9f7c6b8-bbbbb",): 2,
-        ("shop-worker-5d9f7c6b8-ccccc",): 7}
+        ("shop-worker-5d9f7c6b8-aaaaa",): 0,
+        ("shop-worker-5d9f7c6b8-bbbbb",): 2,
+        ("shop-worker-5d9f7c6b8-ccccc",): 7,
+    }
     assert by_labels(result, catalog.WORKER_LAST_TERMINATION) == {
         ("shop-worker-5d9f7c6b8-bbbbb", "OOMKilled"): 1,
-        ("shop-worker-5d9f7c6b8-ccccc", "Error"): 1}
+        ("shop-worker-5d9f7c6b8-ccccc", "Error"): 1,
+    }
     assert by_labels(result, catalog.WORKER_PODS) == {("false",): 1, ("true",): 2}
     assert by_labels(result, catalog.WORKER_DEPLOYMENT_REPLICAS) == {
-        ("desired",): 3, ("updated",): 2, ("available",): 2}
+        ("desired",): 3,
+        ("updated",): 2,
+        ("available",): 2,
+    }
     assert by_labels(result, catalog.WORKER_AUTOSCALER_REPLICAS) == {
-        ("current",): 3, ("desired",): 4, ("maximum",): 4}
+        ("current",): 3,
+        ("desired",): 4,
+        ("maximum",): 4,
+    }
     (call,) = [c for c in api.calls if c.resource == "pods"]
     assert call.query == {"labelSelector": ["app.kubernetes.io/component=worker"]}
 
 
-def test_pods_that_are_gone_disappear(api: FakeKubernetes,
-                                      site: Callable[..., SiteConfig]) -> None:
+def test_pods_that_are_gone_disappear(api: FakeKubernetes, site: Callable[..., SiteConfig]) -> None:
     source = WorkerSource(kubernetes_config(api))
     first = {dict(s.labels)["pod"] for s in source.samples() if s.metric is catalog.WORKER_RESTARTS}
     api.pods = [pod("shop-worker-7f8e9d0c1-ddddd", restarts=1)]
     time.sleep(0.01)
-    second = {dict(s.labels)["pod"] for s in source.samples()
-              if s.metric is catalog.WORKER_RESTARTS}
+    second = {
+        dict(s.labels)["pod"] for s in source.samples() if s.metric is catalog.WORKER_RESTARTS
+    }
     assert len(first) == 3
     assert second == {"shop-worker-7f8e9d0c1-ddddd"}
 
@@ -68,13 +81,16 @@ def test_readings_are_cached(api: FakeKubernetes) -> None:
     source = WorkerSource(kubernetes_config(api, cache=60.0))
     for _ in range(5):
         source.samples()
-    assert [c.resource for c in api.calls] == ["pods", "deployments",
-                                               "horizontalpodautoscalers"]
+    assert [c.resource for c in api.calls] == ["pods", "deployments", "horizontalpodautoscalers"]
 
 
 def test_forbidden_names_the_missing_verb_and_resource_and_spares_the_database(
-        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
-        site: Callable[..., SiteConfig], caplog: pytest.LogCaptureFixture) -> None:
+    api: FakeKubernetes,
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     api.forbidden = {"pods"}
     store.create("woocommerce_deliver_webhook_async")
     (result,) = scrape(site(kubernetes=kubernetes_config(api)))
@@ -116,8 +132,11 @@ def test_a_rotated_token_is_read_again_after_401(api: FakeKubernetes, tmp_path: 
 
 
 def test_a_slow_api_is_waited_for_and_a_timeout_is_an_error(
-        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
-        site: Callable[..., SiteConfig]) -> None:
+    api: FakeKubernetes,
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+) -> None:
     api.delay = 0.3
     slow = WorkerSource(kubernetes_config(api, timeout=2.0))
     assert [s.value for s in slow.samples() if s.metric is catalog.KUBERNETES_UP] == [1.0]
@@ -131,8 +150,9 @@ def test_a_slow_api_is_waited_for_and_a_timeout_is_an_error(
     assert by_labels(result, catalog.KUBERNETES_ERRORS)[("timeout",)] == 1
 
 
-def test_in_cluster_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                api: FakeKubernetes) -> None:
+def test_in_cluster_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: FakeKubernetes
+) -> None:
     account = tmp_path / "serviceaccount"
     account.mkdir()
     (account / "token").write_text("token-1\n")
@@ -154,20 +174,29 @@ def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKube
     exporter_config = yaml.safe_load(config_map["data"]["exporter.yml"])
     shop = next(s for s in exporter_config["sites"] if s["name"] == "shop")
     settings = shop["kubernetes"]
-    source = WorkerSource(KubernetesConfig(
-        namespace="shop", selector=settings["selector"], container=settings["container"],
-        deployment=settings["deployment"],
-        horizontalpodautoscaler=settings["horizontalpodautoscaler"],
-        kubeconfig=str(api.kubeconfig())))
+    source = WorkerSource(
+        KubernetesConfig(
+            namespace="shop",
+            selector=settings["selector"],
+            container=settings["container"],
+            deployment=settings["deployment"],
+            horizontalpodautoscaler=settings["horizontalpodautoscaler"],
+            kubeconfig=str(api.kubeconfig()),
+        )
+    )
     api.deployment["metadata"]["name"] = settings["deployment"]
     source.samples()
     made = {(c.api_group, c.resource, c.verb, c.name) for c in api.calls}
 
     role = find(objects, "Role")
-    allowed = {(group, resource, verb, name)
-               for rule in role["rules"] for group in rule["apiGroups"]
-               for resource in rule["resources"] for verb in rule["verbs"]
-               for name in rule.get("resourceNames", [""])}
+    allowed = {
+        (group, resource, verb, name)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames", [""])
+    }
     assert allowed == made
     binding = find(objects, "RoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -177,14 +206,18 @@ def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKube
 
 
 def test_a_slow_api_never_holds_up_the_scrape(
-        api: FakeKubernetes, store: ActionSchedulerStore, scrape: Scrape,
-        site: Callable[..., SiteConfig]) -> None:
+    api: FakeKubernetes,
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+) -> None:
     """Three slow calls take longer than the whole scrape may: the database metrics come
     back in time, and the reading lands in a later scrape."""
     store.create("woocommerce_deliver_webhook_async")
     api.delay = 1.0
-    coordinator = Coordinator(ExporterConfig(sites=(
-        site(kubernetes=kubernetes_config(api, timeout=5.0, cache=60.0)),)))
+    coordinator = Coordinator(
+        ExporterConfig(sites=(site(kubernetes=kubernetes_config(api, timeout=5.0, cache=60.0)),))
+    )
     try:
         started = time.monotonic()
         (first,) = coordinator.scrape(1.5)

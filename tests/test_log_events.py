@@ -39,16 +39,20 @@ class Follower:
         """Sum of the metric's samples whose labels include `labels`."""
         assert self.last is not None
         return sum(
-            item.value for item in self.last.samples
-            if item.metric is metric and item.suffix in ("", "_count")
+            item.value
+            for item in self.last.samples
+            if item.metric is metric
+            and item.suffix in ("", "_count")
             and labels.items() <= dict(item.labels).items()
         )
 
     def buckets(self, metric: MetricDef, **labels: str) -> dict[str, float]:
         assert self.last is not None
         return {
-            dict(item.labels)["le"]: item.value for item in self.last.samples
-            if item.metric is metric and item.suffix == "_bucket"
+            dict(item.labels)["le"]: item.value
+            for item in self.last.samples
+            if item.metric is metric
+            and item.suffix == "_bucket"
             and labels.items() <= dict(item.labels).items()
         }
 
@@ -80,30 +84,33 @@ def test_all_events_and_failure_reasons(store: ActionSchedulerStore, follow: Fol
     for index in range(4):
         store.create("woocommerce_deliver_webhook_async", group="webhooks", args=[index])
         store.create("mailchimp_sync_order", group="mailchimp", args=[index])
-    store.run_batch(8, fail_mailchimp)                       # 4 complete, 4 exception
+    store.run_batch(8, fail_mailchimp)  # 4 complete, 4 exception
     renamed = store.create("renamed_hook")
     claim = store.stake_claim(1)
     store.start(renamed)
-    store.fail_without_callback(renamed, "renamed_hook")     # no_callback
+    store.fail_without_callback(renamed, "renamed_hook")  # no_callback
     store.release_claim(claim.claim_id)
     crashing = store.create("import_products", group="imports")
     claim = store.stake_claim(1)
     store.start(crashing)
-    store.fatal(crashing, claim.claim_id)                    # fatal
+    store.fatal(crashing, claim.claim_id)  # fatal
     with store.seconds_ago(900):
         store.create("woocommerce_deliver_webhook_async", group="webhooks")
         store.create("woocommerce_deliver_webhook_async", group="webhooks")
         store.kill_worker_mid_batch(batch_size=2, finished=0)  # one started, one claimed
-    assert store.cleaner_reset() == 1                        # reset
-    assert store.cleaner_mark_failed() == 1                  # timeout
+    assert store.cleaner_reset() == 1  # reset
+    assert store.cleaner_mark_failed() == 1  # timeout
     store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
 
     exporter.scrape()
     # every counter of a (hook, group) pair exists from the pair's first event on
     for reason in catalog.FAILURE_REASONS:
-        assert any(s.metric is catalog.FAILED and dict(s.labels)["reason"] == reason
-                   and dict(s.labels)["hook"] == "woocommerce_cancel_unpaid_orders"
-                   for s in exporter.last.samples)  # type: ignore[union-attr]
+        assert any(
+            s.metric is catalog.FAILED
+            and dict(s.labels)["reason"] == reason
+            and dict(s.labels)["hook"] == "woocommerce_cancel_unpaid_orders"
+            for s in exporter.last.samples
+        )  # type: ignore[union-attr]
     assert exporter.total(catalog.CREATED) == 4 + 4 + 1 + 1 + 2 + 1
     assert exporter.total(catalog.CREATED, group="webhooks") == 6
     assert exporter.total(catalog.STARTED) == 8 + 1 + 1 + 1
@@ -121,7 +128,8 @@ def test_all_events_and_failure_reasons(store: ActionSchedulerStore, follow: Fol
 
 
 def test_translated_messages_still_count_completions_and_failures(
-        store: ActionSchedulerStore, follow: Follow) -> None:
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
     """A German site: outcomes come from the action's status, reasons stay unknown."""
     exporter = follow()
     exporter.scrape()
@@ -130,16 +138,23 @@ def test_translated_messages_still_count_completions_and_failures(
     with store.connection.cursor() as cursor:
         cursor.execute("UPDATE wp_actionscheduler_logs SET message = 'Aktion erstellt'")
     for action_id, error in ((done, None), (broken, "Lieferant nicht erreichbar")):
-        store._execute("UPDATE wp_actionscheduler_actions SET status = 'in-progress',"
-                       " attempts = 1 WHERE action_id = %s", (action_id,))
+        store._execute(
+            "UPDATE wp_actionscheduler_actions SET status = 'in-progress',"
+            " attempts = 1 WHERE action_id = %s",
+            (action_id,),
+        )
         store.log(action_id, "Aktion gestartet über WP CLI")
         if error is None:
-            store._execute("UPDATE wp_actionscheduler_actions SET status = 'complete'"
-                           " WHERE action_id = %s", (action_id,))
+            store._execute(
+                "UPDATE wp_actionscheduler_actions SET status = 'complete' WHERE action_id = %s",
+                (action_id,),
+            )
             store.log(action_id, "Aktion abgeschlossen über WP CLI")
         else:
-            store._execute("UPDATE wp_actionscheduler_actions SET status = 'failed'"
-                           " WHERE action_id = %s", (action_id,))
+            store._execute(
+                "UPDATE wp_actionscheduler_actions SET status = 'failed' WHERE action_id = %s",
+                (action_id,),
+            )
             store.log(action_id, f"Aktion fehlgeschlagen über WP CLI: {error}")
     exporter.scrape()
     assert exporter.total(catalog.COMPLETED) == 1
@@ -155,14 +170,15 @@ def test_histograms_have_exact_buckets(store: ActionSchedulerStore, follow: Foll
     exporter.scrape()
     with store.frozen() as now:
         with store.seconds_ago(100):
-            late = store.create("wc_admin_import_orders", group="imports",
-                                scheduled=now - dt.timedelta(seconds=220))
+            late = store.create(
+                "wc_admin_import_orders", group="imports", scheduled=now - dt.timedelta(seconds=220)
+            )
             on_time = store.create("woocommerce_deliver_webhook_async", group="webhooks")
-            store.start(late)        # 120 s after its scheduled date
-            store.start(on_time)     # in the same second as scheduled: delay 0
+            store.start(late)  # 120 s after its scheduled date
+            store.start(on_time)  # in the same second as scheduled: delay 0
         with store.seconds_ago(60):
-            store.complete(late)     # ran 40 s
-        store.complete(on_time)      # ran 100 s
+            store.complete(late)  # ran 40 s
+        store.complete(on_time)  # ran 100 s
 
     exporter.scrape()
     delay = exporter.buckets(catalog.START_DELAY, group="imports")
@@ -172,13 +188,17 @@ def test_histograms_have_exact_buckets(store: ActionSchedulerStore, follow: Foll
     assert duration["30.0"] == 0 and duration["60.0"] == 1
     duration = exporter.buckets(catalog.RUN_DURATION, hook="woocommerce_deliver_webhook_async")
     assert duration["60.0"] == 0 and duration["120.0"] == 1
-    sums = {dict(s.labels)["hook"]: s.value for s in exporter.last.samples  # type: ignore[union-attr]
-            if s.metric is catalog.RUN_DURATION and s.suffix == "_sum"}
+    sums = {
+        dict(s.labels)["hook"]: s.value
+        for s in exporter.last.samples  # type: ignore[union-attr]
+        if s.metric is catalog.RUN_DURATION and s.suffix == "_sum"
+    }
     assert sums == {"wc_admin_import_orders": 40, "woocommerce_deliver_webhook_async": 100}
 
 
 def test_a_burst_larger_than_the_row_limit_is_absorbed_over_several_scrapes(
-        store: ActionSchedulerStore, follow: Follow) -> None:
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
     exporter = follow(log_rows_per_scrape=50)
     exporter.scrape()
     for index in range(60):
@@ -204,7 +224,8 @@ def test_a_burst_larger_than_the_row_limit_is_absorbed_over_several_scrapes(
 
 
 def test_restart_starts_from_the_newest_row_and_never_replays(
-        store: ActionSchedulerStore, follow: Follow) -> None:
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
     first = follow()
     first.scrape()
     for index in range(5):
@@ -231,7 +252,7 @@ def test_purge_and_truncation(store: ActionSchedulerStore, follow: Follow) -> No
             store.run_action(store.create("old_import", args=[index]))
     exporter.scrape()
     store.create("woocommerce_deliver_webhook_async")
-    assert store.purge() == 3          # deletes old actions and their (already read) logs
+    assert store.purge() == 3  # deletes old actions and their (already read) logs
     exporter.scrape()
     assert exporter.total(catalog.CREATED) == 1
     assert exporter.total(catalog.LOG_CURSOR_RESETS) == 0
@@ -248,16 +269,20 @@ def test_purge_and_truncation(store: ActionSchedulerStore, follow: Follow) -> No
 
 
 def test_ids_committed_out_of_order_are_counted_once(
-        store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str) -> None:
+    store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str
+) -> None:
     exporter = follow()
     exporter.scrape()
     action = store.create("woocommerce_deliver_webhook_async")
     slow = mariadb.connect(database)
     slow.autocommit(False)
     with slow.cursor() as cursor:  # takes the next log_id, commits later
-        cursor.execute("INSERT INTO wp_actionscheduler_logs (action_id, message, log_date_gmt,"
-                       " log_date_local) VALUES (%s, 'action started via WP CLI',"
-                       " UTC_TIMESTAMP(), UTC_TIMESTAMP())", (action,))
+        cursor.execute(
+            "INSERT INTO wp_actionscheduler_logs (action_id, message, log_date_gmt,"
+            " log_date_local) VALUES (%s, 'action started via WP CLI',"
+            " UTC_TIMESTAMP(), UTC_TIMESTAMP())",
+            (action,),
+        )
     store.create("woocommerce_deliver_webhook_async")  # a later id, committed first
     exporter.scrape()
     assert exporter.total(catalog.CREATED) == 2
@@ -271,8 +296,9 @@ def test_ids_committed_out_of_order_are_counted_once(
     assert exporter.total(catalog.LOG_ROWS_READ) == 3
 
 
-def test_a_gap_that_never_fills_is_given_up(store: ActionSchedulerStore, follow: Follow,
-                                            mariadb: Server, database: str) -> None:
+def test_a_gap_that_never_fills_is_given_up(
+    store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str
+) -> None:
     exporter = follow(log_gap_grace=0.2)
     exporter.scrape()
     rolled_back = mariadb.connect(database)
@@ -291,7 +317,8 @@ def test_a_gap_that_never_fills_is_given_up(store: ActionSchedulerStore, follow:
 
 
 def test_counts_are_exact_with_concurrent_writers(
-        store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str) -> None:
+    store: ActionSchedulerStore, follow: Follow, mariadb: Server, database: str
+) -> None:
     exporter = follow(log_rows_per_scrape=200)
     exporter.scrape()
     stop = threading.Event()
@@ -322,8 +349,7 @@ def test_counts_are_exact_with_concurrent_writers(
     with store.connection.cursor() as cursor:
         cursor.execute("SELECT COUNT(*) FROM wp_actionscheduler_logs")
         (rows,) = cursor.fetchone()
-        cursor.execute("SELECT COUNT(*), SUM(status = 'complete')"
-                       " FROM wp_actionscheduler_actions")
+        cursor.execute("SELECT COUNT(*), SUM(status = 'complete') FROM wp_actionscheduler_actions")
         created, completed = cursor.fetchone()
     assert len(written) == 3 and sum(written) > 0  # every writer ran to the end
     assert exporter.total(catalog.LOG_ROWS_READ) == rows

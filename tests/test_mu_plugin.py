@@ -26,8 +26,9 @@ def run_plugin(batches: str | None) -> str:
     env = {"PATH": os.environ["PATH"]}
     if batches is not None:
         env["AS_CONCURRENT_BATCHES"] = batches
-    done = subprocess.run([php, str(HARNESS), str(PLUGIN)], capture_output=True, text=True,
-                          env=env, timeout=30)
+    done = subprocess.run(
+        [php, str(HARNESS), str(PLUGIN)], capture_output=True, text=True, env=env, timeout=30
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -40,7 +41,6 @@ def test_php_lint() -> None:
 
 
 @pytest.mark.parametrize(("env", "expected"), [("4", 4), (None, 1), ("zero", 1), ("0", 1)])
-def test_the_plugin_sets_the_limit_and_stops_web_runners(env: str | None, expected: int
-                                                         ) -> None:
+def test_the_plugin_sets_the_limit_and_stops_web_runners(env: str | None, expected: int) -> None:
     result = json.loads(run_plugin(env))
     assert result == {"batches": expected, "async": False, "wp_cron": 0}

@@ -23,8 +23,7 @@ USER = "as_exporter_test"
 
 
 @pytest.fixture
-def select_only_user(mariadb: Server, database: str, store: ActionSchedulerStore
-                     ) -> Iterator[str]:
+def select_only_user(mariadb: Server, database: str, store: ActionSchedulerStore) -> Iterator[str]:
     """The exact GRANT statements the README gives, run against the test database."""
     grants = re.findall(r"^GRANT SELECT ON [^\n]+;$", README.read_text(), flags=re.MULTILINE)
     assert len(grants) == 4, grants
@@ -32,8 +31,11 @@ def select_only_user(mariadb: Server, database: str, store: ActionSchedulerStore
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY 'exporter-pw'")
         for grant in grants:
-            statement = (grant.rstrip(";").replace("wordpress.", f"{database}.")
-                         .replace("'exporter'@'%'", f"'{USER}'@'%'"))
+            statement = (
+                grant.rstrip(";")
+                .replace("wordpress.", f"{database}.")
+                .replace("'exporter'@'%'", f"'{USER}'@'%'")
+            )
             cursor.execute(statement)
     try:
         yield USER
@@ -43,24 +45,30 @@ def select_only_user(mariadb: Server, database: str, store: ActionSchedulerStore
         admin.close()
 
 
-def test_select_on_the_four_tables_is_enough(select_only_user: str, store: ActionSchedulerStore,
-                                            scrape: Scrape,
-                                            site: Callable[..., SiteConfig]) -> None:
+def test_select_on_the_four_tables_is_enough(
+    select_only_user: str,
+    store: ActionSchedulerStore,
+    scrape: Scrape,
+    site: Callable[..., SiteConfig],
+) -> None:
     killed_worker(store)
     (result,) = scrape(site(user=select_only_user, password="exporter-pw"))
     assert_matches(result, compute(store.connection))
-    (auto,) = scrape(site(user=select_only_user, password="exporter-pw", table_prefix="auto",
-                          name="net"))
+    (auto,) = scrape(
+        site(user=select_only_user, password="exporter-pw", table_prefix="auto", name="net")
+    )
     assert auto.site == "net:wp_" and auto.up
 
 
-def test_the_session_is_read_only_even_for_root(store: ActionSchedulerStore,
-                                                site: Callable[..., SiteConfig]) -> None:
+def test_the_session_is_read_only_even_for_root(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     session = Session(site())
     try:
         with pytest.raises(QueryError) as raised:
-            session.query("INSERT INTO wp_actionscheduler_claims (date_created_gmt)"
-                          " VALUES (UTC_TIMESTAMP())")
+            session.query(
+                "INSERT INTO wp_actionscheduler_claims (date_created_gmt) VALUES (UTC_TIMESTAMP())"
+            )
         assert "READ ONLY" in raised.value.message.upper()
         (row,) = session.query("SELECT COUNT(*) FROM wp_actionscheduler_claims")
         assert row[0] == 0
@@ -68,8 +76,9 @@ def test_the_session_is_read_only_even_for_root(store: ActionSchedulerStore,
         session.close()
 
 
-def test_action_arguments_never_reach_the_metrics(store: ActionSchedulerStore,
-                                                  scrape: Scrape) -> None:
+def test_action_arguments_never_reach_the_metrics(
+    store: ActionSchedulerStore, scrape: Scrape
+) -> None:
     secret_args = ["customer@example.com", "phone:+44-7700-900123"]
     store.create("woocommerce_send_email", args=secret_args)
     action = store.create("woocommerce_send_email", args=secret_args)

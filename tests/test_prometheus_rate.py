@@ -17,8 +17,11 @@ WINDOW = 15  # seconds of steady writing that the rate is computed over
 
 
 def test_rate_of_completions_matches_the_writer(
-        store: ActionSchedulerStore, mariadb: Server, database: str,
-        exporter_http: Callable[..., RunningExporter]) -> None:
+    store: ActionSchedulerStore,
+    mariadb: Server,
+    database: str,
+    exporter_http: Callable[..., RunningExporter],
+) -> None:
     running = exporter_http()
     prometheus = Prometheus([f"127.0.0.1:{running.port}"])
     stop = threading.Event()
@@ -50,7 +53,8 @@ def test_rate_of_completions_matches_the_writer(
         begin = end - WINDOW
         known = sum(1 for moment in completions if begin < moment <= end) / WINDOW
         result = prometheus.query(
-            f'sum(increase(actionscheduler_actions_completed_total[{WINDOW}s]))', at=end)
+            f"sum(increase(actionscheduler_actions_completed_total[{WINDOW}s]))", at=end
+        )
         measured = float(result[0]["value"][1]) / WINDOW
     finally:
         prometheus.stop()

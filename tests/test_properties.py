@@ -18,27 +18,73 @@ from exporter.config import ConfigError, load_file
 from exporter.scrape.exposition import render
 from exporter.scrape.result import SiteResult
 
-SITE_KEYS = ["name", "dsn", "host", "port", "user", "password", "password_file", "database",
-             "table_prefix", "tls", "labels", "concurrent_batches_limit", "query_timeout",
-             "timeout_period", "top_hooks", "top_groups", "alerts", "workers", "kubernetes",
-             "unix_socket", "log_rows_per_scrape", "log_gap_grace", "surprise"]
-scalars = (st.none() | st.booleans() | st.integers(-10, 10**6) | st.text(max_size=30)
-           | st.floats(allow_nan=False, allow_infinity=False))
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(st.text(max_size=10), inner, max_size=3), max_leaves=8)
+SITE_KEYS = [
+    "name",
+    "dsn",
+    "host",
+    "port",
+    "user",
+    "password",
+    "password_file",
+    "database",
+    "table_prefix",
+    "tls",
+    "labels",
+    "concurrent_batches_limit",
+    "query_timeout",
+    "timeout_period",
+    "top_hooks",
+    "top_groups",
+    "alerts",
+    "workers",
+    "kubernetes",
+    "unix_socket",
+    "log_rows_per_scrape",
+    "log_gap_grace",
+    "surprise",
+]
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-10, 10**6)
+    | st.text(max_size=30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
-@given(names=st.lists(st.text(max_size=191) | st.binary(max_size=191), min_size=1,
-                      max_size=5, unique_by=label_value))
+@given(
+    names=st.lists(
+        st.text(max_size=191) | st.binary(max_size=191),
+        min_size=1,
+        max_size=5,
+        unique_by=label_value,
+    )
+)
 @settings(max_examples=200, deadline=None)
 def test_any_hook_name_renders_as_valid_exposition(names: list[str | bytes]) -> None:
     labels = [label_value(name) for name in names]
-    result = SiteResult("shop", (), up=True, samples=[
-        sample(catalog.FAILED_BY_HOOK, index, hook=text) for index, text in enumerate(labels)])
+    result = SiteResult(
+        "shop",
+        (),
+        up=True,
+        samples=[
+            sample(catalog.FAILED_BY_HOOK, index, hook=text) for index, text in enumerate(labels)
+        ],
+    )
     body, _ = render([result], None)
-    parsed = {s.labels["hook"]: s.value
-              for family in text_string_to_metric_families(body.decode())
-              if family.name == catalog.FAILED_BY_HOOK.name for s in family.samples}
+    parsed = {
+        s.labels["hook"]: s.value
+        for family in text_string_to_metric_families(body.decode())
+        if family.name == catalog.FAILED_BY_HOOK.name
+        for s in family.samples
+    }
     assert parsed == {text: float(index) for index, text in enumerate(labels)}
 
 
@@ -50,15 +96,22 @@ def test_label_values_are_always_encodable(text: str) -> None:
     assert isinstance(label_value(raw).encode("utf-8"), bytes)
 
 
-@given(document=st.one_of(
-    values,
-    st.fixed_dictionaries({"sites": st.lists(st.dictionaries(st.sampled_from(SITE_KEYS),
-                                                             values, max_size=6),
-                                             max_size=3)},
-                          optional={"defaults": st.dictionaries(st.sampled_from(SITE_KEYS),
-                                                                values, max_size=4),
-                                    "listen_address": values}),
-))
+@given(
+    document=st.one_of(
+        values,
+        st.fixed_dictionaries(
+            {
+                "sites": st.lists(
+                    st.dictionaries(st.sampled_from(SITE_KEYS), values, max_size=6), max_size=3
+                )
+            },
+            optional={
+                "defaults": st.dictionaries(st.sampled_from(SITE_KEYS), values, max_size=4),
+                "listen_address": values,
+            },
+        ),
+    )
+)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_configuration_file_loads_or_names_its_problem(document: Any) -> None:
     with tempfile.TemporaryDirectory() as folder:

@@ -29,8 +29,9 @@ SMALL, LARGE = 10_000, 40_000
 
 def rows_per_statement(server: Server, database: str) -> list[dict[str, Any]]:
     with server.connect(database) as connection:
-        return hot_sql.explain(connection,
-                               hot_sql.hot_statements(hot_sql.store_site(server, database)))
+        return hot_sql.explain(
+            connection, hot_sql.hot_statements(hot_sql.store_site(server, database))
+        )
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,8 @@ def stores(mariadb: Server) -> Iterator[dict[int, str]]:
 
 
 def test_hot_statements_read_as_many_rows_at_four_times_the_table(
-        mariadb: Server, stores: dict[int, str]) -> None:
+    mariadb: Server, stores: dict[int, str]
+) -> None:
     small = rows_per_statement(mariadb, stores[SMALL])
     large = rows_per_statement(mariadb, stores[LARGE])
     assert [item["sql"] for item in small] == [item["sql"] for item in large]
@@ -57,20 +59,21 @@ def test_hot_statements_read_as_many_rows_at_four_times_the_table(
         assert rows <= 2 * (DUE + StoreProfile.batch_size) + 50, f"reads too much: {sql}"
 
 
-def test_no_hot_statement_scans_a_big_table(mariadb: Server,
-                                            stores: dict[int, str]) -> None:
+def test_no_hot_statement_scans_a_big_table(mariadb: Server, stores: dict[int, str]) -> None:
     big_tables = {f"{PREFIX}actionscheduler_actions", f"{PREFIX}actionscheduler_logs"}
     for explained in rows_per_statement(mariadb, stores[LARGE]):
         sql = explained["sql"]
         for plan in explained["plan"]:
             if plan["table"] in big_tables or plan["table"] in ("a", "l"):
-                assert plan["type"] in ("range", "ref", "eq_ref", "index_subquery",
-                                        "const"), f"{plan['type']} read of {plan['table']}: {sql}"
+                assert plan["type"] in ("range", "ref", "eq_ref", "index_subquery", "const"), (
+                    f"{plan['type']} read of {plan['table']}: {sql}"
+                )
                 assert plan["key"], f"no index used: {sql}"
 
 
 def test_heavy_statements_do_grow_with_the_table(
-        mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]) -> None:
+    mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]
+) -> None:
     """The counter-test: what the heavy tier reads is proportional to the store, which is
     why it is refreshed in the background instead of on every scrape."""
     heavy = [c for c in default_collectors() if c.tier is Tier.HEAVY]

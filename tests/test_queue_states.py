@@ -33,7 +33,8 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
         assert value(catalog.ACTIONS, status=status) == truth.statuses[status], status
     grouped = {
         (dict(s.labels)["status"], dict(s.labels)["group"]): s.value
-        for s in result.samples if s.metric is catalog.ACTIONS_BY_GROUP
+        for s in result.samples
+        if s.metric is catalog.ACTIONS_BY_GROUP
     }
     assert grouped == {key: count for key, count in truth.by_status_group.items() if count}
     assert value(catalog.DUE_ACTIONS, claim="unclaimed") == truth.due_unclaimed
@@ -43,26 +44,31 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
     assert value(catalog.OLDEST_DUE_AGE) == pytest.approx(truth.oldest_due_age, abs=AGE_SLACK)
     assert value(catalog.IN_PROGRESS) == truth.in_progress
     assert value(catalog.OLDEST_IN_PROGRESS_AGE) == pytest.approx(
-        truth.oldest_in_progress_age, abs=AGE_SLACK)
+        truth.oldest_in_progress_age, abs=AGE_SLACK
+    )
     assert value(catalog.ACTIVE_CLAIMS) == truth.active_claims
     assert value(catalog.CLAIM_ROWS) == truth.claim_rows
     assert value(catalog.OLDEST_CLAIM_AGE) == pytest.approx(truth.oldest_claim_age, abs=AGE_SLACK)
     assert value(catalog.ORPHANED_CLAIMS) == truth.orphaned_claims
     assert value(catalog.STALE_CLAIMED_PENDING) == truth.stale_claimed
-    failed = {dict(s.labels)["hook"]: s.value
-              for s in result.samples if s.metric is catalog.FAILED_BY_HOOK}
+    failed = {
+        dict(s.labels)["hook"]: s.value
+        for s in result.samples
+        if s.metric is catalog.FAILED_BY_HOOK
+    }
     assert failed == dict(truth.failed_by_hook)
     assert value(catalog.OLDEST_FINISHED_AGE) == pytest.approx(
-        truth.oldest_finished_age, abs=AGE_SLACK)
-    for collector in ("due", "in_progress", "claims", "status", "failures", "retention",
-                      "tables"):
+        truth.oldest_finished_age, abs=AGE_SLACK
+    )
+    for collector in ("due", "in_progress", "claims", "status", "failures", "retention", "tables"):
         assert value(catalog.COLLECTOR_SUCCESS, collector=collector) == 1.0, collector
 
 
 def healthy_flow(store: ActionSchedulerStore) -> None:
     for index in range(60):
-        store.create("woocommerce_deliver_webhook_async", group="woocommerce-webhooks",
-                     args=[index])
+        store.create(
+            "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+        )
     for index in range(20):
         store.create("woocommerce_scheduled_subscription_payment", group="wcs", args=[index])
     store.run_batch(25)
@@ -77,8 +83,9 @@ def backlog(store: ActionSchedulerStore) -> None:
     with store.seconds_ago(600):
         store.run_batch(10)
     for index in range(40):
-        store.create("woocommerce_deliver_webhook_async", group="woocommerce-webhooks",
-                     args=[index])
+        store.create(
+            "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+        )
     # A batch that is running right now: claimed rows that are not stale.
     claim = store.stake_claim(5)
     store.start(claim.action_ids[0])
@@ -88,8 +95,10 @@ def failing_hooks(store: ActionSchedulerStore) -> None:
     for index in range(30):
         store.create("wc_payment_gateway_sync", group="payments", args=[index])
         store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+
     def outcome(hook: str) -> str | None:
         return "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+
     store.run_batch(40, outcome)
     no_callback = store.create("renamed_hook_after_release")
     claim = store.stake_claim(50)
@@ -106,8 +115,9 @@ def killed_worker(store: ActionSchedulerStore) -> None:
     """A worker SIGKILLed 10 minutes ago, mid-batch; another died before claiming."""
     with store.seconds_ago(900):
         for index in range(30):
-            store.create("woocommerce_deliver_webhook_async", group="woocommerce-webhooks",
-                         args=[index])
+            store.create(
+                "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+            )
     with store.seconds_ago(600):
         store.kill_worker_mid_batch(batch_size=10, finished=4)
         # A claim row whose claiming UPDATE never ran, or whose actions the cleaner failed.
@@ -160,15 +170,17 @@ HISTORIES: dict[str, Callable[[ActionSchedulerStore], None]] = {
 
 
 @pytest.mark.parametrize("history", HISTORIES)
-def test_metrics_match_ground_truth(history: str, store: ActionSchedulerStore,
-                                    scrape: Scrape) -> None:
+def test_metrics_match_ground_truth(
+    history: str, store: ActionSchedulerStore, scrape: Scrape
+) -> None:
     HISTORIES[history](store)
     (result,) = scrape()
     assert_matches(result, compute(store.connection))
 
 
-def test_killed_worker_is_visible_before_the_cleaner_runs(store: ActionSchedulerStore,
-                                                          scrape: Scrape) -> None:
+def test_killed_worker_is_visible_before_the_cleaner_runs(
+    store: ActionSchedulerStore, scrape: Scrape
+) -> None:
     killed_worker(store)
     (result,) = scrape()
     assert result.value("actionscheduler_in_progress_actions") == 1
@@ -197,16 +209,19 @@ def test_a_fresh_claim_row_is_not_an_orphan(store: ActionSchedulerStore, scrape:
 
 
 def test_zero_dated_actions_get_their_age_from_the_creation_log(
-        store: ActionSchedulerStore, scrape: Scrape) -> None:
+    store: ActionSchedulerStore, scrape: Scrape
+) -> None:
     zero_dates(store)
     (result,) = scrape()
     assert result.value("actionscheduler_undated_pending_actions", date="zero") == 3
     assert result.value("actionscheduler_oldest_due_action_age_seconds") == pytest.approx(
-        7200, abs=AGE_SLACK)
+        7200, abs=AGE_SLACK
+    )
 
 
 def test_concurrent_batches_limit_is_reported_when_configured(
-        store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]) -> None:
+    store: ActionSchedulerStore, scrape: Scrape, site: Callable[..., object]
+) -> None:
     (result,) = scrape(site(concurrent_batches_limit=3))
     assert result.value("actionscheduler_concurrent_batches_limit") == 3
     (unset,) = scrape(site())
@@ -214,20 +229,28 @@ def test_concurrent_batches_limit_is_reported_when_configured(
 
 
 def test_two_sites_with_different_prefixes_in_one_database(
-        store_factory: Callable[[str], ActionSchedulerStore], scrape: Scrape,
-        site: Callable[..., object]) -> None:
+    store_factory: Callable[[str], ActionSchedulerStore],
+    scrape: Scrape,
+    site: Callable[..., object],
+) -> None:
     main, second = store_factory("wp_"), store_factory("wp_2_")
     healthy_flow(main)
     failing_hooks(second)
-    results = {r.site: r for r in scrape(site(name="main", table_prefix="wp_"),
-                                         site(name="blog2", table_prefix="wp_2_"))}
+    results = {
+        r.site: r
+        for r in scrape(
+            site(name="main", table_prefix="wp_"), site(name="blog2", table_prefix="wp_2_")
+        )
+    }
     assert_matches(results["main"], compute(main.connection, "wp_"))
     assert_matches(results["blog2"], compute(second.connection, "wp_2_"))
 
 
 def test_auto_prefix_finds_every_site_of_a_network(
-        store_factory: Callable[[str], ActionSchedulerStore], scrape: Scrape,
-        site: Callable[..., object]) -> None:
+    store_factory: Callable[[str], ActionSchedulerStore],
+    scrape: Scrape,
+    site: Callable[..., object],
+) -> None:
     stores = {prefix: store_factory(prefix) for prefix in ("wp_", "wp_2_", "wp_17_")}
     backlog(stores["wp_2_"])
     results = {r.site: r for r in scrape(site(name="network", table_prefix="auto"))}

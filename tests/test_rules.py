@@ -21,8 +21,21 @@ RUNBOOKS = ROOT / "docs" / "runbooks"
 METRICS_DOC = ROOT / "docs" / "metrics.md"
 # Alerts about the exporter as a whole: no site, and no value worth printing.
 WITHOUT_SITE = {"ActionSchedulerExporterDown", "ActionSchedulerMetricsAbsent"}
-_KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
-             "group_right", "offset", "bool", "inf", "nan"}
+_KEYWORDS = {
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "inf",
+    "nan",
+}
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -33,8 +46,12 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def rules() -> list[dict[str, Any]]:
-    return [rule for path in RULES for group in yaml.safe_load(path.read_text())["groups"]
-            for rule in group["rules"]]
+    return [
+        rule
+        for path in RULES
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+    ]
 
 
 def alerts() -> list[dict[str, Any]]:
@@ -61,11 +78,11 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
                 (fired if case.get("exp_alerts") else quiet).add(case["alertname"])
                 for expected in case.get("exp_alerts", []):
                     assert {"summary", "description", "runbook_url"} <= set(
-                        expected.get("exp_annotations", {})), case["alertname"]
+                        expected.get("exp_annotations", {})
+                    ), case["alertname"]
             # A near miss is also an input series that the expected alerts leave out.
             named = {case["alertname"] for case in alert_tests}
-            if len(test["input_series"]) > sum(len(c.get("exp_alerts", [])) for c in
-                                               alert_tests):
+            if len(test["input_series"]) > sum(len(c.get("exp_alerts", [])) for c in alert_tests):
                 quiet |= named
     names = {rule["alert"] for rule in alerts()}
     assert fired == names
@@ -74,15 +91,16 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
 
 def referenced_names(expression: str) -> set[str]:
     """Metric and recording-rule names a PromQL expression selects."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expression)            # strings
-    text = re.sub(r"\{[^}]*\}", "", text)                            # label matchers
-    text = re.sub(r"\[[^\]]*\]", "", text)                           # ranges
-    text = re.sub(r"\boffset\s+[0-9a-z]+", "", text)                  # offsets
-    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "",
-                  text)                                             # label lists
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expression)  # strings
+    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
+    text = re.sub(r"\[[^\]]*\]", "", text)  # ranges
+    text = re.sub(r"\boffset\s+[0-9a-z]+", "", text)  # offsets
+    text = re.sub(
+        r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text
+    )  # label lists
     names = set()
     for match in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
-        rest = text[match.end():].lstrip()
+        rest = text[match.end() :].lstrip()
         word = match.group(0)
         if rest.startswith("(") or word.lower() in _KEYWORDS:
             continue
@@ -116,7 +134,8 @@ def test_every_rule_uses_only_series_that_exist() -> None:
 def test_the_name_finder_finds_names() -> None:
     assert referenced_names(
         'sum without (hook) (rate(a_total{x="y"}[5m])) > on (site) group_left () b'
-        ' unless c:d:e offset 5m') == {"a_total", "b", "c:d:e"}
+        " unless c:d:e offset 5m"
+    ) == {"a_total", "b", "c:d:e"}
 
 
 def test_recording_rules_follow_the_naming_convention() -> None:
@@ -148,16 +167,19 @@ def test_every_alert_is_annotated_and_has_a_runbook() -> None:
 
 def test_render_shortens_every_duration_and_keeps_the_rest(tmp_path: Path) -> None:
     assert seconds("1h30m") == 5400
-    assert scale_expression("rate(x[15m]) - (y offset 30m)", 1 / 60) == \
-        "rate(x[15s]) - (y offset 30s)"
+    assert (
+        scale_expression("rate(x[15m]) - (y offset 30m)", 1 / 60) == "rate(x[15s]) - (y offset 30s)"
+    )
     document = yaml.safe_load(RULES[0].read_text())
     rendered = render(document, 1 / 60, "https://wiki.example/runbooks/")
     path = tmp_path / "scaled.rules.yml"
     path.write_text(yaml.safe_dump(rendered))
     assert promtool("check", "rules", str(path)).returncode == 0
-    scaled_alerts = [rule for group in rendered["groups"] for rule in group["rules"]
-                     if "alert" in rule]
-    assert {rule.get("for", "0s") for rule in scaled_alerts} <= {"0s", "1s", "5s", "10s",
-                                                                 "15s"}
-    assert all(rule["annotations"]["runbook_url"].startswith("https://wiki.example/runbooks/")
-               for rule in scaled_alerts)
+    scaled_alerts = [
+        rule for group in rendered["groups"] for rule in group["rules"] if "alert" in rule
+    ]
+    assert {rule.get("for", "0s") for rule in scaled_alerts} <= {"0s", "1s", "5s", "10s", "15s"}
+    assert all(
+        rule["annotations"]["runbook_url"].startswith("https://wiki.example/runbooks/")
+        for rule in scaled_alerts
+    )

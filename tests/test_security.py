@@ -42,8 +42,11 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 def web_config(tmp_path: Path, certificates: Certificates, client_auth: bool = False) -> Path:
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
     hashed = "$2y$" + hashed[4:]  # the form htpasswd writes
-    client = (f"  client_auth_type: RequireAndVerifyClientCert\n"
-              f"  client_ca_file: {certificates.ca}\n") if client_auth else ""
+    client = (
+        (f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certificates.ca}\n")
+        if client_auth
+        else ""
+    )
     path = tmp_path / "web.yml"
     path.write_text(
         "tls_server_config:\n"
@@ -53,13 +56,15 @@ def web_config(tmp_path: Path, certificates: Certificates, client_auth: bool = F
         "basic_auth_users:\n"
         f"  prometheus: '{hashed}'\n"
         "http_server_config:\n"
-        "  headers: {X-Content-Type-Options: nosniff}\n")
+        "  headers: {X-Content-Type-Options: nosniff}\n"
+    )
     return path
 
 
 @pytest.fixture
-def serve(mariadb: Server, database: str, store: ActionSchedulerStore
-          ) -> Iterator[Callable[..., tuple[subprocess.Popen[str], int]]]:
+def serve(
+    mariadb: Server, database: str, store: ActionSchedulerStore
+) -> Iterator[Callable[..., tuple[subprocess.Popen[str], int]]]:
     started: list[subprocess.Popen[str]] = []
 
     def run(*args: str) -> tuple[subprocess.Popen[str], int]:
@@ -67,9 +72,14 @@ def serve(mariadb: Server, database: str, store: ActionSchedulerStore
         auth = mariadb.user + (f":{mariadb.password}" if mariadb.password else "")
         process = subprocess.Popen(
             [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}", *args],
-            env={**os.environ, "AS_EXPORTER_DSN":
-                 f"mysql://{auth}@{mariadb.host}:{mariadb.port}/{database}"},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env={
+                **os.environ,
+                "AS_EXPORTER_DSN": f"mysql://{auth}@{mariadb.host}:{mariadb.port}/{database}",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         started.append(process)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -87,23 +97,29 @@ def serve(mariadb: Server, database: str, store: ActionSchedulerStore
             process.communicate(timeout=10)
 
 
-def get(url: str, context: ssl.SSLContext | None, user: str | None = None,
-        password: str | None = None) -> tuple[int, dict[str, str], str]:
+def get(
+    url: str, context: ssl.SSLContext | None, user: str | None = None, password: str | None = None
+) -> tuple[int, dict[str, str], str]:
     request = urllib.request.Request(url)
     if user is not None:
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return (response.status, {k.lower(): v for k, v in response.headers.items()},
-                    response.read().decode())
+            return (
+                response.status,
+                {k.lower(): v for k, v in response.headers.items()},
+                response.read().decode(),
+            )
     except urllib.error.HTTPError as error:
-        return (error.code, {k.lower(): v for k, v in error.headers.items()},
-                error.read().decode())
+        return (error.code, {k.lower(): v for k, v in error.headers.items()}, error.read().decode())
 
 
-def test_tls_and_basic_auth(tmp_path: Path, certificates: Certificates,
-                            serve: Callable[..., tuple[subprocess.Popen[str], int]]) -> None:
+def test_tls_and_basic_auth(
+    tmp_path: Path,
+    certificates: Certificates,
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
     _, port = serve("--web.config.file", str(web_config(tmp_path, certificates)))
     trusted = ssl.create_default_context(cafile=str(certificates.ca))
     url = f"https://127.0.0.1:{port}"
@@ -124,10 +140,12 @@ def test_tls_and_basic_auth(tmp_path: Path, certificates: Certificates,
         get(f"http://127.0.0.1:{port}/metrics", None)
 
 
-def test_client_certificates(tmp_path: Path, certificates: Certificates,
-                             serve: Callable[..., tuple[subprocess.Popen[str], int]]) -> None:
-    _, port = serve("--web.config.file",
-                    str(web_config(tmp_path, certificates, client_auth=True)))
+def test_client_certificates(
+    tmp_path: Path,
+    certificates: Certificates,
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    _, port = serve("--web.config.file", str(web_config(tmp_path, certificates, client_auth=True)))
     url = f"https://127.0.0.1:{port}/metrics"
     without = ssl.create_default_context(cafile=str(certificates.ca))
     with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
@@ -137,28 +155,39 @@ def test_client_certificates(tmp_path: Path, certificates: Certificates,
     assert get(url, with_cert, "prometheus", PASSWORD)[0] == 200
 
 
-@pytest.mark.parametrize(("text", "key", "problem"), [
-    ("tls_server_config: {cert_file: x.crt}", "tls_server_config.key_file", "is missing"),
-    ("basic_auth_users: {p: plaintext}", "basic_auth_users.p", "bcrypt hash"),
-    ("tls_server_config: {cert_file: /nonexistent.crt, key_file: /nonexistent.key}",
-     "tls_server_config.cert_file", "does not exist"),
-    ("basic_auth: {}", "basic_auth", "not a known key"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("tls_server_config: {cert_file: x.crt}", "tls_server_config.key_file", "is missing"),
+        ("basic_auth_users: {p: plaintext}", "basic_auth_users.p", "bcrypt hash"),
+        (
+            "tls_server_config: {cert_file: /nonexistent.crt, key_file: /nonexistent.key}",
+            "tls_server_config.cert_file",
+            "does not exist",
+        ),
+        ("basic_auth: {}", "basic_auth", "not a known key"),
+    ],
+)
 def test_invalid_web_config(tmp_path: Path, text: str, key: str, problem: str) -> None:
     path = tmp_path / "web.yml"
     path.write_text(text)
     with pytest.raises(ConfigError) as raised:
         load_web_config(str(path))
     assert raised.value.key == key and problem in raised.value.problem
-    done = subprocess.run([sys.executable, "-m", "exporter", "--web.config.file", str(path)],
-                          capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "AS_EXPORTER_DSN": "mysql://h/d"})
+    done = subprocess.run(
+        [sys.executable, "-m", "exporter", "--web.config.file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "AS_EXPORTER_DSN": "mysql://h/d"},
+    )
     assert done.returncode == 2
     assert f"{path}: {key}" in done.stderr
 
 
 def test_sigterm_stops_the_server_within_a_second(
-        serve: Callable[..., tuple[subprocess.Popen[str], int]]) -> None:
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
     process, port = serve()
     assert get(f"http://127.0.0.1:{port}/metrics", None)[0] == 200
     sent = time.monotonic()
@@ -170,26 +199,41 @@ def test_sigterm_stops_the_server_within_a_second(
 @pytest.fixture(scope="module")
 def tls_mariadb(certificates: Certificates) -> Iterator[Server]:
     """A MariaDB of the test's own that takes TLS connections only."""
+
     def start(folder: Path) -> Server:
-        return start_private(folder, extra_arguments=[
-            f"--ssl-ca={certificates.ca}", f"--ssl-cert={certificates.server_cert}",
-            f"--ssl-key={certificates.server_key}", "--require-secure-transport=ON"],
-            connect_options={"ssl": {"ca": str(certificates.ca)}})
+        return start_private(
+            folder,
+            extra_arguments=[
+                f"--ssl-ca={certificates.ca}",
+                f"--ssl-cert={certificates.server_cert}",
+                f"--ssl-key={certificates.server_key}",
+                "--require-secure-transport=ON",
+            ],
+            connect_options={"ssl": {"ca": str(certificates.ca)}},
+        )
 
     with temporary(start) as server:
         connection = server.connect(ssl={"ca": str(certificates.ca)})
         with connection.cursor() as cursor:
             cursor.execute("CREATE DATABASE shop")
-        ActionSchedulerStore(server.connect("shop", ssl={"ca": str(certificates.ca)})
-                             ).create_tables()
+        ActionSchedulerStore(
+            server.connect("shop", ssl={"ca": str(certificates.ca)})
+        ).create_tables()
         yield server
 
 
-def test_database_tls_with_verification(tls_mariadb: Server, certificates: Certificates,
-                                        scrape: Scrape, tmp_path: Path) -> None:
+def test_database_tls_with_verification(
+    tls_mariadb: Server, certificates: Certificates, scrape: Scrape, tmp_path: Path
+) -> None:
     def shop(tls: TLSConfig | None = None) -> SiteConfig:
-        return SiteConfig(name="shop", host="127.0.0.1", port=tls_mariadb.port,
-                          database="shop", query_timeout=3.0, tls=tls or TLSConfig())
+        return SiteConfig(
+            name="shop",
+            host="127.0.0.1",
+            port=tls_mariadb.port,
+            database="shop",
+            query_timeout=3.0,
+            tls=tls or TLSConfig(),
+        )
 
     (verified,) = scrape(shop(TLSConfig(ca_file=str(certificates.ca))))
     assert verified.up, verified.problems
@@ -205,8 +249,13 @@ def test_database_tls_with_verification(tls_mariadb: Server, certificates: Certi
 
 
 def test_a_user_that_can_write_is_reported(
-        scrape: Scrape, store: ActionSchedulerStore, site: Callable[..., SiteConfig],
-        mariadb: Server, database: str, caplog: pytest.LogCaptureFixture) -> None:
+    scrape: Scrape,
+    store: ActionSchedulerStore,
+    site: Callable[..., SiteConfig],
+    mariadb: Server,
+    database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING):
         (as_root,) = scrape(site())
     assert as_root.value("actionscheduler_exporter_database_user_can_write") == 1
@@ -216,8 +265,9 @@ def test_a_user_that_can_write_is_reported(
     with admin.cursor() as cursor:
         cursor.execute("CREATE USER 'as_reader'@'%' IDENTIFIED BY 'reader-pw'")
         for table in ("actions", "claims", "groups", "logs"):
-            cursor.execute(f"GRANT SELECT ON {database}.wp_actionscheduler_{table}"
-                           " TO 'as_reader'@'%'")
+            cursor.execute(
+                f"GRANT SELECT ON {database}.wp_actionscheduler_{table} TO 'as_reader'@'%'"
+            )
     try:
         (reader,) = scrape(site(user="as_reader", password="reader-pw"))
         assert reader.up
@@ -231,10 +281,16 @@ def test_a_user_that_can_write_is_reported(
 def test_grant_parsing() -> None:
     assert can_write(["GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost`"], "shop")
     assert can_write(["GRANT SELECT, INSERT ON `shop`.* TO `e`@`%`"], "shop")
-    assert can_write(["GRANT UPDATE (status) ON `shop`.`wp_actionscheduler_actions` TO `e`@`%`"],
-                     "shop")
+    assert can_write(
+        ["GRANT UPDATE (status) ON `shop`.`wp_actionscheduler_actions` TO `e`@`%`"], "shop"
+    )
     assert can_write(["GRANT DELETE ON `sh\\_%`.* TO `e`@`%`"], "sh_op")
-    assert not can_write(["GRANT USAGE ON *.* TO `e`@`%`",
-                          "GRANT SELECT ON `shop`.`wp_actionscheduler_actions` TO `e`@`%`",
-                          "GRANT INSERT ON `other`.* TO `e`@`%`"], "shop")
+    assert not can_write(
+        [
+            "GRANT USAGE ON *.* TO `e`@`%`",
+            "GRANT SELECT ON `shop`.`wp_actionscheduler_actions` TO `e`@`%`",
+            "GRANT INSERT ON `other`.* TO `e`@`%`",
+        ],
+        "shop",
+    )
     assert not can_write(["GRANT `reporting` TO `e`@`%`"], "shop")

@@ -40,8 +40,8 @@ def rss_kib(pid: int) -> int:
 
 @pytest.mark.slow
 def test_memory_stays_flat_and_connections_constant(
-        store: ActionSchedulerStore, mariadb: Server, database: str,
-        connect: Callable[[], object]) -> None:
+    store: ActionSchedulerStore, mariadb: Server, database: str, connect: Callable[[], object]
+) -> None:
     admin = mariadb.connect()
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY 'soak-pw'")
@@ -49,17 +49,30 @@ def test_memory_stays_flat_and_connections_constant(
 
     def exporter_connections() -> int:
         with admin.cursor() as cursor:
-            cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s",
-                           (USER,))
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (USER,)
+            )
             return int(cursor.fetchone()[0])
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}",
-         "--log-level", "warning"],
-        env={**os.environ, "AS_EXPORTER_DSN":
-             f"mysql://{USER}:soak-pw@{mariadb.host}:{mariadb.port}/{database}"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "exporter",
+            "--listen-address",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        env={
+            **os.environ,
+            "AS_EXPORTER_DSN": f"mysql://{USER}:soak-pw@{mariadb.host}:{mariadb.port}/{database}",
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     stop = threading.Event()
 
     def move_queue() -> None:
@@ -112,9 +125,11 @@ def test_memory_stays_flat_and_connections_constant(
         with admin.cursor() as cursor:
             cursor.execute(f"DROP USER '{USER}'@'%'")
         admin.close()
-    print(f"soak: {SCRAPES} scrapes in {elapsed:.1f}s ({SCRAPES / elapsed:.0f}/s), "
-          f"RSS {warm_rss} KiB after warm-up, {end_rss} KiB at the end "
-          f"({(end_rss - warm_rss) / 1024:+.2f} MiB), connections {warm_connections} -> "
-          f"{end_connections}")
+    print(
+        f"soak: {SCRAPES} scrapes in {elapsed:.1f}s ({SCRAPES / elapsed:.0f}/s), "
+        f"RSS {warm_rss} KiB after warm-up, {end_rss} KiB at the end "
+        f"({(end_rss - warm_rss) / 1024:+.2f} MiB), connections {warm_connections} -> "
+        f"{end_connections}"
+    )
     assert end_rss - warm_rss < 5 * 1024
     assert warm_connections == end_connections == 1

@@ -48,17 +48,21 @@ def coordinator_for(site: SiteConfig, *extra: Collector) -> Coordinator:
 
 def sleeping_queries(connection: pymysql.connections.Connection[Any]) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-                       " WHERE INFO LIKE 'SELECT SLEEP%%'")
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP%%'"
+        )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
 
 
 def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_interval(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     for index in range(3):
-        store.run_action(store.create("woocommerce_deliver_webhook_async", args=[index]),
-                         outcome=lambda hook: "Supplier API unreachable")
+        store.run_action(
+            store.create("woocommerce_deliver_webhook_async", args=[index]),
+            outcome=lambda hook: "Supplier API unreachable",
+        )
     coordinator = coordinator_for(site(heavy_interval=2.0))
     try:
         (first,) = coordinator.scrape()
@@ -66,17 +70,27 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
         assert first.value("actionscheduler_actions", status="failed") == 3
         assert first.value(AGE, collector="status") is not None
 
-        store.run_action(store.create("woocommerce_deliver_webhook_async", args=[9]),
-                         outcome=lambda hook: "Supplier API unreachable")
+        store.run_action(
+            store.create("woocommerce_deliver_webhook_async", args=[9]),
+            outcome=lambda hook: "Supplier API unreachable",
+        )
         (between,) = coordinator.scrape()
         assert between.value("actionscheduler_actions", status="failed") == 3
         # The hot tier saw the new action's log rows at once.
-        assert between.value("actionscheduler_actions_failed", group="", reason="exception",
-                             hook="woocommerce_deliver_webhook_async") == 1
+        assert (
+            between.value(
+                "actionscheduler_actions_failed",
+                group="",
+                reason="exception",
+                hook="woocommerce_deliver_webhook_async",
+            )
+            == 1
+        )
 
         def refreshed() -> bool:
             (result,) = coordinator.scrape()
             return result.value("actionscheduler_actions", status="failed") == 4
+
         assert wait_until(refreshed, 20)
         (after,) = coordinator.scrape()
         assert (after.value(AGE, collector="status") or 0) < 2.0 + 1.0
@@ -86,8 +100,10 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
 
 
 def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig],
-        connect: Callable[[], pymysql.connections.Connection[Any]]) -> None:
+    store: ActionSchedulerStore,
+    site: Callable[..., SiteConfig],
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
     slow = SleepingCollector(seconds=3.0)
     coordinator = coordinator_for(site(heavy_interval=0.2, heavy_query_timeout=30.0), slow)
@@ -110,15 +126,17 @@ def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
         assert answered >= 2 and max(seen_running) == 1
 
         # Once done, its value is served; the next refresh starts only after the interval.
-        assert wait_until(lambda: coordinator.scrape()[0].value(FOLDED, label="sleeping")
-                          is not None, 20)
+        assert wait_until(
+            lambda: coordinator.scrape()[0].value(FOLDED, label="sleeping") is not None, 20
+        )
         assert max(sleeping_queries(observer) for _ in range(10)) <= 1
     finally:
         coordinator.close()
 
 
 def test_a_failing_refresh_keeps_the_last_values_and_says_so(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
     sleeper = SleepingCollector(seconds=0.0)
     coordinator = coordinator_for(site(heavy_interval=0.2, heavy_query_timeout=1.0), sleeper)
@@ -129,22 +147,27 @@ def test_a_failing_refresh_keeps_the_last_values_and_says_so(
 
         def failed_once() -> bool:
             (result,) = coordinator.scrape()
-            return result.value("actionscheduler_exporter_collector_success",
-                                collector="sleeping") == 0
+            return (
+                result.value("actionscheduler_exporter_collector_success", collector="sleeping")
+                == 0
+            )
+
         assert wait_until(failed_once, 30)
         (result,) = coordinator.scrape()
         assert result.up
         assert result.value(FOLDED, label="sleeping") == 1  # the last good value
         assert result.value("actionscheduler_exporter_collector_success", collector="status") == 1
         assert (result.value(AGE, collector="sleeping") or 0) > (
-            result.value(AGE, collector="status") or 0)
+            result.value(AGE, collector="status") or 0
+        )
         assert (result.value("actionscheduler_exporter_errors", kind="timeout") or 0) >= 1
     finally:
         coordinator.close()
 
 
 def test_heavy_interval_zero_reads_the_heavy_tier_inside_every_scrape(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     coordinator = coordinator_for(site(heavy_interval=0))
     try:
         (before,) = coordinator.scrape()
@@ -158,7 +181,8 @@ def test_heavy_interval_zero_reads_the_heavy_tier_inside_every_scrape(
 
 
 def test_a_down_site_serves_no_stale_heavy_values(
-        store: ActionSchedulerStore, site: Callable[..., SiteConfig]) -> None:
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
     store.create("woocommerce_deliver_webhook_async")
     coordinator = coordinator_for(site(heavy_interval=60.0))
     try:

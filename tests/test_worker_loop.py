@@ -41,10 +41,19 @@ def run_loop(tmp_path: Path, mode: str, **env: str) -> tuple[subprocess.Popen[st
     log.touch()
     process = subprocess.Popen(
         ["/bin/sh", str(LOOP)],
-        env={"PATH": os.environ["PATH"], "WP_CLI": str(wp), "STAND_IN_MODE": mode,
-             "STAND_IN_LOG": str(log), "AS_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
-             "TMPDIR": str(tmp_path), **env},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env={
+            "PATH": os.environ["PATH"],
+            "WP_CLI": str(wp),
+            "STAND_IN_MODE": mode,
+            "STAND_IN_LOG": str(log),
+            "AS_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
+            "TMPDIR": str(tmp_path),
+            **env,
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return process, log
 
 
@@ -66,8 +75,9 @@ def test_shellcheck_and_sh_n() -> None:
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGQUIT])
-def test_a_stop_signal_lets_the_running_batch_finish(tmp_path: Path,
-                                                     stop_signal: signal.Signals) -> None:
+def test_a_stop_signal_lets_the_running_batch_finish(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
     process, log = run_loop(tmp_path, "work", BATCH_SECONDS="2")
     wait_for_line(log, "start")
     time.sleep(0.5)  # in the middle of the batch
@@ -87,8 +97,9 @@ def test_it_sleeps_when_nothing_is_due(tmp_path: Path) -> None:
     wait_for_line(log, "start", count=3)
     process.send_signal(signal.SIGTERM)
     process.communicate(timeout=10)
-    starts = [float(line.split()[1]) for line in log.read_text().splitlines()
-              if line.startswith("start")]
+    starts = [
+        float(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("start")
+    ]
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert all(gap >= 0.9 for gap in gaps), gaps
     assert (tmp_path / "heartbeat").exists()
@@ -124,12 +135,12 @@ def test_it_exits_non_zero_after_repeated_failures(tmp_path: Path) -> None:
 
 def test_cronjob_form_stops_after_its_batches_or_when_idle(tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
-    busy, busy_log = run_loop(tmp_path / "busy", "work", BATCH_SECONDS="0.1",
-                              AS_MAX_BATCHES="3")
+    busy, busy_log = run_loop(tmp_path / "busy", "work", BATCH_SECONDS="0.1", AS_MAX_BATCHES="3")
     busy.communicate(timeout=20)
     assert busy.returncode == 0
-    assert len([line for line in busy_log.read_text().splitlines()
-                if line.startswith("start")]) == 3
+    assert (
+        len([line for line in busy_log.read_text().splitlines() if line.startswith("start")]) == 3
+    )
     (tmp_path / "idle").mkdir()
     idle, idle_log = run_loop(tmp_path / "idle", "idle", AS_MAX_BATCHES="3")
     output, _ = idle.communicate(timeout=20)

@@ -52,8 +52,10 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
     with connection.cursor() as cursor:
         cursor.execute("SELECT UTC_TIMESTAMP()")
         now = cursor.fetchone()[0]
-        cursor.execute(f"SELECT action_id, hook, status, scheduled_date_gmt, group_id,"
-                       f" last_attempt_gmt, claim_id FROM {prefix}actionscheduler_actions")
+        cursor.execute(
+            f"SELECT action_id, hook, status, scheduled_date_gmt, group_id,"
+            f" last_attempt_gmt, claim_id FROM {prefix}actionscheduler_actions"
+        )
         actions = cursor.fetchall()
         cursor.execute(f"SELECT claim_id, date_created_gmt FROM {prefix}actionscheduler_claims")
         claims = cursor.fetchall()
@@ -65,8 +67,9 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
             if _valid(date) and (action_id not in first_log or date < first_log[action_id]):
                 first_log[action_id] = date
 
-    statuses: Counter[str] = Counter(dict.fromkeys(
-        ("pending", "in-progress", "complete", "failed", "canceled"), 0))
+    statuses: Counter[str] = Counter(
+        dict.fromkeys(("pending", "in-progress", "complete", "failed", "canceled"), 0)
+    )
     by_status_group: Counter[tuple[str, str]] = Counter()
     failed_by_hook: Counter[str] = Counter()
     due_unclaimed = due_claimed = zero_dated = null_dated = in_progress = stale = 0
@@ -110,8 +113,11 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
             due_dates.append(date)
 
     claim_dates = [date for _, date in claims if _valid(date)]
-    orphaned = sum(1 for claim_id, date in claims
-                   if claim_id not in open_claims and _valid(date) and now - date > TIMEOUT)
+    orphaned = sum(
+        1
+        for claim_id, date in claims
+        if claim_id not in open_claims and _valid(date) and now - date > TIMEOUT
+    )
     return Truth(
         statuses=statuses,
         by_status_group=by_status_group,

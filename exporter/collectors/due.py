@@ -27,8 +27,15 @@ class DueCollector(Collector):
     metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
 
     def collect(self, context: SiteContext) -> Iterator[Sample]:
-        (unclaimed, unclaimed_zero, unclaimed_age, claimed, claimed_zero, claimed_age,
-         null_dated) = context.one(*self._statement(context.tables.actions))
+        (
+            unclaimed,
+            unclaimed_zero,
+            unclaimed_age,
+            claimed,
+            claimed_zero,
+            claimed_age,
+            null_dated,
+        ) = context.one(*self._statement(context.tables.actions))
         oldest = max(seconds(unclaimed_age), seconds(claimed_age))
         zero_dated = int(unclaimed_zero) + int(claimed_zero)
         if zero_dated:
@@ -64,7 +71,8 @@ class DueCollector(Collector):
         # NULL-dated pending actions are never claimed: counted apart.
         subqueries.append(
             f"SELECT COUNT(*) FROM {actions} WHERE status = 'pending'"
-            " AND scheduled_date_gmt IS NULL")
+            " AND scheduled_date_gmt IS NULL"
+        )
         return "SELECT " + ", ".join(f"({query})" for query in subqueries), tuple(args)
 
     @staticmethod

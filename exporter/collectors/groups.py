@@ -25,7 +25,7 @@ def group_slugs(context: SiteContext, group_ids: Iterable[int]) -> dict[int, str
 
 def chunks(values: list[int]) -> Iterator[list[int]]:
     for index in range(0, len(values), LOOKUP_CHUNK):
-        yield values[index:index + LOOKUP_CHUNK]
+        yield values[index : index + LOOKUP_CHUNK]
 
 
 def placeholders(values: Sequence[object]) -> str:

@@ -54,8 +54,12 @@ _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "key_file": values.text,
 }
 # DSN parameters that configure TLS, in the spelling MySQL clients use.
-_DSN_TLS_PARAMS = {"ssl_ca": "ca_file", "ssl_verify": "verify", "ssl_cert": "cert_file",
-                   "ssl_key": "key_file"}
+_DSN_TLS_PARAMS = {
+    "ssl_ca": "ca_file",
+    "ssl_verify": "verify",
+    "ssl_cert": "cert_file",
+    "ssl_key": "key_file",
+}
 _ALERT_KEYS: dict[str, Callable[[Any], Any]] = {
     "oldest_due_warning": values.duration,
     "oldest_due_critical": values.duration,
@@ -80,8 +84,18 @@ _KUBERNETES_KEYS: dict[str, Callable[[Any], Any]] = {
     "timeout": values.duration,
     "kubeconfig": values.text,
 }
-_SITE_KEYS = {*_SCALARS, "name", "dsn", "password", "password_file", "tls", "labels",
-              "alerts", "workers", "kubernetes"}
+_SITE_KEYS = {
+    *_SCALARS,
+    "name",
+    "dsn",
+    "password",
+    "password_file",
+    "tls",
+    "labels",
+    "alerts",
+    "workers",
+    "kubernetes",
+}
 _TOP_KEYS = {"sites", "defaults", "listen_address"}
 
 
@@ -113,8 +127,9 @@ def load_file(path: str) -> ExporterConfig:
 
     config = ExporterConfig(sites=sites, source=source)
     if "listen_address" in document:
-        host, port = _checked(source, "listen_address", values.listen_address,
-                              document["listen_address"])
+        host, port = _checked(
+            source, "listen_address", values.listen_address, document["listen_address"]
+        )
         config = ExporterConfig(sites=sites, listen_host=host, listen_port=port, source=source)
     return config
 
@@ -123,9 +138,12 @@ def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig
     env = os.environ if environ is None else environ
     dsn = env.get(ENV_DSN)
     if not dsn:
-        raise ConfigError("environment", ENV_DSN,
-                          "is not set; give a DSN such as mysql://user@host:3306/db "
-                          "or a configuration file with --config")
+        raise ConfigError(
+            "environment",
+            ENV_DSN,
+            "is not set; give a DSN such as mysql://user@host:3306/db "
+            "or a configuration file with --config",
+        )
     raw: dict[str, Any] = {"dsn": dsn}
     if env.get(ENV_SITE):
         raw["name"] = env[ENV_SITE]
@@ -135,8 +153,9 @@ def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig
     return ExporterConfig(sites=(site,), source="environment")
 
 
-def _site(source: str, key: str, raw: dict[str, Any],
-          defaults: dict[str, Any] | None = None) -> SiteConfig:
+def _site(
+    source: str, key: str, raw: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> SiteConfig:
     """Precedence, lowest first: `defaults:`, the site's DSN, the site's own keys."""
     _reject_unknown(source, key, raw, _SITE_KEYS)
     fields: dict[str, Any] = {}
@@ -156,15 +175,25 @@ def _site(source: str, key: str, raw: dict[str, Any],
     _check_tls_files(source, f"{key}.tls", tls)
     fields["tls"] = TLSConfig(**tls)
 
-    fields["alerts"] = AlertThresholds(**_section(source, f"{key}.alerts",
-                                                  raw.get("alerts", {}), _ALERT_KEYS))
+    fields["alerts"] = AlertThresholds(
+        **_section(source, f"{key}.alerts", raw.get("alerts", {}), _ALERT_KEYS)
+    )
     if "workers" in raw:
-        fields["workers"] = WorkersConfig(**_section(
-            source, f"{key}.workers", raw["workers"], _WORKER_KEYS, ("namespace", "deployment")))
+        fields["workers"] = WorkersConfig(
+            **_section(
+                source, f"{key}.workers", raw["workers"], _WORKER_KEYS, ("namespace", "deployment")
+            )
+        )
     if "kubernetes" in raw:
-        fields["kubernetes"] = KubernetesConfig(**_section(
-            source, f"{key}.kubernetes", raw["kubernetes"], _KUBERNETES_KEYS,
-            ("namespace", "selector")))
+        fields["kubernetes"] = KubernetesConfig(
+            **_section(
+                source,
+                f"{key}.kubernetes",
+                raw["kubernetes"],
+                _KUBERNETES_KEYS,
+                ("namespace", "selector"),
+            )
+        )
     fields["password"] = _password(source, key, raw, fields.pop("password", ""))
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
 
@@ -184,19 +213,28 @@ def _merge_defaults(defaults: dict[str, Any], raw: dict[str, Any]) -> dict[str, 
     return merged
 
 
-def _section(source: str, key: str, raw: object, checks: dict[str, Callable[[Any], Any]],
-             required: tuple[str, ...] = ()) -> dict[str, Any]:
+def _section(
+    source: str,
+    key: str,
+    raw: object,
+    checks: dict[str, Callable[[Any], Any]],
+    required: tuple[str, ...] = (),
+) -> dict[str, Any]:
     section = _mapping(source, key, raw)
     _reject_unknown(source, key, section, set(checks))
     for name in required:
         if name not in section:
             raise ConfigError(source, f"{key}.{name}", "is missing")
-    return {name: _checked(source, f"{key}.{name}", check, section[name])
-            for name, check in checks.items() if name in section}
+    return {
+        name: _checked(source, f"{key}.{name}", check, section[name])
+        for name, check in checks.items()
+        if name in section
+    }
 
 
-def _scalars_and_tls(source: str, key: str, raw: dict[str, Any], fields: dict[str, Any],
-                     tls: dict[str, Any]) -> None:
+def _scalars_and_tls(
+    source: str, key: str, raw: dict[str, Any], fields: dict[str, Any], tls: dict[str, Any]
+) -> None:
     for name, check in _SCALARS.items():
         if name in raw:
             fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
@@ -251,8 +289,9 @@ def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
         try:
             return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
         except OSError as error:
-            raise ConfigError(source, f"{key}.password_file",
-                              f"cannot read {path}: {error.strerror}") from error
+            raise ConfigError(
+                source, f"{key}.password_file", f"cannot read {path}: {error.strerror}"
+            ) from error
     return from_dsn
 
 
@@ -293,8 +332,9 @@ def _reject_unknown(source: str, key: str, raw: dict[str, Any], known: set[str])
     for name in raw:
         if name not in known:
             where = f"{key}.{name}" if key else str(name)
-            raise ConfigError(source, where,
-                              f"is not a known key (known: {', '.join(sorted(known))})")
+            raise ConfigError(
+                source, where, f"is not a known key (known: {', '.join(sorted(known))})"
+            )
 
 
 def _checked(source: str, key: str, check: Callable[[Any], Any], value: object) -> Any:

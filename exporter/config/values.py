@@ -57,8 +57,10 @@ def duration(value: object) -> float:
 def duration_or_zero(value: object) -> float:
     """A duration where zero ("0", "0s") is allowed: it turns something off."""
     zero = (isinstance(value, int | float) and not isinstance(value, bool) and value == 0) or (
-        isinstance(value, str) and (match := _DURATION.match(value)) is not None
-        and float(match.group(1)) == 0)
+        isinstance(value, str)
+        and (match := _DURATION.match(value)) is not None
+        and float(match.group(1)) == 0
+    )
     return 0.0 if zero else duration(value)
 
 

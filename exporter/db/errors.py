@@ -21,8 +21,9 @@ class QueryError(Exception):
         self.connection_lost = connection_lost
 
 
-def classify(error: pymysql.err.MySQLError, password: str, *, connecting: bool = False
-             ) -> QueryError:
+def classify(
+    error: pymysql.err.MySQLError, password: str, *, connecting: bool = False
+) -> QueryError:
     code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
     message = redact(_describe(error), password)
     if connecting:

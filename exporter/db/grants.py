@@ -9,8 +9,21 @@ from __future__ import annotations
 import re
 
 _GRANT = re.compile(r"^GRANT (?P<privileges>.+?) ON (?P<target>\S+) TO ", re.IGNORECASE)
-_WRITES = {"ALL", "ALL PRIVILEGES", "INSERT", "UPDATE", "DELETE", "CREATE", "DROP", "ALTER",
-           "INDEX", "TRIGGER", "DELETE HISTORY", "CREATE VIEW", "REFERENCES"}
+_WRITES = {
+    "ALL",
+    "ALL PRIVILEGES",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "TRIGGER",
+    "DELETE HISTORY",
+    "CREATE VIEW",
+    "REFERENCES",
+}
 
 
 def can_write(grants: list[str], database: str) -> bool:
@@ -19,8 +32,10 @@ def can_write(grants: list[str], database: str) -> bool:
         match = _GRANT.match(grant)
         if not match:
             continue  # roles and proxies
-        privileges = {re.sub(r"\s*\(.*?\)", "", p).strip().upper()
-                      for p in match.group("privileges").split(",")}
+        privileges = {
+            re.sub(r"\s*\(.*?\)", "", p).strip().upper()
+            for p in match.group("privileges").split(",")
+        }
         if privileges & _WRITES and _covers(match.group("target"), database):
             return True
     return False

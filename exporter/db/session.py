@@ -87,11 +87,15 @@ class Session:
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._connection = connection
         if self.can_write:
-            log.warning("the database user may write site=%s user=%s: grant it SELECT on the "
-                        "four Action Scheduler tables only (README, 'The database user')",
-                        site.name, site.user)
-        log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint,
-                  self.server_version)
+            log.warning(
+                "the database user may write site=%s user=%s: grant it SELECT on the "
+                "four Action Scheduler tables only (README, 'The database user')",
+                site.name,
+                site.user,
+            )
+        log.debug(
+            "connected site=%s endpoint=%s server=%s", site.name, site.endpoint, self.server_version
+        )
         return connection
 
     def _drop(self) -> None:

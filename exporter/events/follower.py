@@ -89,14 +89,23 @@ class StickyFold:
 class LogFollower(Collector):
     name = "log_events"
     metrics = (
-        catalog.CREATED, catalog.STARTED, catalog.COMPLETED, catalog.FAILED,
-        catalog.CANCELED, catalog.RESET, catalog.START_DELAY, catalog.RUN_DURATION,
-        catalog.LOG_ROWS_READ, catalog.LOG_ROWS_UNCLASSIFIED, catalog.LOG_CURSOR_LAG,
+        catalog.CREATED,
+        catalog.STARTED,
+        catalog.COMPLETED,
+        catalog.FAILED,
+        catalog.CANCELED,
+        catalog.RESET,
+        catalog.START_DELAY,
+        catalog.RUN_DURATION,
+        catalog.LOG_ROWS_READ,
+        catalog.LOG_ROWS_UNCLASSIFIED,
+        catalog.LOG_CURSOR_LAG,
         catalog.LOG_CURSOR_RESETS,
     )
 
-    def __init__(self, rows_per_scrape: int, top_hooks: int, top_groups: int,
-                 gap_grace_seconds: float = 30.0) -> None:
+    def __init__(
+        self, rows_per_scrape: int, top_hooks: int, top_groups: int, gap_grace_seconds: float = 30.0
+    ) -> None:
         self.rows_per_scrape = rows_per_scrape
         self._gap_grace = gap_grace_seconds
         self._cursor: LogCursor | None = None
@@ -150,14 +159,16 @@ class LogFollower(Collector):
             return tally
         events = [(row, classify(row.message)) for row in rows]
         actions = _lookup_actions(context, {row.action_id for row in rows})
-        needs_history = {row.action_id for row, event in events
-                         if event is None or event.kind in _TIMED_ENDS}
+        needs_history = {
+            row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
+        }
         history = _History(context, needs_history)
 
         for row, recognised in events:
             action = actions.get(row.action_id)
-            event = recognised or infer(action.status if action else None,
-                                        is_latest_row=history.is_latest(row))
+            event = recognised or infer(
+                action.status if action else None, is_latest_row=history.is_latest(row)
+            )
             if event is None:
                 tally.unclassified += 1
                 continue
@@ -175,8 +186,15 @@ class LogFollower(Collector):
         return tally
 
     @staticmethod
-    def _observe_timing(tally: _Tally, row: _Row, event: Event, action: _Action | None,
-                        hook: str, group: str, history: _History) -> None:
+    def _observe_timing(
+        tally: _Tally,
+        row: _Row,
+        event: Event,
+        action: _Action | None,
+        hook: str,
+        group: str,
+        history: _History,
+    ) -> None:
         if row.date is None:
             return
         if event.kind is Kind.STARTED and action and action.scheduled:
@@ -199,8 +217,9 @@ class LogFollower(Collector):
                 self._counters.setdefault((metric, pair), 0)
 
     def _samples(self, lag: int) -> Iterator[Sample]:
-        for (metric, labels), count in sorted(self._counters.items(),
-                                              key=lambda item: (item[0][0].name, item[0][1])):
+        for (metric, labels), count in sorted(
+            self._counters.items(), key=lambda item: (item[0][0].name, item[0][1])
+        ):
             yield Sample(metric, count, labels)
         yield from self._start_delay.samples()
         yield from self._run_duration.samples()
@@ -234,8 +253,12 @@ def _lookup_actions(context: SiteContext, action_ids: Iterable[int]) -> dict[int
             found[int(row[0])] = row
     slugs = group_slugs(context, (int(row[2] or 0) for row in found.values()))
     return {
-        action_id: _Action(label_value(hook), slugs.get(int(group_id or 0), ""),
-                           label_value(status), _date(scheduled))
+        action_id: _Action(
+            label_value(hook),
+            slugs.get(int(group_id or 0), ""),
+            label_value(status),
+            _date(scheduled),
+        )
         for action_id, (_, hook, group_id, status, scheduled) in found.items()
     }
 
@@ -259,11 +282,11 @@ class _History:
 
     def previous_date(self, row: _Row) -> dt.datetime | None:
         """The date of the action's log row just before this one (its start, for an end)."""
-        earlier = [date for log_id, date in self._rows.get(row.action_id, [])
-                   if log_id < row.log_id]
+        earlier = [
+            date for log_id, date in self._rows.get(row.action_id, []) if log_id < row.log_id
+        ]
         return earlier[-1] if earlier else None
 
 
 def _date(value: Any) -> dt.datetime | None:
     return value if isinstance(value, dt.datetime) and value >= _FLOOR else None
-

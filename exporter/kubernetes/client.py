@@ -53,12 +53,17 @@ def in_cluster(service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
     host = os.environ.get("KUBERNETES_SERVICE_HOST")
     port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
     if not host:
-        raise KubernetesError("config", "not running in a cluster (KUBERNETES_SERVICE_HOST "
-                                        "is not set): give a kubeconfig")
+        raise KubernetesError(
+            "config",
+            "not running in a cluster (KUBERNETES_SERVICE_HOST is not set): give a kubeconfig",
+        )
     token_file = service_account_dir / "token"
     if not token_file.is_file():
-        raise KubernetesError("config", f"no service-account token at {token_file}: the pod "
-                                        "must mount its token (automountServiceAccountToken)")
+        raise KubernetesError(
+            "config",
+            f"no service-account token at {token_file}: the pod "
+            "must mount its token (automountServiceAccountToken)",
+        )
     context = ssl.create_default_context(cafile=str(service_account_dir / "ca.crt"))
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
     return Credentials(server, context, token_file=token_file)
@@ -75,25 +80,33 @@ def from_kubeconfig(path: Path) -> Credentials:
         cluster = _named(config["clusters"], context["cluster"])["cluster"]
         user = _named(config.get("users", []), context["user"])["user"]
     except (KeyError, TypeError, LookupError) as error:
-        raise KubernetesError("config", f"kubeconfig {path}: no usable current context "
-                                        f"({error})") from error
+        raise KubernetesError(
+            "config", f"kubeconfig {path}: no usable current context ({error})"
+        ) from error
     if "exec" in user or "auth-provider" in user:
-        raise KubernetesError("config", f"kubeconfig {path}: exec and auth-provider "
-                                        "credentials are not supported; use a token or a "
-                                        "client certificate")
+        raise KubernetesError(
+            "config",
+            f"kubeconfig {path}: exec and auth-provider "
+            "credentials are not supported; use a token or a "
+            "client certificate",
+        )
     ssl_context = ssl.create_default_context()
     if cluster.get("insecure-skip-tls-verify"):
         ssl_context.check_hostname = False
         ssl_context.verify_mode = ssl.CERT_NONE
     elif "certificate-authority-data" in cluster:
         ssl_context.load_verify_locations(
-            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
     elif "certificate-authority" in cluster:
         ssl_context.load_verify_locations(cafile=cluster["certificate-authority"])
     _load_client_certificate(ssl_context, user)
-    return Credentials(str(cluster["server"]).rstrip("/"), ssl_context,
-                       token=user.get("token"),
-                       token_file=Path(user["tokenFile"]) if "tokenFile" in user else None)
+    return Credentials(
+        str(cluster["server"]).rstrip("/"),
+        ssl_context,
+        token=user.get("token"),
+        token_file=Path(user["tokenFile"]) if "tokenFile" in user else None,
+    )
 
 
 class KubernetesClient:
@@ -114,17 +127,23 @@ class KubernetesClient:
             try:
                 document: dict[str, Any] = json.loads(body)
             except json.JSONDecodeError as error:
-                raise KubernetesError("http", f"{verb} {resource}: the API answered with "
-                                              "something that is not JSON") from error
+                raise KubernetesError(
+                    "http", f"{verb} {resource}: the API answered with something that is not JSON"
+                ) from error
             return document
         message = _status_message(body)
         if status == 401:
-            raise KubernetesError("unauthorized", f"{verb} {resource}: the API rejected the "
-                                                  f"exporter's credentials ({message})")
+            raise KubernetesError(
+                "unauthorized",
+                f"{verb} {resource}: the API rejected the exporter's credentials ({message})",
+            )
         if status == 403:
-            raise KubernetesError("forbidden", f"{verb} {resource}: forbidden; the exporter's "
-                                               f"service account needs RBAC verb {verb} on "
-                                               f"{resource} in its Role ({message})")
+            raise KubernetesError(
+                "forbidden",
+                f"{verb} {resource}: forbidden; the exporter's "
+                f"service account needs RBAC verb {verb} on "
+                f"{resource} in its Role ({message})",
+            )
         if status == 404:
             raise KubernetesError("not_found", f"{verb} {resource}: not found ({message})")
         raise KubernetesError("http", f"{verb} {resource}: HTTP {status} ({message})")
@@ -134,15 +153,17 @@ class KubernetesClient:
         token = self.credentials.bearer(reload=reload_token)
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
-                                                 context=self.credentials.ssl_context)
+        connection = http.client.HTTPSConnection(
+            self._host, self._port, timeout=self.timeout, context=self.credentials.ssl_context
+        )
         try:
             connection.request("GET", url, headers=headers)
             response = connection.getresponse()
             return response.status, response.read()
         except TimeoutError as error:
-            raise KubernetesError("timeout", f"GET {url}: no answer within "
-                                             f"{self.timeout:g}s") from error
+            raise KubernetesError(
+                "timeout", f"GET {url}: no answer within {self.timeout:g}s"
+            ) from error
         except (OSError, http.client.HTTPException) as error:
             raise KubernetesError("connect", f"GET {url}: {error}") from error
         finally:

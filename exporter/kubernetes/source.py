@@ -39,8 +39,9 @@ class _Reading:
 
 
 class WorkerSource:
-    def __init__(self, config: KubernetesConfig,
-                 credentials: Callable[[], Credentials] | None = None) -> None:
+    def __init__(
+        self, config: KubernetesConfig, credentials: Callable[[], Credentials] | None = None
+    ) -> None:
         self.config = config
         self._credentials = credentials or self._default_credentials
         self._client: KubernetesClient | None = None
@@ -55,16 +56,19 @@ class WorkerSource:
         with self._lock:
             due = time.monotonic() - self._reading.taken_at >= self.config.cache
             if due and (self._refresh is None or not self._refresh.is_alive()):
-                self._refresh = threading.Thread(target=self._update, daemon=True,
-                                                 name="kubernetes-source")
+                self._refresh = threading.Thread(
+                    target=self._update, daemon=True, name="kubernetes-source"
+                )
                 self._refresh.start()
             refresh = self._refresh
         if due and refresh is not None:
             refresh.join(wait)
         with self._lock:
             reading = self._reading
-            errors = [sample(catalog.KUBERNETES_ERRORS, self._errors[kind], kind=kind)
-                      for kind in catalog.KUBERNETES_ERROR_KINDS]
+            errors = [
+                sample(catalog.KUBERNETES_ERRORS, self._errors[kind], kind=kind)
+                for kind in catalog.KUBERNETES_ERROR_KINDS
+            ]
         return [
             *reading.samples,
             sample(catalog.KUBERNETES_UP, reading.ok),
@@ -107,8 +111,12 @@ class WorkerSource:
 
     def _pod_samples(self, client: KubernetesClient) -> list[Sample]:
         namespace = self.config.namespace
-        pods = client.get(f"/api/v1/namespaces/{namespace}/pods", "pods", "list",
-                          labelSelector=self.config.selector)
+        pods = client.get(
+            f"/api/v1/namespaces/{namespace}/pods",
+            "pods",
+            "list",
+            labelSelector=self.config.selector,
+        )
         found: list[Sample] = []
         ready: Counter[str] = Counter({"true": 0, "false": 0})
         for pod in pods.get("items") or []:
@@ -118,48 +126,75 @@ class WorkerSource:
             container = _container_status(status, self.config.container)
             if container is None:
                 continue
-            found.append(sample(catalog.WORKER_RESTARTS, container.get("restartCount", 0),
-                                pod=name))
+            found.append(
+                sample(catalog.WORKER_RESTARTS, container.get("restartCount", 0), pod=name)
+            )
             terminated = (container.get("lastState") or {}).get("terminated") or {}
             if terminated.get("reason"):
-                found.append(sample(catalog.WORKER_LAST_TERMINATION, 1, pod=name,
-                                    reason=str(terminated["reason"])))
-        found += [sample(catalog.WORKER_PODS, count, ready=state)
-                  for state, count in sorted(ready.items())]
+                found.append(
+                    sample(
+                        catalog.WORKER_LAST_TERMINATION,
+                        1,
+                        pod=name,
+                        reason=str(terminated["reason"]),
+                    )
+                )
+        found += [
+            sample(catalog.WORKER_PODS, count, ready=state)
+            for state, count in sorted(ready.items())
+        ]
         return found
 
     def _deployment_samples(self, client: KubernetesClient) -> list[Sample]:
         deployment = client.get(
             f"/apis/apps/v1/namespaces/{self.config.namespace}/deployments/"
-            f"{self.config.deployment}", "deployments", "get")
+            f"{self.config.deployment}",
+            "deployments",
+            "get",
+        )
         spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
         return [
             sample(catalog.WORKER_DEPLOYMENT_REPLICAS, spec.get("replicas", 0), state="desired"),
-            sample(catalog.WORKER_DEPLOYMENT_REPLICAS, status.get("updatedReplicas", 0),
-                   state="updated"),
-            sample(catalog.WORKER_DEPLOYMENT_REPLICAS, status.get("availableReplicas", 0),
-                   state="available"),
+            sample(
+                catalog.WORKER_DEPLOYMENT_REPLICAS,
+                status.get("updatedReplicas", 0),
+                state="updated",
+            ),
+            sample(
+                catalog.WORKER_DEPLOYMENT_REPLICAS,
+                status.get("availableReplicas", 0),
+                state="available",
+            ),
         ]
 
     def _autoscaler_samples(self, client: KubernetesClient) -> list[Sample]:
         hpa = client.get(
             f"/apis/autoscaling/v2/namespaces/{self.config.namespace}/"
             f"horizontalpodautoscalers/{self.config.horizontalpodautoscaler}",
-            "horizontalpodautoscalers", "get")
+            "horizontalpodautoscalers",
+            "get",
+        )
         spec, status = hpa.get("spec") or {}, hpa.get("status") or {}
         return [
-            sample(catalog.WORKER_AUTOSCALER_REPLICAS, status.get("currentReplicas", 0),
-                   state="current"),
-            sample(catalog.WORKER_AUTOSCALER_REPLICAS, status.get("desiredReplicas", 0),
-                   state="desired"),
-            sample(catalog.WORKER_AUTOSCALER_REPLICAS, spec.get("maxReplicas", 0),
-                   state="maximum"),
+            sample(
+                catalog.WORKER_AUTOSCALER_REPLICAS,
+                status.get("currentReplicas", 0),
+                state="current",
+            ),
+            sample(
+                catalog.WORKER_AUTOSCALER_REPLICAS,
+                status.get("desiredReplicas", 0),
+                state="desired",
+            ),
+            sample(catalog.WORKER_AUTOSCALER_REPLICAS, spec.get("maxReplicas", 0), state="maximum"),
         ]
 
 
 def _is_ready(status: dict[str, Any]) -> bool:
-    return any(condition.get("type") == "Ready" and condition.get("status") == "True"
-               for condition in status.get("conditions") or [])
+    return any(
+        condition.get("type") == "Ready" and condition.get("status") == "True"
+        for condition in status.get("conditions") or []
+    )
 
 
 def _container_status(status: dict[str, Any], name: str) -> dict[str, Any] | None:

@@ -26,8 +26,9 @@ class PendingScrape:
 
 
 class Coordinator:
-    def __init__(self, config: ExporterConfig,
-                 collectors: Sequence[Collector] | None = None) -> None:
+    def __init__(
+        self, config: ExporterConfig, collectors: Sequence[Collector] | None = None
+    ) -> None:
         chosen = tuple(collectors) if collectors is not None else default_collectors()
         self.config = config
         self.targets = [Target(site, chosen) for site in config.sites]

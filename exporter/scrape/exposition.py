@@ -19,8 +19,11 @@ from exporter import __version__, catalog
 from exporter.scrape import textformat
 from exporter.scrape.result import SiteResult
 
-_WRITTEN_HERE = ("text/plain; version=0.0.4", "text/plain; version=1.0.0",
-                 "application/openmetrics-text; version=1.0.0")
+_WRITTEN_HERE = (
+    "text/plain; version=0.0.4",
+    "text/plain; version=1.0.0",
+    "application/openmetrics-text; version=1.0.0",
+)
 
 _PROCESS = ProcessCollector(registry=None)
 _BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
@@ -28,9 +31,7 @@ _BUILD_LABELS = (("python_version", platform.python_version()), ("version", __ve
 
 def families(results: Sequence[SiteResult]) -> list[Metric]:
     """One family per catalog entry with samples from every site, in catalog order."""
-    built = {
-        metric.name: Metric(metric.name, metric.help, metric.kind) for metric in catalog.ALL
-    }
+    built = {metric.name: Metric(metric.name, metric.help, metric.kind) for metric in catalog.ALL}
     for result in results:
         site_labels = {"site": result.site, **dict(result.labels)}
         for item in result.samples:

@@ -41,8 +41,13 @@ class _Reading:
 
 
 class HeavyTier:
-    def __init__(self, site: SiteConfig, collectors: Sequence[Collector], errors: ErrorCounts,
-                 site_label: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        site: SiteConfig,
+        collectors: Sequence[Collector],
+        errors: ErrorCounts,
+        site_label: Callable[[str], str],
+    ) -> None:
         self._site = site
         self._collectors = tuple(collectors)
         self._errors = errors
@@ -67,8 +72,11 @@ class HeavyTier:
             first = self._last_start is None
             self._last_start = now
             refresh = self._refresh = threading.Thread(
-                target=self._run, args=(tuple(prefixes),), name=f"heavy-{self._site.name}",
-                daemon=True)
+                target=self._run,
+                args=(tuple(prefixes),),
+                name=f"heavy-{self._site.name}",
+                daemon=True,
+            )
             refresh.start()
         if first:
             refresh.join(max(0.0, first_wait))
@@ -85,14 +93,18 @@ class HeavyTier:
                 result += reading.samples
                 result += collector_samples(collector, reading.ok, reading.duration)
                 if reading.read_at is not None:
-                    result.append(sample(catalog.COLLECTOR_AGE, now - reading.read_at,
-                                         collector=collector.name))
+                    result.append(
+                        sample(
+                            catalog.COLLECTOR_AGE, now - reading.read_at, collector=collector.name
+                        )
+                    )
         return result
 
     def _run(self, prefixes: tuple[str, ...]) -> None:
-        session = Session(dataclasses.replace(self._site,
-                                              query_timeout=self._site.heavy_query_timeout),
-                          check_grants=False)
+        session = Session(
+            dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout),
+            check_grants=False,
+        )
         try:
             for prefix in prefixes:
                 context = SiteContext(session, TableNames(prefix), self._site, {})
@@ -108,8 +120,13 @@ class HeavyTier:
         except QueryError as error:
             label = self._site_label(prefix)
             self._errors.add(label, error.kind)
-            log.warning("heavy collector failed site=%s collector=%s kind=%s error=%r",
-                        label, collector.name, error.kind, error.message)
+            log.warning(
+                "heavy collector failed site=%s collector=%s kind=%s error=%r",
+                label,
+                collector.name,
+                error.kind,
+                error.message,
+            )
             with self._lock:
                 reading = self._readings.setdefault((prefix, collector.name), _Reading())
                 reading.ok, reading.duration = False, time.monotonic() - started
@@ -117,4 +134,5 @@ class HeavyTier:
         finished = time.monotonic()
         with self._lock:
             self._readings[(prefix, collector.name)] = _Reading(
-                ok=True, duration=finished - started, samples=samples, read_at=finished)
+                ok=True, duration=finished - started, samples=samples, read_at=finished
+            )

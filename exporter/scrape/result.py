@@ -25,8 +25,9 @@ class SiteResult:
         return None
 
 
-def collector_samples(collector: Collector | type[Collector], ok: bool, duration: float
-                      ) -> list[Sample]:
+def collector_samples(
+    collector: Collector | type[Collector], ok: bool, duration: float
+) -> list[Sample]:
     """Whether a collector's queries succeeded the last time they ran, and how long they took."""
     return [
         sample(catalog.COLLECTOR_SUCCESS, ok, collector=collector.name),

@@ -38,11 +38,13 @@ class Target:
         self._errors = ErrorCounts()
         # With heavy_interval 0 the heavy tier runs in the round, as the hot tier does.
         background = site.heavy_interval > 0
-        self._in_round = tuple(c for c in self._collectors
-                               if not background or c.tier is Tier.HOT)
+        self._in_round = tuple(c for c in self._collectors if not background or c.tier is Tier.HOT)
         self._in_background = tuple(c for c in self._collectors if c not in self._in_round)
-        self._heavy = (HeavyTier(site, self._in_background, self._errors, self.site_label)
-                       if self._in_background else None)
+        self._heavy = (
+            HeavyTier(site, self._in_background, self._errors, self.site_label)
+            if self._in_background
+            else None
+        )
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         # The log follower keeps a cursor and counters: one per table prefix, for life.
         self._followers: dict[str, LogFollower] = {}
@@ -59,9 +61,12 @@ class Target:
             # Leave the round time to hand its results over before the scrape's deadline.
             budget = deadline - time.monotonic() - _HANDOVER_MARGIN
             workers = self._workers.samples(wait=max(0.0, budget))
-            self._report(f"{self.site.name}/kubernetes", self._workers.last_error and
-                         f"kubernetes source failing site={self.site.name} "
-                         f"problem={self._workers.last_error!r}")
+            self._report(
+                f"{self.site.name}/kubernetes",
+                self._workers.last_error
+                and f"kubernetes source failing site={self.site.name} "
+                f"problem={self._workers.last_error!r}",
+            )
             for result in results:
                 result.samples += workers
         return results
@@ -81,17 +86,23 @@ class Target:
         results: list[SiteResult] = []
         for prefix in prefixes:
             if not self.session.connected and results:
-                results.append(self._down(self.site_label(prefix), "connect",
-                                          "the connection was lost earlier in this round",
-                                          started))
+                results.append(
+                    self._down(
+                        self.site_label(prefix),
+                        "connect",
+                        "the connection was lost earlier in this round",
+                        started,
+                    )
+                )
                 continue
             results.append(self._run_prefix(prefix, deadline))
         if self._heavy is not None:
             self._add_heavy_tier(self._heavy, prefixes, results, deadline)
         return results
 
-    def _add_heavy_tier(self, heavy: HeavyTier, prefixes: list[str],
-                        results: list[SiteResult], deadline: float) -> None:
+    def _add_heavy_tier(
+        self, heavy: HeavyTier, prefixes: list[str], results: list[SiteResult], deadline: float
+    ) -> None:
         up = [prefix for prefix, result in zip(prefixes, results, strict=True) if result.up]
         if up:
             heavy.refresh_if_stale(up, first_wait=deadline - time.monotonic() - _HANDOVER_MARGIN)
@@ -102,7 +113,8 @@ class Target:
     def timed_out(self, waited: float) -> list[SiteResult]:
         """Results for a scrape that gave up waiting on this target's round."""
         return self._all_down(
-            "deadline", f"the round of queries took longer than the scrape's {waited:.1f}s",
+            "deadline",
+            f"the round of queries took longer than the scrape's {waited:.1f}s",
             time.monotonic() - waited,
         )
 
@@ -150,23 +162,33 @@ class Target:
                 ok = False
                 self._errors.add(label, error.kind)
                 result.problems.append(f"{collector.name}: {error.message}")
-                log.warning("collector failed site=%s collector=%s kind=%s error=%r",
-                            label, collector.name, error.kind, error.message)
-            result.samples += collector_samples(collector, ok,
-                                                time.monotonic() - collector_started)
+                log.warning(
+                    "collector failed site=%s collector=%s kind=%s error=%r",
+                    label,
+                    collector.name,
+                    error.kind,
+                    error.message,
+                )
+            result.samples += collector_samples(collector, ok, time.monotonic() - collector_started)
         if not self.session.connected:
             result.samples += self._failed(self._in_background)
-            return self._finish(result, started,
-                                failure=("connect", "the connection was lost during the round"),
-                                counted=True)
+            return self._finish(
+                result,
+                started,
+                failure=("connect", "the connection was lost during the round"),
+                counted=True,
+            )
         return self._finish(result, started)
 
     def _follower(self, prefix: str) -> LogFollower:
         follower = self._followers.get(prefix)
         if follower is None:
             follower = self._followers[prefix] = LogFollower(
-                self.site.log_rows_per_scrape, self.site.top_hooks, self.site.top_groups,
-                self.site.log_gap_grace)
+                self.site.log_rows_per_scrape,
+                self.site.top_hooks,
+                self.site.top_groups,
+                self.site.log_gap_grace,
+            )
         return follower
 
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
@@ -180,11 +202,20 @@ class Target:
 
     @staticmethod
     def _failed(collectors: Sequence[Collector | type[Collector]]) -> list[Sample]:
-        return [item for collector in collectors
-                for item in collector_samples(collector, ok=False, duration=0.0)]
+        return [
+            item
+            for collector in collectors
+            for item in collector_samples(collector, ok=False, duration=0.0)
+        ]
 
-    def _finish(self, result: SiteResult, started: float,
-                failure: tuple[str, str] | None = None, *, counted: bool = False) -> SiteResult:
+    def _finish(
+        self,
+        result: SiteResult,
+        started: float,
+        failure: tuple[str, str] | None = None,
+        *,
+        counted: bool = False,
+    ) -> SiteResult:
         label = result.site
         if failure is not None:
             kind, problem = failure
@@ -234,8 +265,14 @@ def settings_samples(site: SiteConfig) -> list[Sample]:
         samples.append(sample(catalog.CONCURRENT_BATCHES_LIMIT, site.concurrent_batches_limit))
     if site.workers is not None:
         workers = site.workers
-        samples.append(sample(catalog.WORKER_INFO, 1, namespace=workers.namespace,
-                              deployment=workers.deployment, container=workers.container,
-                              horizontalpodautoscaler=workers.hpa))
+        samples.append(
+            sample(
+                catalog.WORKER_INFO,
+                1,
+                namespace=workers.namespace,
+                deployment=workers.deployment,
+                container=workers.container,
+                horizontalpodautoscaler=workers.hpa,
+            )
+        )
     return samples
-

@@ -21,12 +21,16 @@ from exporter.scrape.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
 _number = cast(Callable[[float], str], floatToGoString)
-_TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram",
-               "info": "gauge"}
+_TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "info": "gauge"}
 
 
-def encode(results: Sequence[SiteResult], definitions: Iterable[MetricDef],
-           extra: Iterable[tuple[MetricDef, Labels, float]], *, openmetrics: bool) -> str:
+def encode(
+    results: Sequence[SiteResult],
+    definitions: Iterable[MetricDef],
+    extra: Iterable[tuple[MetricDef, Labels, float]],
+    *,
+    openmetrics: bool,
+) -> str:
     """Families in the catalog's order, each with its HELP and TYPE, then the samples of
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
@@ -34,11 +38,12 @@ def encode(results: Sequence[SiteResult], definitions: Iterable[MetricDef],
         site_labels: Labels = (("site", result.site), *result.labels)
         for item in result.samples:
             lines.setdefault(item.metric.name, []).append(
-                f"{item.name}{_label_text((*site_labels, *item.labels))} "
-                f"{_number(item.value)}\n")
+                f"{item.name}{_label_text((*site_labels, *item.labels))} {_number(item.value)}\n"
+            )
     for metric, labels, value in extra:
         lines.setdefault(metric.name, []).append(
-            f"{metric.sample_name}{_label_text(labels)} {_number(value)}\n")
+            f"{metric.sample_name}{_label_text(labels)} {_number(value)}\n"
+        )
     out: list[str] = []
     for metric in definitions:
         samples = lines.get(metric.name)

@@ -22,8 +22,13 @@ _TIMEOUT_MARGIN = 0.5
 
 
 def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAPI:
-    app = FastAPI(title="actionscheduler-exporter", version=__version__,
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="actionscheduler-exporter",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     web = web or WebConfig()
     app.add_middleware(Protect, auth=BasicAuth(web.users), headers=web.headers)
 
@@ -34,8 +39,9 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
             return PlainTextResponse(timeout, status_code=400)
         # Waiting on the rounds holds no thread: any number of scrapes can share a round.
         pending = coordinator.begin(timeout)
-        await asyncio.wait([asyncio.wrap_future(future) for future in pending.futures],
-                           timeout=timeout)
+        await asyncio.wait(
+            [asyncio.wrap_future(future) for future in pending.futures], timeout=timeout
+        )
         body, content_type = render(coordinator.results(pending), request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
@@ -58,8 +64,9 @@ class Protect:
     def __init__(self, app: ASGIApp, auth: BasicAuth, headers: dict[str, str]) -> None:
         self.app = app
         self.auth = auth
-        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                        for k, v in headers.items()]
+        self.headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -69,8 +76,11 @@ class Protect:
         if self.auth.enabled and scope["path"] != "/healthz":
             header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
             if not await run_in_threadpool(self.auth.allows, header or None):
-                refusal = PlainTextResponse("Unauthorized\n", status_code=401, headers={
-                    "WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'})
+                refusal = PlainTextResponse(
+                    "Unauthorized\n",
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'},
+                )
                 await refusal(scope, receive, self._with_headers(send))
                 return
         await self.app(scope, receive, self._with_headers(send))

@@ -40,8 +40,7 @@ class BasicAuth:
             # Spend the same time as for a known user, so that names cannot be probed.
             bcrypt.checkpw(password.encode(), next(iter(self._users.values())))
             return False
-        digest = hashlib.sha256(b"%s\0%s\0%s" % (user.encode(), password.encode(),
-                                                 hashed)).digest()
+        digest = hashlib.sha256(b"%s\0%s\0%s" % (user.encode(), password.encode(), hashed)).digest()
         with self._lock:
             if any(hmac.compare_digest(digest, known) for known in self._verified):
                 return True

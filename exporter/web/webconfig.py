@@ -72,25 +72,34 @@ def load_web_config(path: str) -> WebConfig:
             fields[name] = _file(source, f"tls_server_config.{name}", base, tls[name])
         auth = tls.get("client_auth_type", "NoClientCert")
         if auth not in CLIENT_AUTH_TYPES:
-            raise ConfigError(source, "tls_server_config.client_auth_type",
-                              f"must be one of {', '.join(CLIENT_AUTH_TYPES)}, got {auth!r}")
+            raise ConfigError(
+                source,
+                "tls_server_config.client_auth_type",
+                f"must be one of {', '.join(CLIENT_AUTH_TYPES)}, got {auth!r}",
+            )
         fields["client_cert_mode"] = CLIENT_AUTH_TYPES[auth]
         if "client_ca_file" in tls:
-            fields["client_ca_file"] = _file(source, "tls_server_config.client_ca_file", base,
-                                             tls["client_ca_file"])
+            fields["client_ca_file"] = _file(
+                source, "tls_server_config.client_ca_file", base, tls["client_ca_file"]
+            )
         elif auth in {"RequireAndVerifyClientCert", "VerifyClientCertIfGiven"}:
-            raise ConfigError(source, "tls_server_config.client_ca_file",
-                              f"is needed with client_auth_type {auth}")
+            raise ConfigError(
+                source,
+                "tls_server_config.client_ca_file",
+                f"is needed with client_auth_type {auth}",
+            )
         version = tls.get("min_version", "TLS12")
         if version not in TLS_VERSIONS:
-            raise ConfigError(source, "tls_server_config.min_version",
-                              f"must be TLS12 or TLS13, got {version!r}")
+            raise ConfigError(
+                source, "tls_server_config.min_version", f"must be TLS12 or TLS13, got {version!r}"
+            )
         fields["min_version"] = TLS_VERSIONS[version]
     users = _mapping(source, "basic_auth_users", top.get("basic_auth_users") or {}, None)
-    fields["users"] = {str(user): _bcrypt_hash(source, f"basic_auth_users.{user}", hashed)
-                       for user, hashed in users.items()}
-    http = _mapping(source, "http_server_config", top.get("http_server_config") or {},
-                    {"headers"})
+    fields["users"] = {
+        str(user): _bcrypt_hash(source, f"basic_auth_users.{user}", hashed)
+        for user, hashed in users.items()
+    }
+    http = _mapping(source, "http_server_config", top.get("http_server_config") or {}, {"headers"})
     headers = _mapping(source, "http_server_config.headers", http.get("headers") or {}, None)
     fields["headers"] = {str(name): str(value) for name, value in headers.items()}
     return WebConfig(**fields)
@@ -111,8 +120,11 @@ def server_ssl_context(config: WebConfig) -> ssl.SSLContext:
 def _bcrypt_hash(source: str, key: str, value: object) -> bytes:
     text = str(value) if value is not None else ""
     if not text.startswith(("$2a$", "$2b$", "$2y$")) or len(text) != 60:
-        raise ConfigError(source, key, "must be a bcrypt hash ($2y$..., 60 characters), "
-                                       "as htpasswd -nBC 10 prints it")
+        raise ConfigError(
+            source,
+            key,
+            "must be a bcrypt hash ($2y$..., 60 characters), as htpasswd -nBC 10 prints it",
+        )
     return text.encode()
 
 
@@ -132,6 +144,7 @@ def _mapping(source: str, key: str, raw: object, known: set[str] | None) -> dict
         for name in raw:
             if name not in known:
                 where = f"{key}.{name}" if key else str(name)
-                raise ConfigError(source, where, "is not a known key "
-                                                 f"(known: {', '.join(sorted(known))})")
+                raise ConfigError(
+                    source, where, f"is not a known key (known: {', '.join(sorted(known))})"
+                )
     return raw
