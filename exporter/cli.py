@@ -124,8 +124,8 @@ def serve(config: ExporterConfig, web: WebConfig) -> int:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,
-            **tls,
-        )  # type: ignore[arg-type]
+            **tls,  # type: ignore[arg-type]
+        )
     finally:
         coordinator.close()
     return 0

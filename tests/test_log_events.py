@@ -109,8 +109,8 @@ def test_all_events_and_failure_reasons(store: ActionSchedulerStore, follow: Fol
             s.metric is catalog.FAILED
             and dict(s.labels)["reason"] == reason
             and dict(s.labels)["hook"] == "woocommerce_cancel_unpaid_orders"
-            for s in exporter.last.samples
-        )  # type: ignore[union-attr]
+            for s in exporter.last.samples  # type: ignore[union-attr]
+        )
     assert exporter.total(catalog.CREATED) == 4 + 4 + 1 + 1 + 2 + 1
     assert exporter.total(catalog.CREATED, group="webhooks") == 6
     assert exporter.total(catalog.STARTED) == 8 + 1 + 1 + 1
