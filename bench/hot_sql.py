@@ -15,7 +15,7 @@ import pymysql
 from bench.generate import PREFIX
 from bench.measure import session_rows_examined
 from exporter.collectors import default_collectors
-from exporter.collectors.base import SiteContext, Tier
+from exporter.collectors.context import DatabaseContext
 from exporter.config.model import SiteConfig
 from exporter.db.session import Row, Session
 from exporter.db.tables import TableNames, read_table_stats
@@ -54,14 +54,14 @@ def hot_statements(site: SiteConfig) -> list[Statement]:
     session = RecordingSession(site)
     try:
         tables = TableNames(site.table_prefix)
-        follower = LogFollower(site.log_rows_per_scrape, site.top_hooks, site.top_groups)
-        hot = [c for c in default_collectors() if c.tier is Tier.HOT]
-        context = SiteContext(session, tables, site, read_table_stats(session, tables))
-        list(follower.collect(context))  # the first read places the log cursor
+        follower = LogFollower(site)
+        hot = [c for c in default_collectors() if c.tier == "hot"]
+        context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
+        list(follower.read(context))  # the first read places the log cursor
         session.statements.clear()
-        context = SiteContext(session, tables, site, read_table_stats(session, tables))
+        context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
         for collector in (*hot, follower):
-            list(collector.collect(context))
+            list(collector.read(context))
         return list(session.statements)
     finally:
         session.close()

@@ -12,6 +12,8 @@ from typing import Any
 
 import pymysql
 
+from exporter.db.session import Session
+
 # Every kind of row read the storage engine does for a statement: index lookups, index and
 # table scans. Their sum is what a query examined.
 _HANDLER_READS = (
@@ -85,6 +87,12 @@ def rows_read(connection: pymysql.connections.Connection[Any], scope: str = "GLO
     with connection.cursor() as cursor:
         cursor.execute(f"SHOW {scope} STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
         return sum(int(value) for _, value in cursor.fetchall())
+
+
+def session_rows_read(session: Session) -> int:
+    """Handler reads so far of the exporter's own session (its connection alone)."""
+    rows = session.query("SHOW SESSION STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
+    return sum(int(value) for _, value in rows)
 
 
 def session_rows_examined(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from exporter import catalog
-from exporter.scrape.result import SiteResult
+from exporter.metrics import catalog
+from exporter.rounds.result import SiteResult
 
 _COLUMNS = (
     "SITE",

@@ -12,7 +12,7 @@ from exporter.config import ConfigError, ExporterConfig, load_environment, load_
 from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.logs import configure as configure_logging
-from exporter.scrape.coordinator import Coordinator
+from exporter.rounds.coordinator import Coordinator
 from exporter.web.webconfig import WebConfig, load_web_config, server_ssl_context
 
 EXIT_CONFIG = 2

@@ -19,7 +19,7 @@ import uvicorn
 
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.logs import configure as configure_logging
-from exporter.scrape.coordinator import Coordinator
+from exporter.rounds.coordinator import Coordinator
 from exporter.web.app import create_app
 from testbed.mariadb import Server, ensure_server
 from testbed.store import ActionSchedulerStore

@@ -12,8 +12,8 @@ import pymysql
 import pytest
 
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.result import SiteResult
+from exporter.rounds.coordinator import Coordinator
+from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.fake_kubernetes import FakeKubernetes, pod

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
 import urllib.request
 
 import uvicorn
 
 from exporter.config import ExporterConfig
-from exporter.scrape.coordinator import Coordinator
+from exporter.rounds.coordinator import Coordinator
 from exporter.web.app import create_app
 from testbed.ports import free_port
+from tests.waiting import wait_until
 
 
 class RunningExporter:
@@ -36,11 +36,8 @@ class RunningExporter:
 
     def start(self) -> None:
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the exporter's HTTP server did not start")
-            time.sleep(0.02)
+        if not wait_until(lambda: self.server.started, 10, interval=0.02):
+            raise RuntimeError("the exporter's HTTP server did not start")
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
         """Status, content type and body of a GET; error statuses are returned, not raised."""

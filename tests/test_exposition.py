@@ -3,88 +3,26 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter import catalog
-from exporter.collectors import default_collectors
-from exporter.collectors.base import Collector
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import WorkersConfig
-from exporter.events.follower import LogFollower
-from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.exposition import render, render_with_library
+from exporter.exposition.negotiation import render
+from exporter.metrics import catalog
+from exporter.rounds.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.fake_kubernetes import FakeKubernetes, kubernetes_config
-from tests.test_queue_states import killed_worker_after_cleaner
-
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
-NASTY_HOOKS = [
-    'hook "with" quotes',
-    "hook\nwith\nnewlines",
-    "back\\slash\\hook",
-    "crochet_café_日本語_🚀",
-    "h" * 191,
-    'a{b="c"}',
-]
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail(
-            "promtool is not installed: `make test` installs Debian's prometheus "
-            "package; run it, or apt-get install prometheus"
-        )
-    return found
-
-
-def test_documented_metrics_are_exactly_the_catalog() -> None:
-    rows = re.findall(
-        r"^\| `(actionscheduler_[a-z_]+)` \| (\w+) \|([^|]*)\|",
-        DOCS.read_text(),
-        flags=re.MULTILINE,
-    )
-    documented = {
-        name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows
-    }
-    expected = {
-        metric.sample_name if metric.kind != "gauge" else metric.name: (metric.kind, metric.labels)
-        for metric in catalog.ALL
-    }
-    assert documented == expected
-
-
-def test_every_family_states_its_tier_as_its_collector_runs() -> None:
-    tiers = dict(
-        re.findall(
-            r"^\| `(actionscheduler_[a-z_]+)` \| \w+ \|[^|]*\| (\w+) \|",
-            DOCS.read_text(),
-            flags=re.MULTILINE,
-        )
-    )
-    assert len(tiers) == len(catalog.ALL)
-    assert set(tiers.values()) == {"hot", "heavy", "none"}
-    collectors: list[Collector | type[Collector]] = [*default_collectors(), LogFollower]
-    for collector in collectors:
-        for metric in collector.metrics:
-            assert tiers[metric.sample_name] == collector.tier.value, metric.name
-    assert tiers[catalog.COLLECTOR_AGE.name] == "heavy"
-
-
-def test_every_collector_declares_catalog_metrics() -> None:
-    declared = {metric for collector in default_collectors() for metric in collector.metrics}
-    assert declared <= set(catalog.ALL)
-    assert len({collector.name for collector in default_collectors()}) == len(default_collectors())
+from tests.prometheus import promtool
+from tests.reference_exposition import render_with_library
+from tests.scenarios import NASTY_HOOKS, killed_worker_after_cleaner
+from tests.waiting import wait_until
 
 
 def first_sample_name(metric: catalog.MetricDef) -> str:
@@ -114,12 +52,14 @@ def test_every_family_is_emitted_and_only_declared_ones(
         store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
         store.log(store.create("translated_hook"), "Aktion erstellt")
         (result,) = coordinator.scrape()
+
         # The heavy tier refreshes in the background: wait until it has seen the changes.
-        for _ in range(100):
-            if result.value(catalog.ACTIONS_BY_GROUP.name, status="failed", group="") is not None:
-                break
-            time.sleep(0.1)
+        def refreshed() -> bool:
+            nonlocal result
             (result,) = coordinator.scrape()
+            return result.value(catalog.ACTIONS.name, status="canceled") == 1
+
+        assert wait_until(refreshed, 10)
     finally:
         coordinator.close()
     body, _ = render([result], None)
@@ -218,6 +158,6 @@ def test_the_written_exposition_reads_as_prometheus_clients_own(
     results = scrape(site(heavy_interval=0, labels=(("team", 'a"b\\c'),)))
     body, content_type = render(results, accept)
     reference, reference_type = render_with_library(results, accept)
-    assert content_type == reference_type
+    assert content_type.split(";")[:2] == reference_type.split(";")[:2]
     assert parsed(body, content_type) == parsed(reference, reference_type)
     assert body.endswith(b"# EOF\n") == ("openmetrics" in content_type)

@@ -13,17 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporter import catalog
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import KubernetesConfig
 from exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
-from exporter.kubernetes.source import WorkerSource
-from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.result import SiteResult
+from exporter.kubernetes.workers import KubernetesWorkers
+from exporter.metrics import catalog
+from exporter.rounds.coordinator import Coordinator
+from exporter.rounds.result import SiteResult
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.fake_kubernetes import FakeKubernetes, kubernetes_config, pod
 from tests.helm_chart import ALL_ON, find, render
+from tests.waiting import wait_until
 
 
 def by_labels(result: SiteResult, metric: catalog.MetricDef) -> dict[tuple[str, ...], float]:
@@ -66,21 +67,25 @@ def test_workers_restarts_reasons_readiness_and_replicas(
 
 
 def test_pods_that_are_gone_disappear(api: FakeKubernetes, site: Callable[..., SiteConfig]) -> None:
-    source = WorkerSource(kubernetes_config(api))
-    first = {dict(s.labels)["pod"] for s in source.samples() if s.metric is catalog.WORKER_RESTARTS}
+    source = KubernetesWorkers(kubernetes_config(api))
+    first = {dict(s.labels)["pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS}
     api.pods = [pod("shop-worker-7f8e9d0c1-ddddd", restarts=1)]
-    time.sleep(0.01)
-    second = {
-        dict(s.labels)["pod"] for s in source.samples() if s.metric is catalog.WORKER_RESTARTS
-    }
+    second = {dict(s.labels)["pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS}
     assert len(first) == 3
     assert second == {"shop-worker-7f8e9d0c1-ddddd"}
 
 
-def test_readings_are_cached(api: FakeKubernetes) -> None:
-    source = WorkerSource(kubernetes_config(api, cache=60.0))
-    for _ in range(5):
-        source.samples()
+def test_readings_are_cached(
+    api: FakeKubernetes, store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    coordinator = Coordinator(
+        ExporterConfig(sites=(site(kubernetes=kubernetes_config(api, cache=60.0)),))
+    )
+    try:
+        for _ in range(5):
+            coordinator.scrape()
+    finally:
+        coordinator.close()
     assert [c.resource for c in api.calls] == ["pods", "deployments", "horizontalpodautoscalers"]
 
 
@@ -112,23 +117,19 @@ def test_a_rotated_token_is_read_again_after_401(api: FakeKubernetes, tmp_path: 
     def credentials() -> Credentials:
         return Credentials(api.server, context, token_file=token_file)
 
-    source = WorkerSource(kubernetes_config(api), credentials=credentials)
-    assert source.samples()[0].metric is not None
-    assert source.last_error == ""
+    source = KubernetesWorkers(kubernetes_config(api), credentials=credentials)
+    assert source.read()
     # The API server rotates to a new token; the file is rewritten with the same mtime, so
     # only the 401 tells the exporter to read it again.
     mtime = token_file.stat().st_mtime_ns
     api.token = "token-2"
     token_file.write_text("token-2")
     os.utime(token_file, ns=(mtime, mtime))
-    time.sleep(0.01)
-    up = [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP]
-    assert up == [1.0], source.last_error
+    assert source.read()
     # A token that stays wrong is reported, not retried forever.
     api.token = "token-3"
-    up = [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP]
-    assert up == [0.0]
-    assert "rejected the exporter's credentials" in source.last_error
+    with pytest.raises(KubernetesError, match="rejected the exporter's credentials"):
+        source.read()
 
 
 def test_a_slow_api_is_waited_for_and_a_timeout_is_an_error(
@@ -138,8 +139,8 @@ def test_a_slow_api_is_waited_for_and_a_timeout_is_an_error(
     site: Callable[..., SiteConfig],
 ) -> None:
     api.delay = 0.3
-    slow = WorkerSource(kubernetes_config(api, timeout=2.0))
-    assert [s.value for s in slow.samples() if s.metric is catalog.KUBERNETES_UP] == [1.0]
+    slow = KubernetesWorkers(kubernetes_config(api, timeout=2.0))
+    assert slow.read()
 
     api.delay = 3.0
     started = time.monotonic()
@@ -161,8 +162,8 @@ def test_in_cluster_credentials(
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(api.port))
     credentials = in_cluster(account)
     assert credentials.bearer() == "token-1"
-    source = WorkerSource(kubernetes_config(api), credentials=lambda: credentials)
-    assert [s.value for s in source.samples() if s.metric is catalog.KUBERNETES_UP] == [1.0]
+    source = KubernetesWorkers(kubernetes_config(api), credentials=lambda: credentials)
+    assert source.read()
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     with pytest.raises(KubernetesError, match="not running in a cluster"):
         in_cluster(account)
@@ -174,7 +175,7 @@ def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKube
     exporter_config = yaml.safe_load(config_map["data"]["exporter.yml"])
     shop = next(s for s in exporter_config["sites"] if s["name"] == "shop")
     settings = shop["kubernetes"]
-    source = WorkerSource(
+    source = KubernetesWorkers(
         KubernetesConfig(
             namespace="shop",
             selector=settings["selector"],
@@ -185,7 +186,7 @@ def test_the_charts_role_allows_exactly_the_calls_the_source_makes(api: FakeKube
         )
     )
     api.deployment["metadata"]["name"] = settings["deployment"]
-    source.samples()
+    source.read()
     made = {(c.api_group, c.resource, c.verb, c.name) for c in api.calls}
 
     role = find(objects, "Role")
@@ -225,9 +226,11 @@ def test_a_slow_api_never_holds_up_the_scrape(
         assert first.up
         assert first.value("actionscheduler_due_actions", claim="unclaimed") == 1
         assert first.value("actionscheduler_kubernetes_up") == 0  # no reading yet
-        time.sleep(3.5)
+        # The reading lands in a later scrape, without another set of calls.
+        assert wait_until(
+            lambda: coordinator.scrape(1.5)[0].value("actionscheduler_kubernetes_up") == 1, 20
+        )
         (later,) = coordinator.scrape(1.5)
-        assert later.value("actionscheduler_kubernetes_up") == 1
         assert by_labels(later, catalog.WORKER_PODS) == {("false",): 1, ("true",): 2}
     finally:
         coordinator.close()

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from exporter import catalog
-from exporter.catalog import MetricDef
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.result import SiteResult
+from exporter.metrics import catalog
+from exporter.metrics.catalog import MetricDef
+from exporter.rounds.coordinator import Coordinator
+from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
+from tests.clock import FakeClock
+from tests.waiting import wait_until
 
 Follow = Callable[..., "Follower"]
 
@@ -25,7 +26,8 @@ class Follower:
     """One exporter (a Coordinator) kept across scrapes, as a running exporter is."""
 
     def __init__(self, site: SiteConfig) -> None:
-        self.coordinator = Coordinator(ExporterConfig(sites=(site,)))
+        self.clock = FakeClock()  # the cursor's gap grace runs on it
+        self.coordinator = Coordinator(ExporterConfig(sites=(site,)), clock=self.clock)
         self.last: SiteResult | None = None
 
     def scrape(self) -> SiteResult:
@@ -310,7 +312,9 @@ def test_a_gap_that_never_fills_is_given_up(
     store.create("woocommerce_deliver_webhook_async")
     exporter.scrape()
     assert exporter.total(catalog.LOG_CURSOR_LAG) == 2  # held below the gap
-    time.sleep(0.3)
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_LAG) == 2  # still: the grace has not passed
+    exporter.clock.advance(0.3)
     exporter.scrape()
     assert exporter.total(catalog.LOG_CURSOR_LAG) == 0
     assert exporter.total(catalog.CREATED) == 1
@@ -338,9 +342,14 @@ def test_counts_are_exact_with_concurrent_writers(
     threads = [threading.Thread(target=writer) for _ in range(3)]
     for thread in threads:
         thread.start()
-    for _ in range(15):
+
+    def scraped_while_writing() -> bool:
         exporter.scrape()
-        time.sleep(0.05)
+        with store.connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM wp_actionscheduler_actions")
+            return int(cursor.fetchone()[0]) >= 150  # ten batches of each writer
+
+    assert wait_until(scraped_while_writing, 60, interval=0.05)
     stop.set()
     for thread in threads:
         thread.join()

@@ -10,11 +10,12 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from exporter import catalog
 from exporter.collectors import default_collectors
-from exporter.collectors.base import Collector, Sample, SiteContext, Tier, sample
+from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.scrape.coordinator import Coordinator
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+from exporter.rounds.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore
 from tests.waiting import wait_until
 
@@ -26,7 +27,7 @@ class SleepingCollector(Collector):
     """A heavy collector whose query takes as long as the test says, on the real server."""
 
     name = "sleeping"
-    tier = Tier.HEAVY
+    tier = "heavy"
     metrics: ClassVar[tuple[catalog.MetricDef, ...]] = (catalog.FOLDED_LABEL_VALUES,)
 
     def __init__(self, seconds: float) -> None:
@@ -34,7 +35,7 @@ class SleepingCollector(Collector):
         self.runs = 0
         self._lock = threading.Lock()
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         with self._lock:
             self.runs += 1
             run = self.runs

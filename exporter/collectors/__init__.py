@@ -1,13 +1,13 @@
 """One module per group of metric families, all behind the Collector interface."""
 
-from exporter.collectors.base import Collector
 from exporter.collectors.claims import ClaimsCollector
+from exporter.collectors.context import Collector
 from exporter.collectors.due import DueCollector
 from exporter.collectors.failures import FailuresCollector
 from exporter.collectors.in_progress import InProgressCollector
 from exporter.collectors.retention import RetentionCollector
 from exporter.collectors.status import StatusCollector
-from exporter.collectors.tables import TablesCollector
+from exporter.collectors.table_sizes import TableSizesCollector
 
 
 def default_collectors() -> tuple[Collector, ...]:
@@ -19,7 +19,7 @@ def default_collectors() -> tuple[Collector, ...]:
         StatusCollector(),
         FailuresCollector(),
         RetentionCollector(),
-        TablesCollector(),
+        TableSizesCollector(),
     )
 
 

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import (
-    VALID_DATE_FLOOR,
-    Collector,
-    Sample,
-    SiteContext,
-    sample,
-    seconds,
-)
+from exporter.collectors.context import VALID_DATE_FLOOR, Collector, DatabaseContext, seconds
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 
 class ClaimsCollector(Collector):
@@ -25,7 +19,7 @@ class ClaimsCollector(Collector):
         catalog.STALE_CLAIMED_PENDING,
     )
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         tables = context.tables
         timeout = int(context.site.timeout_period)
 

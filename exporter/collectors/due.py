@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import (
-    VALID_DATE_FLOOR,
-    Collector,
-    Sample,
-    SiteContext,
-    sample,
-    seconds,
-)
+from exporter.collectors.context import VALID_DATE_FLOOR, Collector, DatabaseContext, seconds
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 
 class DueCollector(Collector):
@@ -26,7 +20,7 @@ class DueCollector(Collector):
     name = "due"
     metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         (
             unclaimed,
             unclaimed_zero,
@@ -76,7 +70,7 @@ class DueCollector(Collector):
         return "SELECT " + ", ".join(f"({query})" for query in subqueries), tuple(args)
 
     @staticmethod
-    def _zero_dated_age(context: SiteContext) -> float:
+    def _zero_dated_age(context: DatabaseContext) -> float:
         tables = context.tables
         (age,) = context.one(
             "SELECT TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import Collector, Sample, SiteContext, Tier, label_value, sample
+from exporter.collectors.context import Collector, DatabaseContext, label_value
 from exporter.collectors.folding import fold
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 
 class FailuresCollector(Collector):
     name = "failures"
-    tier = Tier.HEAVY
+    tier = "heavy"
     metrics = (catalog.FAILED_BY_HOOK, catalog.FOLDED_LABEL_VALUES)
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         rows = context.query(
             f"SELECT hook, COUNT(*) FROM {context.tables.actions}"
             " WHERE status = 'failed' GROUP BY hook"

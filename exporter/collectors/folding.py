@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from exporter.catalog import OTHER
+from exporter.metrics.catalog import OTHER
 
 
 def top_values(totals: Mapping[str, float], limit: int) -> set[str]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
-from exporter.collectors.base import SiteContext, label_value
+from exporter.collectors.context import DatabaseContext, label_value
 
 # Ids per IN (...) list, to keep statements a reasonable size.
 LOOKUP_CHUNK = 1000
 
 
-def group_slugs(context: SiteContext, group_ids: Iterable[int]) -> dict[int, str]:
+def group_slugs(context: DatabaseContext, group_ids: Iterable[int]) -> dict[int, str]:
     """Slug per group id; ids 0 and ids without a row (deleted groups) are left out."""
     slugs: dict[int, str] = {}
     for chunk in chunks(sorted({group_id for group_id in group_ids if group_id})):

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import (
-    VALID_DATE_FLOOR,
-    Collector,
-    Sample,
-    SiteContext,
-    sample,
-    seconds,
-)
+from exporter.collectors.context import VALID_DATE_FLOOR, Collector, DatabaseContext, seconds
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 
 class InProgressCollector(Collector):
@@ -21,7 +15,7 @@ class InProgressCollector(Collector):
     name = "in_progress"
     metrics = (catalog.IN_PROGRESS, catalog.OLDEST_IN_PROGRESS_AGE)
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         count, age = context.one(
             "SELECT COUNT(*), TIMESTAMPDIFF(SECOND,"
             "   MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import (
-    VALID_DATE_FLOOR,
-    Collector,
-    Sample,
-    SiteContext,
-    Tier,
-    sample,
-    seconds,
-)
+from exporter.collectors.context import VALID_DATE_FLOOR, Collector, DatabaseContext, seconds
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 
 class RetentionCollector(Collector):
@@ -24,10 +17,10 @@ class RetentionCollector(Collector):
     """
 
     name = "retention"
-    tier = Tier.HEAVY
+    tier = "heavy"
     metrics = (catalog.OLDEST_FINISHED_AGE,)
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         (age,) = context.one(
             "SELECT TIMESTAMPDIFF(SECOND, last_attempt_gmt, UTC_TIMESTAMP())"
             f" FROM {context.tables.actions}"

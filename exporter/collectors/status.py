@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from exporter import catalog
-from exporter.collectors.base import Collector, Sample, SiteContext, Tier, label_value, sample
+from exporter.collectors.context import Collector, DatabaseContext, label_value
 from exporter.collectors.folding import top_values
 from exporter.collectors.groups import group_slugs
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 
 # A status Action Scheduler does not write (a plugin's own, or corrupted data) is counted
 # under this name instead of being dropped or creating unbounded series.
@@ -18,10 +19,10 @@ NO_GROUP = ""
 
 class StatusCollector(Collector):
     name = "status"
-    tier = Tier.HEAVY
+    tier = "heavy"
     metrics = (catalog.ACTIONS, catalog.ACTIONS_BY_GROUP, catalog.FOLDED_LABEL_VALUES)
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         tables = context.tables
         rows = context.query(
             f"SELECT status, group_id, COUNT(*) FROM {tables.actions} GROUP BY status, group_id"

@@ -4,39 +4,12 @@ from __future__ import annotations
 
 import re
 
+from exporter.metrics import catalog
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TABLE_PREFIX = re.compile(r"^[A-Za-z0-9_]{0,64}$")
-
-# Label names the exporter's own series use; a constant label may not shadow them.
-RESERVED_LABELS = frozenset(
-    {
-        "site",
-        "status",
-        "group",
-        "hook",
-        "claim",
-        "date",
-        "table",
-        "collector",
-        "kind",
-        "label",
-        "version",
-        "python_version",
-        "namespace",
-        "deployment",
-        "container",
-        "horizontalpodautoscaler",
-        "reason",
-        "pod",
-        "ready",
-        "state",
-        "le",
-        "job",
-        "instance",
-    }
-)
 
 
 def duration(value: object) -> float:
@@ -119,7 +92,7 @@ def table_prefix(value: object) -> str:
 def label_name(value: str) -> str:
     if not _LABEL_NAME.match(value) or value.startswith("__"):
         raise ValueError(f"{value!r} is not a valid Prometheus label name")
-    if value in RESERVED_LABELS:
+    if value in catalog.RESERVED_LABELS:
         raise ValueError(f"{value!r} is a label the exporter sets itself")
     return value
 

@@ -16,8 +16,8 @@ import pymysql
 import pymysql.err
 
 from exporter.config.model import SiteConfig
-from exporter.db.errors import QueryError, classify
 from exporter.db.grants import can_write
+from exporter.db.query_error import QueryError, classify
 
 log = logging.getLogger(__name__)
 

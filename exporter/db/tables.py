@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from exporter.catalog import TABLES
 from exporter.db.session import Session
+from exporter.metrics.catalog import TABLES
 
 ACTIONS_SUFFIX = "actionscheduler_actions"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")

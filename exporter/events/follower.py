@@ -20,20 +20,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter import catalog
-from exporter.catalog import OTHER, MetricDef
-from exporter.collectors.base import (
-    Collector,
-    Labels,
-    Sample,
-    SiteContext,
-    label_value,
-    sample,
-)
+from exporter.collectors.context import Collector, DatabaseContext, label_value
 from exporter.collectors.groups import chunks, group_slugs, placeholders
+from exporter.config.model import SiteConfig
 from exporter.events.classify import Event, Kind, classify, infer
 from exporter.events.cursor import LogCursor
 from exporter.events.histogram import Histogram
+from exporter.metrics import catalog
+from exporter.metrics.catalog import OTHER, MetricDef
+from exporter.metrics.samples import Labels, Sample, sample
+from exporter.sources.source import Clock
 
 # Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
 # the 0.5 bucket; the rest are spread for webhooks (seconds) up to imports (an hour).
@@ -87,6 +83,8 @@ class StickyFold:
 
 
 class LogFollower(Collector):
+    """The site's log streams, one per table prefix: the one collector that keeps state."""
+
     name = "log_events"
     metrics = (
         catalog.CREATED,
@@ -103,22 +101,37 @@ class LogFollower(Collector):
         catalog.LOG_CURSOR_RESETS,
     )
 
-    def __init__(
-        self, rows_per_scrape: int, top_hooks: int, top_groups: int, gap_grace_seconds: float = 30.0
-    ) -> None:
-        self.rows_per_scrape = rows_per_scrape
-        self._gap_grace = gap_grace_seconds
+    def __init__(self, site: SiteConfig, clock: Clock = time.monotonic) -> None:
+        self._site = site
+        self._clock = clock
+        self._streams: dict[str, LogStream] = {}
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        prefix = context.tables.prefix
+        stream = self._streams.get(prefix)
+        if stream is None:
+            stream = self._streams[prefix] = LogStream(self._site, self._clock)
+        return stream.read(context)
+
+
+class LogStream:
+    """One table prefix's cursor, counters and histograms."""
+
+    def __init__(self, site: SiteConfig, clock: Clock) -> None:
+        self.rows_per_scrape = site.log_rows_per_scrape
+        self._gap_grace = site.log_gap_grace
+        self._clock = clock
         self._cursor: LogCursor | None = None
         self._counters: Counter[tuple[MetricDef, Labels]] = Counter()
         self._start_delay = Histogram(catalog.START_DELAY, START_DELAY_BUCKETS)
         self._run_duration = Histogram(catalog.RUN_DURATION, RUN_DURATION_BUCKETS)
-        self._hooks = StickyFold(top_hooks)
-        self._groups = StickyFold(top_groups)
+        self._hooks = StickyFold(site.top_hooks)
+        self._groups = StickyFold(site.top_groups)
         self._rows_read = 0
         self._unclassified = 0
         self._resets = 0
 
-    def collect(self, context: SiteContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
         logs = context.tables.logs
         (newest,) = context.one(f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}")
         newest = int(newest)
@@ -143,7 +156,7 @@ class LogFollower(Collector):
         if restarted:
             cursor.restart()
             self._resets += 1
-        cursor.advance([row.log_id for row in fetched], time.monotonic())
+        cursor.advance([row.log_id for row in fetched], self._clock())
         for pair in tally.pairs:
             self._initialise(pair)
         self._counters.update(tally.counters)
@@ -153,7 +166,7 @@ class LogFollower(Collector):
         self._unclassified += tally.unclassified
         yield from self._samples(max(0, newest - cursor.position))
 
-    def _tally(self, context: SiteContext, rows: Sequence[_Row]) -> _Tally:
+    def _tally(self, context: DatabaseContext, rows: Sequence[_Row]) -> _Tally:
         tally = _Tally(self._start_delay.empty_copy(), self._run_duration.empty_copy())
         if not rows:
             return tally
@@ -242,7 +255,7 @@ class _Tally:
         self.unclassified = 0
 
 
-def _lookup_actions(context: SiteContext, action_ids: Iterable[int]) -> dict[int, _Action]:
+def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict[int, _Action]:
     found: dict[int, tuple[Any, ...]] = {}
     for chunk in chunks(sorted(action_ids)):
         for row in context.query(
@@ -266,7 +279,7 @@ def _lookup_actions(context: SiteContext, action_ids: Iterable[int]) -> dict[int
 class _History:
     """Every log row (id, date) of some actions: their start rows and their latest rows."""
 
-    def __init__(self, context: SiteContext, action_ids: Iterable[int]) -> None:
+    def __init__(self, context: DatabaseContext, action_ids: Iterable[int]) -> None:
         self._rows: dict[int, list[tuple[int, dt.datetime | None]]] = {}
         for chunk in chunks(sorted(action_ids)):
             for action_id, log_id, date in context.query(

@@ -6,8 +6,8 @@ import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from exporter.catalog import MetricDef
-from exporter.collectors.base import Labels, Sample
+from exporter.metrics.catalog import MetricDef
+from exporter.metrics.samples import Labels, Sample
 
 
 @dataclass

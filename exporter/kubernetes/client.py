@@ -19,16 +19,13 @@ from urllib.parse import urlencode, urlsplit
 
 import yaml
 
+from exporter.sources.source import SourceError
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class KubernetesError(Exception):
+class KubernetesError(SourceError):
     """A failed call, with a kind for the error counter and a message that says what to do."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 @dataclass

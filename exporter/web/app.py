@@ -11,8 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
-from exporter.scrape.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
-from exporter.scrape.exposition import render
+from exporter.exposition.negotiation import render
+from exporter.rounds.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
 from exporter.web.auth import BasicAuth
 from exporter.web.webconfig import WebConfig
 
@@ -113,11 +113,11 @@ def _scrape_timeout(header: str | None) -> float | str:
 def landing_page(coordinator: Coordinator) -> str:
     rows = "".join(
         "<tr>"
-        f"<td>{html.escape(target.site.name)}</td>"
-        f"<td>{html.escape(target.site.endpoint)}</td>"
-        f"<td>{html.escape(target.site.table_prefix)}</td>"
+        f"<td>{html.escape(site.name)}</td>"
+        f"<td>{html.escape(site.endpoint)}</td>"
+        f"<td>{html.escape(site.table_prefix)}</td>"
         "</tr>"
-        for target in coordinator.targets
+        for site in coordinator.config.sites
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"

@@ -5,6 +5,8 @@ scrape; that was a tenth of a scrape's time at ten million actions. Here the sam
 is written from the catalog's definitions, and each label set is escaped once: the sets
 repeat from scrape to scrape (sites, hooks, groups), their values change. The tests parse
 both formats with prometheus-client's parsers and compare them with its own encoders.
+The process's own metrics (CPU, memory, file descriptors) come from prometheus-client's
+ProcessCollector and are written here too, so there is one path for every format.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
-from exporter.catalog import MetricDef
-from exporter.collectors.base import Labels
-from exporter.scrape.result import SiteResult
+from exporter.metrics.catalog import MetricDef
+from exporter.metrics.samples import Labels
+from exporter.rounds.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
 _number = cast(Callable[[float], str], floatToGoString)
@@ -75,3 +78,19 @@ def _label_text(labels: Labels) -> str:
 def _escape(text: str, *, quote: bool) -> str:
     text = text.replace("\\", "\\\\").replace("\n", "\\n")
     return text.replace('"', '\\"') if quote else text
+
+
+def encode_families(families: Iterable[Metric], *, openmetrics: bool) -> str:
+    """Families that prometheus-client built (the process's own metrics)."""
+    out: list[str] = []
+    for family in families:
+        name = family.name
+        if not openmetrics and family.type == "counter":
+            name += "_total"  # the text format names a counter family by its sample
+        kind = family.type if openmetrics else _TEXT_TYPES.get(family.type, "untyped")
+        out.append(f"# HELP {name} {_escape(family.documentation, quote=openmetrics)}\n")
+        out.append(f"# TYPE {name} {kind}\n")
+        for item in family.samples:
+            labels: Labels = tuple(item.labels.items())
+            out.append(f"{item.name}{_label_text(labels)} {_number(item.value)}\n")
+    return "".join(out)

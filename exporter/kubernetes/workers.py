@@ -1,103 +1,67 @@
 """The site's worker pods, Deployment and autoscaler, read from the Kubernetes API.
 
 At most one set of calls (list pods, get Deployment, get HPA) per `cache` seconds, each
-bounded by `timeout`. The calls run in a thread of their own; a scrape waits for them only
-as long as its own deadline allows and otherwise reports the previous reading, so a slow
-or failing API never delays or fails the database metrics.
+bounded by `timeout`. The round reads this source in the background (its freshness), so
+a scrape waits for it only as long as its own deadline allows and otherwise reports the
+previous reading: a slow or failing API never delays or fails the database metrics.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporter import catalog
-from exporter.collectors.base import Sample, sample
-from exporter.config.model import KubernetesConfig
+from exporter.config.model import KubernetesConfig, SiteConfig
 from exporter.kubernetes.client import (
     Credentials,
     KubernetesClient,
-    KubernetesError,
     from_kubeconfig,
     in_cluster,
 )
-
-SOURCE_NAME = "kubernetes"
-
-
-@dataclass
-class _Reading:
-    samples: list[Sample] = field(default_factory=list)
-    ok: bool = False
-    duration: float = 0.0
-    taken_at: float = float("-inf")
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+from exporter.sources.source import Freshness, Source
 
 
-class WorkerSource:
+class KubernetesWorkers(Source[None]):
+    """One reading: list the worker pods, get the Deployment and the HPA (when set)."""
+
+    name = "kubernetes"
+    metrics = (
+        catalog.WORKER_RESTARTS,
+        catalog.WORKER_LAST_TERMINATION,
+        catalog.WORKER_PODS,
+        catalog.WORKER_DEPLOYMENT_REPLICAS,
+        catalog.WORKER_AUTOSCALER_REPLICAS,
+    )
+    error_metric = catalog.KUBERNETES_ERRORS
+    error_kinds = catalog.KUBERNETES_ERROR_KINDS
+    up_metric = catalog.KUBERNETES_UP
+
     def __init__(
-        self, config: KubernetesConfig, credentials: Callable[[], Credentials] | None = None
+        self,
+        config: KubernetesConfig,
+        credentials: Callable[[], Credentials] | None = None,
     ) -> None:
         self.config = config
         self._credentials = credentials or self._default_credentials
         self._client: KubernetesClient | None = None
-        self._reading = _Reading()
-        self._errors: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._refresh: threading.Thread | None = None
-        self.last_error = ""
 
-    def samples(self, wait: float | None = None) -> list[Sample]:
-        """The latest reading; a due refresh is waited for at most `wait` seconds."""
-        with self._lock:
-            due = time.monotonic() - self._reading.taken_at >= self.config.cache
-            if due and (self._refresh is None or not self._refresh.is_alive()):
-                self._refresh = threading.Thread(
-                    target=self._update, daemon=True, name="kubernetes-source"
-                )
-                self._refresh.start()
-            refresh = self._refresh
-        if due and refresh is not None:
-            refresh.join(wait)
-        with self._lock:
-            reading = self._reading
-            errors = [
-                sample(catalog.KUBERNETES_ERRORS, self._errors[kind], kind=kind)
-                for kind in catalog.KUBERNETES_ERROR_KINDS
-            ]
-        return [
-            *reading.samples,
-            sample(catalog.KUBERNETES_UP, reading.ok),
-            sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=SOURCE_NAME),
-            sample(catalog.COLLECTOR_DURATION, reading.duration, collector=SOURCE_NAME),
-            *errors,
-        ]
+    def freshness(self, site: SiteConfig) -> Freshness:
+        """At most one set of calls per `cache` seconds; a scrape waits for each due one
+        (within its deadline), so a pod's restart shows in the next scrape."""
+        return Freshness(interval=self.config.cache, wait_each=True)
 
-    def _update(self) -> None:
-        reading = self._read()
-        with self._lock:
-            self._reading = reading
-
-    def _read(self) -> _Reading:
-        started = time.monotonic()
-        try:
-            client = self._connect()
-            found = self._pod_samples(client)
-            if self.config.deployment:
-                found += self._deployment_samples(client)
-            if self.config.horizontalpodautoscaler:
-                found += self._autoscaler_samples(client)
-        except KubernetesError as error:
-            with self._lock:
-                self._errors[error.kind] += 1
-            self.last_error = error.message
-            return _Reading(ok=False, duration=time.monotonic() - started, taken_at=started)
-        self.last_error = ""
-        return _Reading(found, True, time.monotonic() - started, started)
+    def read(self, context: None = None) -> list[Sample]:
+        client = self._connect()
+        found = self._pod_samples(client)
+        if self.config.deployment:
+            found += self._deployment_samples(client)
+        if self.config.horizontalpodautoscaler:
+            found += self._autoscaler_samples(client)
+        return found
 
     def _connect(self) -> KubernetesClient:
         if self._client is None:

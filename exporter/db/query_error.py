@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pymysql.err
 
+from exporter.sources.source import SourceError
+
 # Server error codes after which the connection is still usable.
 _TIMEOUT_CODES = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time
 _MISSING_TABLE_CODES = {1146}  # table does not exist
@@ -11,13 +13,12 @@ _STATEMENT_CODES = {1054, 1142, 1143, 1205, 1213, 1317}  # column, grants, lock 
 _CLIENT_TIMEOUT_HINT = "timed out"
 
 
-class QueryError(Exception):
-    """A failure with a kind from catalog.ERROR_KINDS and a message safe to log."""
+class QueryError(SourceError):
+    """A failed statement or connection, with a kind from catalog.ERROR_KINDS, a message
+    safe to log, and whether the connection is gone with it."""
 
     def __init__(self, kind: str, message: str, *, connection_lost: bool) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
+        super().__init__(kind, message)
         self.connection_lost = connection_lost
 
 

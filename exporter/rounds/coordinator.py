@@ -8,11 +8,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from exporter.collectors import default_collectors
-from exporter.collectors.base import Collector
+from exporter.collectors.context import Collector
 from exporter.config.model import ExporterConfig
-from exporter.scrape.result import SiteResult
-from exporter.scrape.singleflight import SingleFlight
-from exporter.scrape.target import Target
+from exporter.rounds.result import SiteResult
+from exporter.rounds.singleflight import SingleFlight
+from exporter.rounds.site_round import SiteRound
+from exporter.sources.source import Clock
 
 DEFAULT_SCRAPE_TIMEOUT = 10.0
 # Rounds of different sites run side by side, up to this many at once.
@@ -27,16 +28,20 @@ class PendingScrape:
 
 class Coordinator:
     def __init__(
-        self, config: ExporterConfig, collectors: Sequence[Collector] | None = None
+        self,
+        config: ExporterConfig,
+        collectors: Sequence[Collector] | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
         chosen = tuple(collectors) if collectors is not None else default_collectors()
         self.config = config
-        self.targets = [Target(site, chosen) for site in config.sites]
+        self._clock = clock
+        self.sites = [SiteRound(site, chosen, clock) for site in config.sites]
         self._executor = ThreadPoolExecutor(
-            max_workers=max(1, min(len(self.targets), MAX_PARALLEL_SITES)),
+            max_workers=max(1, min(len(self.sites), MAX_PARALLEL_SITES)),
             thread_name_prefix="round",
         )
-        self._flights = [SingleFlight(self._executor, target.run) for target in self.targets]
+        self._flights = [SingleFlight(self._executor, site_round.run) for site_round in self.sites]
 
     def scrape(self, timeout: float = DEFAULT_SCRAPE_TIMEOUT) -> list[SiteResult]:
         pending = self.begin(timeout)
@@ -45,21 +50,21 @@ class Coordinator:
 
     def begin(self, timeout: float) -> PendingScrape:
         """Joins (or starts) each site's round; does not wait for them."""
-        started = time.monotonic()
+        started = self._clock()
         deadline = started + timeout
         return PendingScrape(started, [flight.join(deadline) for flight in self._flights])
 
     def results(self, pending: PendingScrape) -> list[SiteResult]:
         """What the rounds found; a round still running counts as past the deadline."""
         results: list[SiteResult] = []
-        for target, future in zip(self.targets, pending.futures, strict=True):
+        for site_round, future in zip(self.sites, pending.futures, strict=True):
             if future.done():
                 results.extend(future.result())
             else:
-                results.extend(target.timed_out(time.monotonic() - pending.started))
+                results.extend(site_round.timed_out(self._clock() - pending.started))
         return results
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-        for target in self.targets:
-            target.close()
+        for site_round in self.sites:
+            site_round.close()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter import catalog
-from exporter.collectors.base import Collector, Labels, Sample, sample
+from exporter.metrics.samples import Labels, Sample
 
 
 @dataclass
@@ -23,13 +22,3 @@ class SiteResult:
             if item.metric.name == metric_name and tuple(sorted(item.labels)) == wanted:
                 return item.value
         return None
-
-
-def collector_samples(
-    collector: Collector | type[Collector], ok: bool, duration: float
-) -> list[Sample]:
-    """Whether a collector's queries succeeded the last time they ran, and how long they took."""
-    return [
-        sample(catalog.COLLECTOR_SUCCESS, ok, collector=collector.name),
-        sample(catalog.COLLECTOR_DURATION, duration, collector=collector.name),
-    ]

@@ -1,0 +1,65 @@
+"""What a database collector reads with, and the contract it follows.
+
+A collector is a `Source` of the database: it gets a DatabaseContext (the round's session,
+one table prefix's table names, the site's settings and the tables' statistics), runs its
+queries and returns samples. Its `tier` says what its queries cost: hot collectors read
+index ranges bounded by the queue and run in every round; heavy ones read whole tables and
+are refreshed in the background (`rounds.heavy_tier`). Collectors keep no state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from exporter.config.model import SiteConfig
+from exporter.db.session import Row, Session
+from exporter.db.tables import TableNames, TableStats
+from exporter.sources.source import EVERY_ROUND, Freshness, Source
+
+# Dates before this are Action Scheduler's zero date or other junk that would turn into
+# ages of centuries; Action Scheduler did not exist before it.
+VALID_DATE_FLOOR = "2000-01-01 00:00:00"
+
+
+@dataclass(frozen=True)
+class DatabaseContext:
+    session: Session
+    tables: TableNames
+    site: SiteConfig
+    table_stats: Mapping[str, TableStats]
+
+    def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        return self.session.query(sql, args)
+
+    def one(self, sql: str, args: Sequence[object] | None = None) -> Row:
+        rows = self.session.query(sql, args)
+        return rows[0] if rows else ()
+
+
+class Collector(Source[DatabaseContext]):
+    """A group of metric families gathered by one set of queries on one table prefix."""
+
+    tier: ClassVar[Literal["hot", "heavy"]] = "hot"
+
+    def freshness(self, site: SiteConfig) -> Freshness:
+        """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
+        return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND
+
+
+def label_value(raw: Any) -> str:
+    """Text for a label from whatever the database returned (bytes included)."""
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes | bytearray):
+        return bytes(raw).decode("utf-8", errors="replace")
+    # Lone surrogates cannot be written as UTF-8: replace them rather than fail the scrape.
+    return str(raw).encode("utf-8", errors="replace").decode("utf-8")
+
+
+def seconds(raw: Any) -> float:
+    """An age column that may be NULL (no rows) or negative (a date in the future)."""
+    if raw is None:
+        return 0.0
+    return max(0.0, float(raw))

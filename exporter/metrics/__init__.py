@@ -1,0 +1,1 @@
+"""What the exporter emits: the catalog of metric families and the sample model."""

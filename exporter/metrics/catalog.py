@@ -1,0 +1,658 @@
+"""Every metric family the exporter can emit, each described once: the source of truth.
+
+An entry carries what the exposition needs (name, type, labels, help), what the reader of
+docs/metrics.md needs (meaning, section) and when its value is read (tier). The list of
+families (`ALL`), the label names a site's constant labels may not take
+(`RESERVED_LABELS`) and the tables of docs/metrics.md are derived from these entries; the
+tests check that the docs, the rules and the dashboards agree with them.
+Every family but the build info also carries `site` and the site's constant labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+MetricKind = Literal["gauge", "counter", "info", "histogram"]
+# hot: read on every scrape; heavy: refreshed in the background every heavy_interval;
+# none: no query (configuration, the Kubernetes API, the exporter's own state).
+Tier = Literal["hot", "heavy", "none"]
+# The table of docs/metrics.md an entry is listed in.
+Section = Literal["queue", "settings", "workers", "log", "exporter"]
+
+STATUSES: tuple[str, ...] = ("pending", "in-progress", "complete", "failed", "canceled")
+TABLES: tuple[str, ...] = ("actions", "claims", "groups", "logs")
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    kind: MetricKind
+    help: str
+    meaning: str
+    tier: Tier
+    section: Section
+    labels: tuple[str, ...] = ()
+
+    @property
+    def sample_name(self) -> str:
+        """The name a sample carries in the text exposition."""
+        if self.kind == "counter":
+            return f"{self.name}_total"
+        if self.kind == "info":
+            return f"{self.name}_info"
+        return self.name
+
+
+_DEFINED: list[MetricDef] = []
+
+
+def _define(
+    name: str,
+    kind: MetricKind,
+    help_text: str,
+    *,
+    tier: Tier,
+    section: Section,
+    labels: tuple[str, ...] = (),
+    meaning: str = "",
+) -> MetricDef:
+    """A family, listed in `ALL` in the order of definition (the exposition's order).
+
+    `meaning` is the longer text of docs/metrics.md; without one the help text serves."""
+    metric = MetricDef(name, kind, help_text, meaning or help_text, tier, section, labels)
+    _DEFINED.append(metric)
+    return metric
+
+
+# Queue state ----------------------------------------------------------------------------
+
+UP = _define(
+    "actionscheduler_up",
+    "gauge",
+    "1 when the site's database answered and all four Action Scheduler tables exist.",
+    tier="hot",
+    section="queue",
+    meaning="1 when the database answered and all four Action Scheduler tables exist; 0 "
+    "otherwise (see `actionscheduler_table_exists` and the log for the reason).",
+)
+TABLE_EXISTS = _define(
+    "actionscheduler_table_exists",
+    "gauge",
+    "1 when the Action Scheduler table exists and is readable by the exporter's user.",
+    tier="hot",
+    section="queue",
+    labels=("table",),
+    meaning="1 per table (`actions`, `claims`, `groups`, `logs`) that exists and that the "
+    "exporter's user can read. A missing table means the plugin is not installed or the "
+    "prefix is wrong.",
+)
+ACTIONS = _define(
+    "actionscheduler_actions",
+    "gauge",
+    "Actions by status; all five statuses are always present.",
+    tier="heavy",
+    section="queue",
+    labels=("status",),
+    meaning="Actions per status. All five statuses (`pending`, `in-progress`, `complete`, "
+    "`failed`, `canceled`) are always present; any other value found in the table is "
+    'counted as `status="unknown"`.',
+)
+ACTIONS_BY_GROUP = _define(
+    "actionscheduler_actions_by_group",
+    "gauge",
+    'Actions by status and group (top-N groups, the rest folded into group="other").',
+    tier="heavy",
+    section="queue",
+    labels=("status", "group"),
+    meaning="Actions per status and group. The `top_groups` largest groups keep their slug, "
+    'the rest are summed under `group="other"`; actions without a group have `group=""`.',
+)
+DUE_ACTIONS = _define(
+    "actionscheduler_due_actions",
+    "gauge",
+    "Pending actions whose scheduled date has passed, by whether a runner has claimed them.",
+    tier="hot",
+    section="queue",
+    labels=("claim",),
+    meaning="Pending actions with `scheduled_date_gmt <= UTC_TIMESTAMP()`, split "
+    '`claim="unclaimed"` (waiting for a runner) and `claim="claimed"` (in a runner\'s '
+    "batch). This is what Action Scheduler's own claim query would take, zero-dated rows "
+    "included: the autoscaling signal. Future-scheduled actions are never counted.",
+)
+UNDATED_PENDING = _define(
+    "actionscheduler_undated_pending_actions",
+    "gauge",
+    "Pending actions whose scheduled date is the zero date or NULL.",
+    tier="hot",
+    section="queue",
+    labels=("date",),
+    meaning='Pending actions whose scheduled date is the zero date (`date="zero"`; they '
+    'are due and counted in `actionscheduler_due_actions` too) or NULL (`date="null"`; '
+    "Action Scheduler never claims them).",
+)
+OLDEST_DUE_AGE = _define(
+    "actionscheduler_oldest_due_action_age_seconds",
+    "gauge",
+    "Seconds since the oldest due pending action was scheduled to run; 0 when nothing is due.",
+    tier="hot",
+    section="queue",
+    meaning="How long the oldest due pending action has waited since its scheduled date. "
+    'For a zero-dated action the age is taken from its first log row ("action created", '
+    "found by position, so translated sites work); one with no log row is counted above "
+    "but gives no age.",
+)
+IN_PROGRESS = _define(
+    "actionscheduler_in_progress_actions",
+    "gauge",
+    "Actions currently in progress.",
+    tier="hot",
+    section="queue",
+    meaning="Actions with status `in-progress`.",
+)
+OLDEST_IN_PROGRESS_AGE = _define(
+    "actionscheduler_oldest_in_progress_action_age_seconds",
+    "gauge",
+    "Seconds since the oldest in-progress action started; 0 when none runs.",
+    tier="hot",
+    section="queue",
+    meaning="How long the oldest in-progress action has run (from `last_attempt_gmt`, which "
+    "starting an action sets). A worker killed mid-batch shows here long before the "
+    "cleaner's failure period marks the action failed.",
+)
+ACTIVE_CLAIMS = _define(
+    "actionscheduler_active_claims",
+    "gauge",
+    "Claims that hold pending or in-progress actions, counted as Action Scheduler's runner does.",
+    tier="hot",
+    section="queue",
+    meaning="`COUNT(DISTINCT claim_id)` over pending and in-progress actions with a claim: "
+    "exactly the number the runner compares with the concurrent-batches limit before it "
+    'prints "There are too many concurrent batches".',
+)
+CLAIM_ROWS = _define(
+    "actionscheduler_claim_rows",
+    "gauge",
+    "Rows in the claims table.",
+    tier="hot",
+    section="queue",
+)
+OLDEST_CLAIM_AGE = _define(
+    "actionscheduler_oldest_claim_age_seconds",
+    "gauge",
+    "Seconds since the oldest row of the claims table was created; 0 when the table is empty.",
+    tier="hot",
+    section="queue",
+    meaning="Age of the oldest claims row.",
+)
+ORPHANED_CLAIMS = _define(
+    "actionscheduler_orphaned_claims",
+    "gauge",
+    "Claim rows older than the timeout period that no pending or in-progress action refers to.",
+    tier="hot",
+    section="queue",
+    meaning="Claim rows older than the timeout period that no pending or in-progress action "
+    "refers to. Each is a batch whose worker died without releasing its claim (nothing ever "
+    "deletes these rows). Younger ones are left out: every healthy batch has such a row for "
+    "a moment.",
+)
+STALE_CLAIMED_PENDING = _define(
+    "actionscheduler_stale_claimed_pending_actions",
+    "gauge",
+    "Claimed pending actions older than the timeout period: the cleaner will reset them.",
+    tier="hot",
+    section="queue",
+    meaning="Claimed pending actions whose claim is older than the timeout period: the "
+    "actions of a dead worker's batch, which the cleaner will reset at the next batch.",
+)
+FAILED_BY_HOOK = _define(
+    "actionscheduler_failed_actions",
+    "gauge",
+    'Failed actions by hook (top-N hooks, the rest folded into hook="other").',
+    tier="heavy",
+    section="queue",
+    labels=("hook",),
+    meaning="Failed actions per hook (the `top_hooks` hooks with most failures keep their "
+    'name, the rest are summed under `hook="other"`). Failed actions are kept for months, '
+    "so this is a total; use its increase over time for alerts.",
+)
+CONCURRENT_BATCHES_LIMIT = _define(
+    "actionscheduler_concurrent_batches_limit",
+    "gauge",
+    "The site's configured concurrent-batches limit "
+    "(action_scheduler_queue_runner_concurrent_batches).",
+    tier="none",
+    section="queue",
+    meaning="The site's `concurrent_batches_limit` from the configuration (Action "
+    "Scheduler's `action_scheduler_queue_runner_concurrent_batches` filter). Absent when "
+    "not configured.",
+)
+TIMEOUT_PERIOD = _define(
+    "actionscheduler_timeout_period_seconds",
+    "gauge",
+    "The timeout and failure period the exporter applies, as configured for the site.",
+    tier="none",
+    section="queue",
+    meaning="The site's `timeout_period` (default 300 s, Action Scheduler's "
+    "`action_scheduler_timeout_period` and failure period), which the orphan and stale "
+    "counts use.",
+)
+
+# Settings the alerting rules compare with -------------------------------------------------
+
+THRESHOLD_OLDEST_DUE_WARNING = _define(
+    "actionscheduler_alert_threshold_oldest_due_warning_seconds",
+    "gauge",
+    "Alert threshold: age of the oldest due action that warns (site's alerts.oldest_due_warning).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.oldest_due_warning` (default 15m): the oldest due action is late.",
+)
+THRESHOLD_OLDEST_DUE_CRITICAL = _define(
+    "actionscheduler_alert_threshold_oldest_due_critical_seconds",
+    "gauge",
+    "Alert threshold: age of the oldest due action that pages (alerts.oldest_due_critical).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.oldest_due_critical` (default 24h, Action Scheduler's own past-due notice).",
+)
+THRESHOLD_DRAIN_TARGET = _define(
+    "actionscheduler_alert_threshold_drain_target_seconds",
+    "gauge",
+    "Alert threshold: the longest acceptable estimated drain time of the due backlog "
+    "(alerts.drain_target).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.drain_target` (default 1h): the longest acceptable estimated time to "
+    "drain the due backlog.",
+)
+THRESHOLD_FAILURE_RATIO = _define(
+    "actionscheduler_alert_threshold_failure_ratio",
+    "gauge",
+    "Alert threshold: share of a hook's runs that fail (alerts.failure_ratio).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.failure_ratio` (default 0.1): share of a hook's runs that may fail.",
+)
+THRESHOLD_FAILURE_RATE = _define(
+    "actionscheduler_alert_threshold_failures_per_second",
+    "gauge",
+    "Alert threshold: failures per second of one hook (alerts.failure_rate).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.failure_rate` (default 0.1, six a minute): failures per second of one hook.",
+)
+THRESHOLD_RESTARTS = _define(
+    "actionscheduler_alert_threshold_restarts",
+    "gauge",
+    "Alert threshold: worker container restarts within 15 minutes (alerts.restarts).",
+    tier="none",
+    section="settings",
+    meaning="`alerts.restarts` (default 3): worker container restarts within 15 minutes.",
+)
+WORKER_INFO = _define(
+    "actionscheduler_worker",
+    "info",
+    "Where the site's queue workers run (site's workers: setting), for joining "
+    "kube-state-metrics series to the site.",
+    tier="none",
+    section="settings",
+    labels=("namespace", "deployment", "container", "horizontalpodautoscaler"),
+    meaning="Where the site's workers run (`workers:` setting; the HPA defaults to "
+    "`keda-hpa-<deployment>`, KEDA's name). Joins kube-state-metrics series to the site. "
+    "Absent when not configured.",
+)
+
+# Workers, from the Kubernetes API ----------------------------------------------------------
+
+KUBERNETES_UP = _define(
+    "actionscheduler_kubernetes_up",
+    "gauge",
+    "1 when the Kubernetes API answered the last reading of the site's workers "
+    "(kubernetes: setting).",
+    tier="none",
+    section="workers",
+    meaning="1 when the last reading of the API succeeded.",
+)
+KUBERNETES_ERRORS = _define(
+    "actionscheduler_kubernetes_errors",
+    "counter",
+    "Failed readings of the site's workers from the Kubernetes API, by kind: config, "
+    "connect, timeout, unauthorized, forbidden, not_found, http.",
+    tier="none",
+    section="workers",
+    labels=("kind",),
+    meaning="Failed readings: `config` (no credentials), `connect`, `timeout`, "
+    "`unauthorized` (401, after re-reading a rotated token), `forbidden` (403: the log names "
+    "the RBAC verb and resource missing), `not_found`, `http`.",
+)
+WORKER_RESTARTS = _define(
+    "actionscheduler_worker_container_restarts",
+    "counter",
+    "Restarts of the worker container, per pod, as Kubernetes reports them.",
+    tier="none",
+    section="workers",
+    labels=("pod",),
+    meaning="Restarts of the worker container per pod, as Kubernetes reports them "
+    "(`restartCount`).",
+)
+WORKER_LAST_TERMINATION = _define(
+    "actionscheduler_worker_container_last_terminated_reason",
+    "gauge",
+    "1 per worker pod whose container terminated before, with the reason Kubernetes gave "
+    "(OOMKilled, Error, Completed...).",
+    tier="none",
+    section="workers",
+    labels=("pod", "reason"),
+    meaning="1 per pod whose worker container terminated before, with the reason: "
+    "`OOMKilled`, `Error`, `Completed`...",
+)
+WORKER_PODS = _define(
+    "actionscheduler_worker_pods",
+    "gauge",
+    "Worker pods, by whether they are ready.",
+    tier="none",
+    section="workers",
+    labels=("ready",),
+    meaning="Worker pods, ready (`true`) and not ready (`false`).",
+)
+WORKER_DEPLOYMENT_REPLICAS = _define(
+    "actionscheduler_worker_deployment_replicas",
+    "gauge",
+    "Replicas of the worker Deployment: desired, updated, available.",
+    tier="none",
+    section="workers",
+    labels=("state",),
+    meaning="The worker Deployment's `desired`, `updated` and `available` replicas.",
+)
+WORKER_AUTOSCALER_REPLICAS = _define(
+    "actionscheduler_worker_autoscaler_replicas",
+    "gauge",
+    "Replicas of the workers' HorizontalPodAutoscaler (the one KEDA creates): current, "
+    "desired, maximum.",
+    tier="none",
+    section="workers",
+    labels=("state",),
+    meaning="The autoscaler's `current`, `desired` and `maximum` replicas.",
+)
+
+# Table statistics and retention (queue section, after the workers in the exposition) -----
+
+TABLE_ROWS = _define(
+    "actionscheduler_table_rows",
+    "gauge",
+    "Rows in the table, as estimated by the server's table statistics.",
+    tier="hot",
+    section="queue",
+    labels=("table",),
+    meaning="Rows per table from the server's table statistics "
+    "(`information_schema.TABLES.TABLE_ROWS`), not a `COUNT`: an estimate for InnoDB, "
+    "refreshed by the server. On MySQL 8 the statistics are cached for "
+    "`information_schema_stats_expiry` (a day by default).",
+)
+TABLE_SIZE = _define(
+    "actionscheduler_table_size_bytes",
+    "gauge",
+    "Data and index size of the table, from the server's table statistics.",
+    tier="hot",
+    section="queue",
+    labels=("table",),
+    meaning="Data plus index size per table, from the same statistics. A log table of 100 "
+    "million rows shows here before the disk fills.",
+)
+OLDEST_FINISHED_AGE = _define(
+    "actionscheduler_oldest_finished_action_age_seconds",
+    "gauge",
+    "Seconds since the oldest complete or canceled action last ran; 0 when there is none.",
+    tier="heavy",
+    section="queue",
+    meaning="Age of the oldest complete or canceled action (by `last_attempt_gmt`, the date "
+    "the cleaner's purge uses). Above the retention period (31 days by default) the purge "
+    "has stopped.",
+)
+
+# Throughput, failures and latency, from the log --------------------------------------------
+
+_EVENT_LABELS = ("hook", "group")
+CREATED = _define(
+    "actionscheduler_actions_created",
+    "counter",
+    "Actions created, from the log (since the exporter started).",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning='Actions created ("action created"; recurring actions log one per new occurrence).',
+)
+STARTED = _define(
+    "actionscheduler_actions_started",
+    "counter",
+    "Action runs started, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning='Runs started ("action started via …").',
+)
+COMPLETED = _define(
+    "actionscheduler_actions_completed",
+    "counter",
+    "Action runs completed, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning='Runs completed ("action complete via …").',
+)
+FAILED = _define(
+    "actionscheduler_actions_failed",
+    "counter",
+    "Action runs failed, from the log, by reason: exception, timeout, fatal, no_callback, unknown.",
+    tier="hot",
+    section="log",
+    labels=(*_EVENT_LABELS, "reason"),
+    meaning='Runs failed, by `reason`: `exception` (the action threw: "action failed via '
+    '…: message"), `timeout` (the cleaner marked an in-progress action failed after the '
+    "failure period: the worker was killed or died), `fatal` (a PHP fatal error during the "
+    'action: "unexpected shutdown"), `no_callback` (nothing is hooked to the action: '
+    "typical after a release that renamed a hook, or old workers running new code), "
+    "`unknown` (see below).",
+)
+CANCELED = _define(
+    "actionscheduler_actions_canceled",
+    "counter",
+    "Actions canceled, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+)
+RESET = _define(
+    "actionscheduler_actions_reset",
+    "counter",
+    "Claimed actions the cleaner released after the timeout period, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning='Claimed actions the cleaner released after the timeout period ("action '
+    "reset\"): a dead worker's batch being handed to another.",
+)
+START_DELAY = _define(
+    "actionscheduler_action_start_delay_seconds",
+    "histogram",
+    "From an action's scheduled date to the start of its run (log dates, 1 s resolution).",
+    tier="hot",
+    section="log",
+    labels=("group",),
+    meaning="From the action's scheduled date to the log row that started its run: how late "
+    "the queue is. The number an SLO is written on. Zero-dated actions are not observed.",
+)
+RUN_DURATION = _define(
+    "actionscheduler_action_run_duration_seconds",
+    "histogram",
+    "From the start of a run to its completion or failure (log dates, 1 s resolution).",
+    tier="hot",
+    section="log",
+    labels=("hook",),
+    meaning="From the start of a run to its completion or failure (the action's log row just "
+    "before its end row). Timeouts are not observed: their end is the cleaner's, not the "
+    "run's.",
+)
+LOG_ROWS_READ = _define(
+    "actionscheduler_log_rows_read",
+    "counter",
+    "Log rows the exporter has read.",
+    tier="hot",
+    section="log",
+    meaning="Log rows read.",
+)
+LOG_ROWS_UNCLASSIFIED = _define(
+    "actionscheduler_log_rows_unclassified",
+    "counter",
+    "Log rows whose message was not recognised and whose event could not be inferred from "
+    "the action's status (translated sites: created and started events).",
+    tier="hot",
+    section="log",
+    meaning="Log rows whose message was not recognised and whose event could not be "
+    "inferred (see below).",
+)
+LOG_CURSOR_LAG = _define(
+    "actionscheduler_log_cursor_lag_rows",
+    "gauge",
+    "How far the log cursor is behind the newest log row (log_id difference); it catches up "
+    "at most log_rows_per_scrape rows a scrape.",
+    tier="hot",
+    section="log",
+    meaning="Newest `log_id` minus the cursor: how many rows (gaps included) wait for the "
+    "next scrapes.",
+)
+LOG_CURSOR_RESETS = _define(
+    "actionscheduler_log_cursor_resets",
+    "counter",
+    "Times the log table's ids went backwards (truncated or re-created) and the cursor "
+    "restarted from the beginning.",
+    tier="hot",
+    section="log",
+    meaning="Times the log table's ids went backwards (truncated or re-created); the cursor "
+    "then restarts from the table's first row.",
+)
+
+# The exporter itself ------------------------------------------------------------------------
+
+FOLDED_LABEL_VALUES = _define(
+    "actionscheduler_exporter_folded_label_values",
+    "gauge",
+    'Distinct label values folded into "other" by the top-N limit in the last scrape.',
+    tier="heavy",
+    section="exporter",
+    labels=("label",),
+    meaning="How many distinct `hook` or `group` values the top-N limit folded into `other` "
+    "in the last scrape.",
+)
+COLLECTOR_SUCCESS = _define(
+    "actionscheduler_exporter_collector_success",
+    "gauge",
+    "1 when the collector's queries succeeded in the last scrape.",
+    tier="none",
+    section="exporter",
+    labels=("collector",),
+    meaning="1 when the collector's last reading succeeded (for a background source, such "
+    "as the heavy tier or the Kubernetes API: its last refresh), 0 when it failed, was "
+    "skipped for the scrape's deadline, or the site was down.",
+)
+COLLECTOR_DURATION = _define(
+    "actionscheduler_exporter_collector_duration_seconds",
+    "gauge",
+    "Time the collector's queries took in the last scrape.",
+    tier="none",
+    section="exporter",
+    labels=("collector",),
+    meaning="Time the collector's last reading took (background sources: their last refresh).",
+)
+COLLECTOR_AGE = _define(
+    "actionscheduler_exporter_collector_age_seconds",
+    "gauge",
+    "Seconds since a background source's values were read (the heavy tier, refreshed every "
+    "heavy_interval, and the Kubernetes API, every cache period); absent for sources read "
+    "on every scrape.",
+    tier="heavy",
+    section="exporter",
+    labels=("collector",),
+    meaning="Seconds since the values of a source read in the background were read: the "
+    "heavy-tier collectors (`status`, `failures`, `retention`) and `kubernetes`. It grows to "
+    "the source's interval (`heavy_interval`, the Kubernetes `cache`) and falls back after "
+    "each refresh; far above it, the refreshes fail "
+    "(`actionscheduler_exporter_collector_success` 0 for that collector, the reason in the "
+    "log), and the last good values are served meanwhile. Absent for collectors read on "
+    "every scrape.",
+)
+HEAVY_INTERVAL = _define(
+    "actionscheduler_exporter_heavy_interval_seconds",
+    "gauge",
+    "The site's heavy_interval: how often the heavy tier is refreshed (0: on every scrape).",
+    tier="none",
+    section="exporter",
+    meaning="The site's `heavy_interval`: how often the heavy tier is refreshed (0: inside "
+    "every scrape). The staleness alert compares the age with it.",
+)
+USER_CAN_WRITE = _define(
+    "actionscheduler_exporter_database_user_can_write",
+    "gauge",
+    "1 when SHOW GRANTS gives the exporter's database user a writing privilege on the "
+    "site's database: it should have SELECT on the four tables only.",
+    tier="hot",
+    section="exporter",
+    meaning="1 when `SHOW GRANTS` gives the exporter's database user a writing privilege "
+    "(INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, ALL...) on every database or on the "
+    "site's; a warning is logged at each connection too. The exporter never writes and its "
+    "session is read-only, but such a user is a needless risk. Absent while the site's "
+    "database cannot be reached.",
+)
+SCRAPE_DURATION = _define(
+    "actionscheduler_exporter_scrape_duration_seconds",
+    "gauge",
+    "Time the last round of queries for the site took.",
+    tier="hot",
+    section="exporter",
+    meaning="Time the site's whole round of queries took.",
+)
+ERRORS = _define(
+    "actionscheduler_exporter_errors",
+    "counter",
+    "Errors met while collecting the site's metrics, by kind.",
+    tier="none",
+    section="exporter",
+    labels=("kind",),
+    meaning="Errors since the exporter started: `connect` (cannot connect or lost the "
+    "connection), `query` (a statement failed), `timeout` (a statement hit the query "
+    "timeout), `missing_table`, `deadline` (the scrape's time ran out). Every kind starts "
+    "at 0.",
+)
+BUILD_INFO = _define(
+    "actionscheduler_exporter_build",
+    "info",
+    "The exporter's version and the Python it runs on (no site label).",
+    tier="none",
+    section="exporter",
+    labels=("version", "python_version"),
+    meaning="Always 1. Has no `site` label.",
+)
+
+ALL: tuple[MetricDef, ...] = tuple(_DEFINED)
+
+# Error kinds are initialised at 0 so that rate() works from the first failure on.
+ERROR_KINDS: tuple[str, ...] = ("connect", "query", "timeout", "missing_table", "deadline")
+KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
+    "config",
+    "connect",
+    "timeout",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "http",
+)
+FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
+
+# Labels that Prometheus or its scrape configuration set on every series.
+TARGET_LABELS = frozenset({"job", "instance"})
+# Label names the exporter's own series use, so a site's constant label may not take them.
+RESERVED_LABELS = frozenset(
+    {"site", "le", *TARGET_LABELS, *(label for metric in ALL for label in metric.labels)}
+)

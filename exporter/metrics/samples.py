@@ -1,0 +1,27 @@
+"""The sample model: what every source returns and the exposition writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exporter.metrics.catalog import MetricDef
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Sample:
+    metric: MetricDef
+    value: float
+    labels: Labels = ()
+    suffix: str = ""  # _bucket, _sum or _count for histograms
+
+    @property
+    def name(self) -> str:
+        return self.metric.sample_name + self.suffix
+
+
+def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sample:
+    """A sample with its labels in the order the metric definition declares them."""
+    ordered = tuple((name, labels[name]) for name in metric.labels)
+    return Sample(metric, float(value or 0), ordered)

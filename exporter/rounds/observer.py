@@ -1,0 +1,97 @@
+"""Where every source is read and reported: success, duration, age and errors, once.
+
+Whatever the source (a database collector in the round, the heavy tier's background
+refresh, the Kubernetes API, the log follower), its reading goes through `read`, which
+times it and counts its failure, and is shown by `report`, which adds its health samples.
+Problems are logged when they start and when they end, not on every scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, TypeVar
+
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+from exporter.rounds.error_counts import ErrorCounts
+from exporter.sources.source import NOT_READ, Clock, Reading, Source, SourceError
+
+log = logging.getLogger(__name__)
+
+ContextT = TypeVar("ContextT")
+
+
+class Observer:
+    def __init__(self, errors: ErrorCounts, clock: Clock) -> None:
+        self.errors = errors
+        self.clock = clock
+        self._problems = ProblemLog()
+
+    def read(
+        self,
+        source: Source[ContextT],
+        context: ContextT,
+        site: str,
+        previous: Reading = NOT_READ,
+    ) -> Reading:
+        """Reads the source once. A failure is counted under `site` and keeps the previous
+        reading's values, marked as failed (a source read in every round has none)."""
+        started = self.clock()
+        try:
+            samples = tuple(source.read(context))
+        except SourceError as error:
+            self.count(site, source, error.kind)
+            self._problems.set(
+                f"{site}/{source.name}",
+                f"source failed site={site} source={source.name} kind={error.kind} "
+                f"error={error.message!r}",
+            )
+            return previous.failed(self.clock() - started, error.message)
+        finished = self.clock()
+        self._problems.set(f"{site}/{source.name}", "")
+        return Reading(samples, True, finished - started, finished)
+
+    def count(self, site: str, source: Source[Any], kind: str) -> None:
+        self.errors.add(site, source.error_metric, kind)
+
+    def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
+        """The reading's values with the source's success and duration, and, for a source
+        read in the background (`aged`), how old its values are."""
+        samples = [
+            *reading.samples,
+            sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name),
+            sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name),
+        ]
+        if aged and reading.read_at is not None:
+            age = max(0.0, self.clock() - reading.read_at)
+            samples.append(sample(catalog.COLLECTOR_AGE, age, collector=source.name))
+        if source.up_metric is not None:
+            samples.append(sample(source.up_metric, reading.ok))
+        return samples
+
+    def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
+        return self.errors.samples(site, source.error_metric, source.error_kinds)
+
+    def problem(self, key: str, problem: str) -> None:
+        """Logs a problem of the site as a whole (down, recovered) when it changes."""
+        self._problems.set(key, problem, recovered=f"site recovered site={key}")
+
+
+class ProblemLog:
+    """Logs a problem when it appears or changes and its end once, not on every scrape."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def set(self, key: str, problem: str, recovered: str = "") -> None:
+        with self._lock:
+            previous = self._current.get(key, "")
+            if problem == previous:
+                return
+            self._current[key] = problem
+        if problem:
+            log.warning(problem)
+        else:
+            log.info(recovered or f"recovered {key}")

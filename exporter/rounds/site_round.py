@@ -1,0 +1,205 @@
+"""One configured site entry: its sources, its database session and its round.
+
+A round checks the tables, then reads every source that is read in each round (the hot
+collectors and the log follower) once for each table prefix (one prefix, or all of them
+for `table_prefix: auto`), and adds the sources read in the background (the heavy tier,
+the Kubernetes workers) and the constant ones (the settings). Every reading goes through
+the `Observer`, which adds success, duration, age and errors. A failing source is marked
+and the others go on; a lost connection ends the round and marks the site down.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from exporter.collectors.context import Collector, DatabaseContext
+from exporter.config.model import SiteConfig
+from exporter.db.query_error import QueryError
+from exporter.db.session import Session
+from exporter.db.tables import TableNames, discover_prefixes, read_table_stats
+from exporter.events.follower import LogFollower
+from exporter.kubernetes.workers import KubernetesWorkers
+from exporter.metrics import catalog
+from exporter.metrics.samples import sample
+from exporter.rounds.error_counts import ErrorCounts
+from exporter.rounds.heavy_tier import HeavyTier
+from exporter.rounds.observer import Observer
+from exporter.rounds.result import SiteResult
+from exporter.rounds.scheduled import ScheduledSource
+from exporter.sources.settings import SiteSettings
+from exporter.sources.source import NOT_READ, Clock
+
+# Time left to hand a round's results over before the scrape's deadline.
+_HANDOVER_MARGIN = 0.25
+
+
+class SiteRound:
+    def __init__(
+        self,
+        site: SiteConfig,
+        collectors: Sequence[Collector],
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.site = site
+        self.session = Session(site)
+        self._clock = clock
+        self._observer = Observer(ErrorCounts(), clock)
+        database: tuple[Collector, ...] = (*collectors, LogFollower(site, clock))
+        self._database = database
+        self._in_round = tuple(c for c in database if not c.freshness(site).background)
+        heavy = tuple(c for c in database if c.freshness(site).background)
+        self._heavy = HeavyTier(site, heavy, self._observer) if heavy else None
+        self._site_sources: list[ScheduledSource[Any]] = [
+            ScheduledSource(SiteSettings(), site, site, self._observer)
+        ]
+        if site.kubernetes is not None:
+            workers = KubernetesWorkers(site.kubernetes)
+            self._site_sources.append(ScheduledSource(workers, None, site, self._observer))
+        self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
+
+    def site_label(self, prefix: str) -> str:
+        return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
+
+    def run(self, deadline: float) -> list[SiteResult]:
+        results = self._run_database(deadline)
+        # Independent of the database: reported whether the site is up or not, within the
+        # time the round has left.
+        for source in self._site_sources:
+            found = source.samples(deadline - self._clock() - _HANDOVER_MARGIN)
+            for result in results:
+                result.samples += found
+        return results
+
+    def timed_out(self, waited: float) -> list[SiteResult]:
+        """Results for a scrape that gave up waiting on this site's round."""
+        results = self._all_down(
+            "deadline",
+            f"the round of queries took longer than the scrape's {waited:.1f}s",
+            self._clock() - waited,
+        )
+        for source in self._site_sources:
+            found = source.samples(0.0)
+            for result in results:
+                result.samples += found
+        return results
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _run_database(self, deadline: float) -> list[SiteResult]:
+        started = self._clock()
+        try:
+            prefixes = self._prefixes()
+        except QueryError as error:
+            return self._all_down(error.kind, error.message, started)
+        if not prefixes:
+            return self._all_down(
+                "missing_table",
+                f"no table named *actionscheduler_actions in database {self.site.database}",
+                started,
+            )
+        results: dict[str, SiteResult] = {}
+        for prefix in prefixes:
+            label = self.site_label(prefix)
+            if not self.session.connected and results:
+                problem = "the connection was lost earlier in this round"
+                results[prefix] = self._down(label, "connect", problem, started)
+            else:
+                results[prefix] = self._run_prefix(prefix, deadline)
+        if self._heavy is not None:
+            up = {prefix: result.site for prefix, result in results.items() if result.up}
+            budget = deadline - self._clock() - _HANDOVER_MARGIN
+            for label, samples in self._heavy.samples(up, budget).items():
+                next(r for r in results.values() if r.site == label).samples += samples
+        return list(results.values())
+
+    def _prefixes(self) -> list[str]:
+        if self.site.discovers_prefixes:
+            self._known_prefixes = discover_prefixes(self.session)
+        return self._known_prefixes
+
+    def _run_prefix(self, prefix: str, deadline: float) -> SiteResult:
+        started = self._clock()
+        label = self.site_label(prefix)
+        tables = TableNames(prefix)
+        try:
+            stats = read_table_stats(self.session, tables)
+        except QueryError as error:
+            return self._down(label, error.kind, error.message, started)
+
+        result = SiteResult(label, self.site.labels, up=True)
+        result.samples += [
+            sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in catalog.TABLES
+        ]
+        missing = [tables.name(table) for table in catalog.TABLES if table not in stats]
+        if missing:
+            problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
+            for collector in self._in_round:
+                result.samples += self._observer.report(collector, NOT_READ, aged=False)
+            return self._finish(result, started, failure=("missing_table", problem))
+
+        observer = self._observer
+        context = DatabaseContext(self.session, tables, self.site, stats)
+        for collector in self._in_round:
+            reading = NOT_READ
+            if not self.session.connected:
+                pass  # reported as not read: the connection is gone
+            elif self._clock() > deadline:
+                observer.count(label, collector, "deadline")
+                result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
+            else:
+                reading = observer.read(collector, context, label)
+                if not reading.ok:
+                    result.problems.append(f"{collector.name}: {reading.problem}")
+            result.samples += observer.report(collector, reading, aged=False)
+        if not self.session.connected:
+            return self._finish(
+                result,
+                started,
+                failure=("connect", "the connection was lost during the round"),
+                counted=True,
+            )
+        return self._finish(result, started)
+
+    def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
+        labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
+        return [self._down(label, kind, problem, started) for label in labels]
+
+    def _down(self, label: str, kind: str, problem: str, started: float) -> SiteResult:
+        result = SiteResult(label, self.site.labels, up=False)
+        for collector in self._in_round:
+            result.samples += self._observer.report(collector, NOT_READ, aged=False)
+        return self._finish(result, started, failure=(kind, problem))
+
+    def _finish(
+        self,
+        result: SiteResult,
+        started: float,
+        failure: tuple[str, str] | None = None,
+        *,
+        counted: bool = False,
+    ) -> SiteResult:
+        label = result.site
+        observer = self._observer
+        if failure is not None:
+            kind, problem = failure
+            result.up = False
+            result.problems.insert(0, problem)
+            if not counted:
+                observer.errors.add(label, catalog.ERRORS, kind)
+            observer.problem(label, f"site down site={label} kind={kind} problem={problem!r}")
+            if self._heavy is not None:  # no stale heavy values for a site that is down
+                for collector in self._heavy.collectors:
+                    result.samples += observer.report(collector, NOT_READ, aged=False)
+        else:
+            observer.problem(label, "")
+        if self.session.connected:
+            result.samples.append(sample(catalog.USER_CAN_WRITE, self.session.can_write))
+        result.samples += [
+            sample(catalog.UP, result.up),
+            sample(catalog.SCRAPE_DURATION, self._clock() - started),
+            *observer.errors.samples(label, catalog.ERRORS, catalog.ERROR_KINDS),
+        ]
+        return result

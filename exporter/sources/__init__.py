@@ -1,0 +1,1 @@
+"""Producers of a round's samples, all behind one contract (`source.Source`)."""

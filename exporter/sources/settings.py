@@ -1,0 +1,59 @@
+"""The site's configuration that rules and dashboards compare the queue with."""
+
+from __future__ import annotations
+
+from exporter.config.model import SiteConfig
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+from exporter.sources.source import CONSTANT, Freshness, Source
+
+
+class SiteSettings(Source[SiteConfig]):
+    """Thresholds, limits and where the workers run: constant for the exporter's life."""
+
+    name = "settings"
+    metrics = (
+        catalog.TIMEOUT_PERIOD,
+        catalog.HEAVY_INTERVAL,
+        catalog.THRESHOLD_OLDEST_DUE_WARNING,
+        catalog.THRESHOLD_OLDEST_DUE_CRITICAL,
+        catalog.THRESHOLD_DRAIN_TARGET,
+        catalog.THRESHOLD_FAILURE_RATIO,
+        catalog.THRESHOLD_FAILURE_RATE,
+        catalog.THRESHOLD_RESTARTS,
+        catalog.CONCURRENT_BATCHES_LIMIT,
+        catalog.WORKER_INFO,
+    )
+
+    def freshness(self, site: SiteConfig) -> Freshness:
+        return CONSTANT
+
+    def read(self, context: SiteConfig) -> list[Sample]:
+        alerts = context.alerts
+        samples = [
+            sample(catalog.TIMEOUT_PERIOD, context.timeout_period),
+            sample(catalog.HEAVY_INTERVAL, context.heavy_interval),
+            sample(catalog.THRESHOLD_OLDEST_DUE_WARNING, alerts.oldest_due_warning),
+            sample(catalog.THRESHOLD_OLDEST_DUE_CRITICAL, alerts.oldest_due_critical),
+            sample(catalog.THRESHOLD_DRAIN_TARGET, alerts.drain_target),
+            sample(catalog.THRESHOLD_FAILURE_RATIO, alerts.failure_ratio),
+            sample(catalog.THRESHOLD_FAILURE_RATE, alerts.failure_rate),
+            sample(catalog.THRESHOLD_RESTARTS, alerts.restarts),
+        ]
+        if context.concurrent_batches_limit is not None:
+            samples.append(
+                sample(catalog.CONCURRENT_BATCHES_LIMIT, context.concurrent_batches_limit)
+            )
+        if context.workers is not None:
+            workers = context.workers
+            samples.append(
+                sample(
+                    catalog.WORKER_INFO,
+                    1,
+                    namespace=workers.namespace,
+                    deployment=workers.deployment,
+                    container=workers.container,
+                    horizontalpodautoscaler=workers.hpa,
+                )
+            )
+        return samples

@@ -1,0 +1,138 @@
+"""The source contract: background refreshes and the one place that reports health, with
+a clock the test moves (no sleeps)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+import pytest
+
+from exporter.config.model import SiteConfig
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+from exporter.rounds.error_counts import ErrorCounts
+from exporter.rounds.observer import Observer
+from exporter.rounds.scheduled import ScheduledSource
+from exporter.sources.background import BackgroundRefresh
+from exporter.sources.source import Freshness, Source, SourceError
+from tests.clock import FakeClock
+from tests.waiting import wait_until
+
+
+class Counting(Source[None]):
+    """A background source whose readings the test releases one by one."""
+
+    name = "counting"
+    metrics = (catalog.WORKER_PODS,)
+    error_metric = catalog.KUBERNETES_ERRORS
+    error_kinds = catalog.KUBERNETES_ERROR_KINDS
+    up_metric = catalog.KUBERNETES_UP
+
+    def __init__(self, interval: float, wait_each: bool = False) -> None:
+        self.interval = interval
+        self.wait_each = wait_each
+        self.reads = 0
+        self.fail_with: str | None = None
+        self.release = threading.Event()
+        self.release.set()
+
+    def freshness(self, site: SiteConfig) -> Freshness:
+        return Freshness(self.interval, wait_each=self.wait_each)
+
+    def read(self, context: None) -> Iterable[Sample]:
+        self.release.wait(10)
+        self.reads += 1
+        if self.fail_with:
+            raise SourceError(self.fail_with, f"it failed ({self.fail_with})")
+        return [sample(catalog.WORKER_PODS, self.reads, ready="true")]
+
+
+def values(samples: list[Sample], metric: catalog.MetricDef) -> list[float]:
+    return [item.value for item in samples if item.metric is metric]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def scheduled(source: Counting, clock: FakeClock) -> tuple[ScheduledSource[None], Observer]:
+    observer = Observer(ErrorCounts(), clock)
+    return ScheduledSource(source, None, SiteConfig(name="shop"), observer), observer
+
+
+def test_a_reading_is_served_until_the_interval_passes(clock: FakeClock) -> None:
+    source = Counting(interval=60)
+    runner, _ = scheduled(source, clock)
+    first = runner.samples(budget=5)  # no value yet: the first refresh is waited for
+    assert values(first, catalog.WORKER_PODS) == [1]
+    assert values(first, catalog.COLLECTOR_AGE) == [0]
+    clock.now += 59
+    later = runner.samples(budget=5)
+    assert source.reads == 1
+    assert values(later, catalog.COLLECTOR_AGE) == [59]
+    clock.now += 1
+    runner.samples(budget=5)  # due: a refresh starts; it is not waited for (a value exists)
+    assert wait_for(lambda: source.reads == 2)
+
+
+def test_wait_each_waits_for_every_due_refresh(clock: FakeClock) -> None:
+    source = Counting(interval=15, wait_each=True)
+    runner, _ = scheduled(source, clock)
+    runner.samples(budget=5)
+    clock.now += 15
+    assert values(runner.samples(budget=5), catalog.WORKER_PODS) == [2]
+
+
+def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
+    clock: FakeClock,
+) -> None:
+    source = Counting(interval=1)
+    source.release.clear()
+    runner, _ = scheduled(source, clock)
+    pending = runner.samples(budget=0.01)
+    assert values(pending, catalog.COLLECTOR_SUCCESS) == [0]  # not read yet
+    assert values(pending, catalog.KUBERNETES_UP) == [0]
+    assert values(pending, catalog.WORKER_PODS) == []
+    clock.now += 5
+    runner.samples(budget=0.01)  # due again, but the first is still running: no second
+    source.release.set()
+    assert wait_for(lambda: values(runner.samples(0), catalog.WORKER_PODS) == [1])
+    assert source.reads == 1
+
+
+def test_a_failure_keeps_the_last_values_counts_its_kind_and_ages(clock: FakeClock) -> None:
+    source = Counting(interval=10, wait_each=True)
+    runner, _ = scheduled(source, clock)
+    runner.samples(budget=5)
+    source.fail_with = "forbidden"
+    clock.now += 10
+    failed = runner.samples(budget=5)
+    assert values(failed, catalog.WORKER_PODS) == [1]  # the last good value
+    assert values(failed, catalog.COLLECTOR_SUCCESS) == [0]
+    assert values(failed, catalog.KUBERNETES_UP) == [0]
+    assert values(failed, catalog.COLLECTOR_AGE) == [10]
+    errors = {dict(s.labels)["kind"]: s.value for s in failed
+              if s.metric is catalog.KUBERNETES_ERRORS}  # fmt: skip
+    assert errors["forbidden"] == 1 and set(errors) == set(catalog.KUBERNETES_ERROR_KINDS)
+    assert not [s for s in failed if s.metric is catalog.ERRORS]
+
+
+def test_background_refresh_passes_the_previous_value(clock: FakeClock) -> None:
+    seen: list[int | None] = []
+
+    def refresh(previous: int | None) -> int:
+        seen.append(previous)
+        return (previous or 0) + 1
+
+    background = BackgroundRefresh[int]("test", 5, refresh, clock)
+    assert background.latest(5) == 1
+    clock.now += 5
+    background.latest(5)
+    assert wait_for(lambda: background.latest(0) == 2)
+    assert seen == [None, 1]
+
+
+def wait_for(condition: Callable[[], bool]) -> bool:
+    return wait_until(condition, 10)

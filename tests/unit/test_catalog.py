@@ -1,0 +1,87 @@
+"""The catalog is the one description of every family: the docs, the reserved labels and
+the sources are derived from it or checked against it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.collectors import default_collectors
+from exporter.config.model import KubernetesConfig, SiteConfig
+from exporter.config.values import label_name
+from exporter.events.follower import LogFollower
+from exporter.kubernetes.workers import KubernetesWorkers
+from exporter.metrics import catalog, docs
+from exporter.sources.settings import SiteSettings
+from exporter.sources.source import Source
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = SiteConfig(name="shop")
+
+
+def every_source() -> list[Source[Any]]:
+    return [
+        *default_collectors(),
+        LogFollower(SITE),
+        KubernetesWorkers(KubernetesConfig(namespace="shop", selector="app=worker")),
+        SiteSettings(),
+    ]
+
+
+def test_docs_metrics_md_is_what_the_catalog_generates() -> None:
+    text = docs.DOC.read_text()
+    assert docs.generate(text) == text, "run: python -m exporter.metrics.docs"
+    assert sorted(docs.sections(text)) == sorted(
+        {"queue", "settings", "workers", "log", "exporter"}
+    )
+
+
+def test_every_family_is_documented_once() -> None:
+    text = docs.DOC.read_text()
+    rows = re.findall(r"^\| `(actionscheduler_\w+)` \|", text, flags=re.MULTILINE)
+    documented = [name for name in rows if not name.startswith("actionscheduler_exporter_x")]
+    expected = [m.name if m.kind in ("gauge", "histogram") else m.sample_name for m in catalog.ALL]
+    assert sorted(documented) == sorted(expected)
+
+
+def test_every_family_has_help_meaning_and_a_unique_name() -> None:
+    names = [metric.name for metric in catalog.ALL]
+    assert len(names) == len(set(names))
+    for metric in catalog.ALL:
+        assert metric.help and metric.meaning, metric.name
+        assert metric.name.startswith("actionscheduler_"), metric.name
+
+
+def test_reserved_labels_are_every_label_the_exporter_sets() -> None:
+    own = {label for metric in catalog.ALL for label in metric.labels}
+    assert own | {"site", "le", "job", "instance"} == catalog.RESERVED_LABELS
+    for label in catalog.RESERVED_LABELS:
+        with pytest.raises(ValueError, match="sets itself"):
+            label_name(label)
+
+
+def test_sources_declare_catalog_families_with_their_own_tier() -> None:
+    sources = every_source()
+    assert len({source.name for source in sources}) == len(sources)
+    declared = [metric for source in sources for metric in source.metrics]
+    assert set(declared) <= set(catalog.ALL)
+    for source in sources:
+        tier = getattr(source, "tier", "none")
+        for metric in source.metrics:
+            if metric is not catalog.FOLDED_LABEL_VALUES:  # heavy, as its only sources are
+                assert metric.tier == tier, (source.name, metric.name)
+
+
+def test_every_family_has_a_producer() -> None:
+    """A family is produced by a source, or by the round itself (listed here)."""
+    by_round = {
+        catalog.UP, catalog.TABLE_EXISTS, catalog.USER_CAN_WRITE, catalog.SCRAPE_DURATION,
+        catalog.ERRORS, catalog.KUBERNETES_ERRORS, catalog.KUBERNETES_UP,
+        catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION, catalog.COLLECTOR_AGE,
+        catalog.BUILD_INFO,
+    }  # fmt: skip
+    produced = {metric for source in every_source() for metric in source.metrics}
+    assert produced | by_round == set(catalog.ALL)
