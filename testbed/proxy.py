@@ -1,5 +1,10 @@
 """A TCP proxy on loopback that delays every chunk it forwards: a slow database, made
-from a fast one, for tests of timeouts and of scrapes that share a round."""
+from a fast one, for tests of timeouts and of scrapes that share a round.
+
+It also counts the statements (COM_QUERY packets) that clients send through it, so a test
+counts what the exporter itself sent, whatever other clients do on the same server. The
+count holds for plain connections (a TLS session cannot be read).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ class SlowProxy:
         self.port = int(self._listener.getsockname()[1])
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
+        self._count_lock = threading.Lock()
+        self.queries = 0
         threading.Thread(target=self._accept, daemon=True, name="slow-proxy").start()
 
     def _accept(self) -> None:
@@ -31,12 +38,19 @@ class SlowProxy:
                 client.close()
                 continue
             self._sockets += [client, server]
-            for source, destination in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, destination), daemon=True).start()
+            for source, destination, count in ((client, server, True), (server, client, False)):
+                threading.Thread(
+                    target=self._pump, args=(source, destination, count), daemon=True
+                ).start()
 
-    def _pump(self, source: socket.socket, destination: socket.socket) -> None:
+    def _pump(self, source: socket.socket, destination: socket.socket, count: bool) -> None:
+        packets = _CommandCounter() if count else None
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
+                if packets is not None:
+                    queries = packets.feed(chunk)
+                    with self._count_lock:
+                        self.queries += queries
                 time.sleep(self.delay)
                 destination.sendall(chunk)
         for end in (source, destination):
@@ -49,3 +63,26 @@ class SlowProxy:
         for sock in self._sockets:
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+class _CommandCounter:
+    """Reads the client's side of the MySQL protocol: 3-byte length, sequence number,
+    payload. A command starts a sequence (number 0); COM_QUERY is command 0x03."""
+
+    _COM_QUERY = 0x03
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> int:
+        self._buffer += chunk
+        queries = 0
+        while len(self._buffer) >= 4:
+            length = int.from_bytes(self._buffer[:3], "little")
+            if len(self._buffer) < 4 + length:
+                break
+            sequence, payload = self._buffer[3], self._buffer[4 : 4 + length]
+            if sequence == 0 and payload[:1] == bytes([self._COM_QUERY]):
+                queries += 1
+            self._buffer = self._buffer[4 + length :]
+        return queries

@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -17,6 +16,7 @@ import yaml
 
 from testbed.mariadb import stop_process, wait_until_ready
 from testbed.ports import free_port
+from tests.waiting import wait_until
 
 
 class Prometheus:
@@ -83,15 +83,29 @@ class Prometheus:
 
     def wait_for(self, expression: str, timeout: float = 30) -> list[dict[str, Any]]:
         """The query's result once it is not empty."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        result: list[dict[str, Any]] = []
+
+        def answered() -> bool:
+            nonlocal result
             result = self.query(expression)
-            if result:
-                return result
-            time.sleep(0.5)
-        raise AssertionError(f"no data for {expression} within {timeout}s")
+            return bool(result)
+
+        if not wait_until(answered, timeout, interval=0.5):
+            raise AssertionError(f"no data for {expression} within {timeout}s")
+        return result
 
     def stop(self) -> None:
         stop_process(self._process)
         self._log.close()
         self._workdir.cleanup()
+
+
+def promtool() -> str:
+    """The path of promtool, which `make test` installs (Debian's prometheus package)."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.fail(
+            "promtool is not installed: `make test` installs Debian's prometheus "
+            "package; run it, or apt-get install prometheus"
+        )
+    return found

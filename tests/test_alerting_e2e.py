@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -168,9 +167,9 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         # gone: its database stops
         gone_server.stop()
 
-        # The killed worker's action is failed by the next batch's cleaner, 15 s later.
-        time.sleep(15)
-        assert stores["kw_"].cleaner_mark_failed(failure_period=5) == 1
+        # The killed worker's action is failed by a later batch's cleaner, once it has been
+        # in progress for 15 s (the failure period, shortened).
+        assert wait_until(lambda: stores["kw_"].cleaner_mark_failed(failure_period=15) == 1, 60)
         stores["kw_"].cleaner_reset(timeout=5)
 
         wait_until(lambda: alert_keys(receiver.received()) >= EXPECTED_WITH_SITES, WAIT)
@@ -223,8 +222,14 @@ def test_a_healthy_run_of_the_same_length_fires_nothing(
         prometheus.wait_for('actionscheduler_up{site="blog"} == 1')
         queues = [Queue(mariadb, database, "wp_"), Queue(mariadb, database, "wp_2_")]
         try:
-            time.sleep(HEALTHY_RUN)
-            # the rules did evaluate: the queue moved and Prometheus recorded it
+            # As long as the failure run: until the rules have been evaluated on the moving
+            # queue for HEALTHY_RUN seconds, however slowly this machine goes.
+            evaluated = (
+                f"count_over_time(site:actionscheduler_actions_completed:rate5m[{HEALTHY_RUN:.0f}s])"
+                f" >= {HEALTHY_RUN * 0.8:.0f}"
+            )
+            prometheus.wait_for(evaluated, timeout=4 * HEALTHY_RUN)
+            # the queue moved and Prometheus recorded it
             assert prometheus.query("site:actionscheduler_actions_completed:rate5m > 0")
         finally:
             close_all(queues)

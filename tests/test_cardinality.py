@@ -3,17 +3,17 @@ Prometheus intact."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
-from exporter import catalog
 from exporter.config import SiteConfig
-from exporter.scrape.exposition import render
+from exporter.exposition.negotiation import render
+from exporter.metrics import catalog
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.http_server import RunningExporter
-from tests.prometheus import Prometheus
-from tests.test_exposition import NASTY_HOOKS, promtool
+from tests.prometheus import Prometheus, promtool
+from tests.scenarios import NASTY_HOOKS
+from tests.waiting import wait_until
 
 
 def test_5000_hooks_and_1000_groups_give_a_bounded_number_of_series(
@@ -54,14 +54,17 @@ def test_hostile_hook_names_reach_prometheus_intact(
     running = exporter_http(site(top_hooks=100))
     prometheus = Prometheus([f"127.0.0.1:{running.port}"])
     try:
-        deadline = time.monotonic() + 30
         hooks: set[str] = set()
-        while time.monotonic() < deadline and hooks != set(NASTY_HOOKS):
+
+        def all_arrived() -> bool:
+            nonlocal hooks
             hooks = {
                 series["metric"]["hook"]
                 for series in prometheus.query("actionscheduler_failed_actions")
             }
-            time.sleep(0.5)
+            return hooks == set(NASTY_HOOKS)
+
+        wait_until(all_arrived, 30, interval=0.5)
         targets = prometheus.api("targets")["activeTargets"]
     finally:
         prometheus.stop()

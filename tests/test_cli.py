@@ -13,7 +13,8 @@ from pathlib import Path
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
-from tests.test_queue_states import killed_worker
+from tests.scenarios import killed_worker
+from tests.waiting import port_open, wait_until
 
 
 def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -87,16 +88,9 @@ def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
     )
     try:
         body = ""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/metrics", timeout=10
-                ) as response:
-                    body = response.read().decode()
-                break
-            except OSError:
-                time.sleep(0.1)
+        assert wait_until(lambda: port_open(port), 20)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
         assert 'actionscheduler_up{site="shop"} 0.0' in body
         assert 'actionscheduler_exporter_errors_total{kind="connect",site="shop"} 1.0' in body
         process.send_signal(signal.SIGTERM)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.http_server import RunningExporter
 from tests.prometheus import Prometheus
-from tests.test_rules import RULES, exported_series, external_series, referenced_names, rules
+from tests.series import RULES, exported_series, external_series, referenced_names, rules
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {name: ROOT / "dashboards" / name for name in build.DASHBOARDS}
@@ -164,10 +164,10 @@ def scraped_queue(
         with store.seconds_ago(600):
             for index in range(30):
                 store.create("wc_admin_import_orders", group="imports", args=[index])
-        time.sleep(20)
+        # Until every panel that must show data does (the test checks it again below).
+        wait_until(lambda: not empty_panels(prometheus), 90, interval=1.0)
         stop.set()
         thread.join()
-        time.sleep(2)
         yield prometheus
     finally:
         stop.set()
@@ -183,13 +183,17 @@ def all_queries() -> list[tuple[str, str, Query]]:
     ]
 
 
+def empty_panels(prometheus: Prometheus) -> list[tuple[str, str, str]]:
+    """Panel queries that return nothing although they should show data."""
+    return [
+        (name, title, query.expr)
+        for name, title, query in all_queries()
+        if not query.may_be_empty and not prometheus.query(substitute(query.expr))
+    ]
+
+
 def test_every_panel_query_returns_data_from_a_real_prometheus(scraped_queue: Prometheus) -> None:
-    empty = []
-    for name, title, query in all_queries():
-        result = scraped_queue.query(substitute(query.expr))
-        if not result and not query.may_be_empty:
-            empty.append((name, title, query.expr))
-    assert not empty
+    assert not empty_panels(scraped_queue)
     # The queries the JSON files carry are the ones just checked.
     for name, panels in SOURCES.items():
         assert {t["expr"] for p in load(name)["panels"] for t in p["targets"]} == {

@@ -6,17 +6,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import wait
+from typing import Any
 
+import pymysql
 import pytest
 
-from exporter import catalog
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.scrape.coordinator import Coordinator
-from exporter.scrape.result import SiteResult
+from exporter.metrics import catalog
+from exporter.rounds.coordinator import Coordinator, PendingScrape
+from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.truth import compute
+from tests.waiting import wait_until
 
 
 def errors(result: SiteResult, kind: str) -> float | None:
@@ -218,7 +222,9 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
         mid: list[SiteResult] = []
         pending = threading.Thread(target=lambda: mid.extend(coordinator.scrape(10)))
         pending.start()
-        time.sleep(0.5)
+        watcher = again.connect()
+        assert wait_until(lambda: lock_waits(watcher) >= 1, 10)
+        watcher.close()
         # SIGKILL: a clean shutdown ends the locker's session first, and under load the
         # waiting query could then finish before the server closes the exporter's.
         assert again.process is not None
@@ -247,18 +253,28 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     with locker.cursor() as cursor:
         cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     results: list[list[SiteResult]] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(coordinator.scrape(10))) for _ in range(20)
-    ]
+    joined: list[PendingScrape] = []
+
+    def scrape() -> None:
+        pending = coordinator.begin(10)
+        joined.append(pending)
+        wait(pending.futures, timeout=10)
+        results.append(coordinator.results(pending))
+
+    threads = [threading.Thread(target=scrape) for _ in range(20)]
+    observer = mariadb.connect()
     try:
         for thread in threads:
             thread.start()
-            time.sleep(0.02)
-        time.sleep(0.5)
+        # Unlock only once the round waits on the lock and every scrape has joined it.
+        assert wait_until(lambda: lock_waits(observer) >= 1 and len(joined) == 20, 10)
+        held_from = time.monotonic()
     finally:
         with locker.cursor() as cursor:
             cursor.execute("UNLOCK TABLES")
+        held = time.monotonic() - held_from
         locker.close()
+        observer.close()
     for thread in threads:
         thread.join()
     coordinator.close()
@@ -267,4 +283,14 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     assert len({id(result) for (result,) in results}) == 1
     (first,) = results[0]
     assert first.up
-    assert (first.value("actionscheduler_exporter_scrape_duration_seconds") or 0) > 0.5
+    assert (first.value("actionscheduler_exporter_scrape_duration_seconds") or 0) >= held
+
+
+def lock_waits(connection: pymysql.connections.Connection[Any]) -> int:
+    """Statements of the server that wait for a table lock (the exporter's, here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+            " WHERE STATE LIKE 'Waiting for table%%'"
+        )
+        return int(cursor.fetchone()[0])

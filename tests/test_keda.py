@@ -4,7 +4,6 @@ backlog the writer created, and the replicas KEDA would run follow from it."""
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 from exporter.config import SiteConfig
@@ -12,6 +11,7 @@ from testbed.store import ActionSchedulerStore
 from tests.helm_chart import ALL_ON, find, merged, render
 from tests.http_server import RunningExporter
 from tests.prometheus import Prometheus
+from tests.waiting import wait_until
 
 
 def keda_replicas(
@@ -78,13 +78,14 @@ def _due(store: ActionSchedulerStore) -> int:
 
 
 def _wait_for_value(prometheus: Prometheus, query: str, expected: float) -> float:
-    deadline = time.monotonic() + 30
     value = -1.0
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
+        nonlocal value
         result = prometheus.query(query)
         if result:
             value = float(result[0]["value"][1])
-            if value == expected:
-                return value
-        time.sleep(0.5)
+        return value == expected
+
+    wait_until(reached, 30, interval=0.5)
     return value

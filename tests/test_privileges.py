@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from exporter.config import SiteConfig
-from exporter.db.errors import QueryError
+from exporter.db.query_error import QueryError
 from exporter.db.session import Session
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.test_queue_states import assert_matches, killed_worker
+from tests.scenarios import assert_matches, killed_worker
 from tests.truth import compute
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -11,6 +11,7 @@ from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.http_server import RunningExporter
 from tests.prometheus import Prometheus
+from tests.waiting import wait_until
 
 WRITER_RATE = 10.0  # completions per second
 WINDOW = 15  # seconds of steady writing that the rate is computed over
@@ -46,7 +47,11 @@ def test_rate_of_completions_matches_the_writer(
         prometheus.wait_for("actionscheduler_up == 1")
         thread = threading.Thread(target=writer)
         thread.start()
-        time.sleep(WINDOW + 6)
+        # A window's worth of writes, and a few seconds for the last scrapes.
+        assert wait_until(
+            lambda: bool(completions) and completions[-1] - completions[0] >= WINDOW + 6,
+            4 * WINDOW,
+        )
         stop.set()
         thread.join()
         end = completions[-1] - 2

@@ -2,56 +2,31 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-from exporter import catalog
 from testbed.rules import RUNBOOK_BASE, render, scale_expression, seconds
+from tests.prometheus import promtool
+from tests.series import (
+    RULES,
+    exported_series,
+    external_series,
+    referenced_names,
+    rules,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = sorted((ROOT / "rules").glob("*.rules.yml"))
 RULE_TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yml"))
 RUNBOOKS = ROOT / "docs" / "runbooks"
-METRICS_DOC = ROOT / "docs" / "metrics.md"
 # Alerts about the exporter as a whole: no site, and no value worth printing.
 WITHOUT_SITE = {"ActionSchedulerExporterDown", "ActionSchedulerMetricsAbsent"}
-_KEYWORDS = {
-    "and",
-    "or",
-    "unless",
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "offset",
-    "bool",
-    "inf",
-    "nan",
-}
 
 
-def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("promtool")
-    if binary is None:
-        pytest.fail("promtool is not installed: run `make test`, which installs it")
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120)
-
-
-def rules() -> list[dict[str, Any]]:
-    return [
-        rule
-        for path in RULES
-        for group in yaml.safe_load(path.read_text())["groups"]
-        for rule in group["rules"]
-    ]
+def promtool_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool(), *args], capture_output=True, text=True, timeout=120)
 
 
 def alerts() -> list[dict[str, Any]]:
@@ -59,12 +34,12 @@ def alerts() -> list[dict[str, Any]]:
 
 
 def test_promtool_checks_the_rules() -> None:
-    checked = promtool("check", "rules", *map(str, RULES))
+    checked = promtool_run("check", "rules", *map(str, RULES))
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_promtool_unit_tests_pass() -> None:
-    tested = promtool("test", "rules", *map(str, RULE_TESTS))
+    tested = promtool_run("test", "rules", *map(str, RULE_TESTS))
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
@@ -87,40 +62,6 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     names = {rule["alert"] for rule in alerts()}
     assert fired == names
     assert quiet == names
-
-
-def referenced_names(expression: str) -> set[str]:
-    """Metric and recording-rule names a PromQL expression selects."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", expression)  # strings
-    text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
-    text = re.sub(r"\[[^\]]*\]", "", text)  # ranges
-    text = re.sub(r"\boffset\s+[0-9a-z]+", "", text)  # offsets
-    text = re.sub(
-        r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text
-    )  # label lists
-    names = set()
-    for match in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
-        rest = text[match.end() :].lstrip()
-        word = match.group(0)
-        if rest.startswith("(") or word.lower() in _KEYWORDS:
-            continue
-        names.add(word)
-    return names
-
-
-def exported_series() -> set[str]:
-    names = set()
-    for metric in catalog.ALL:
-        names.add(metric.sample_name)
-        if metric.kind == "histogram":
-            names |= {f"{metric.name}_{suffix}" for suffix in ("bucket", "sum", "count")}
-    return names
-
-
-def external_series() -> set[str]:
-    """Series from elsewhere that the rules use, as docs/metrics.md lists them."""
-    section = METRICS_DOC.read_text().split("## Series from elsewhere", 1)[1].split("\n## ")[0]
-    return set(re.findall(r"^\| `([a-zA-Z_]+)` \|", section, flags=re.MULTILINE))
 
 
 def test_every_rule_uses_only_series_that_exist() -> None:
@@ -174,7 +115,7 @@ def test_render_shortens_every_duration_and_keeps_the_rest(tmp_path: Path) -> No
     rendered = render(document, 1 / 60, "https://wiki.example/runbooks/")
     path = tmp_path / "scaled.rules.yml"
     path.write_text(yaml.safe_dump(rendered))
-    assert promtool("check", "rules", str(path)).returncode == 0
+    assert promtool_run("check", "rules", str(path)).returncode == 0
     scaled_alerts = [
         rule for group in rendered["groups"] for rule in group["rules"] if "alert" in rule
     ]

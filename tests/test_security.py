@@ -8,7 +8,6 @@ import base64
 import logging
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from testbed.mariadb import Server, start_private, temporary
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
+from tests.waiting import port_open, wait_until
 
 PASSWORD = "scrape-me-please"
 
@@ -81,13 +81,8 @@ def serve(
             text=True,
         )
         started.append(process)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return process, port
-            except OSError:
-                time.sleep(0.1)
+        if wait_until(lambda: port_open(port), 20):
+            return process, port
         raise RuntimeError(process.communicate(timeout=5))
 
     yield run

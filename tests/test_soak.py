@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ import pytest
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
+from tests.waiting import port_open, wait_until
 
 SCRAPES = int(os.environ.get("AS_SOAK_SCRAPES", "2000"))
 # Until the bounded structures (counters per hook and group, histograms) have all their
@@ -90,14 +90,7 @@ def test_memory_stays_flat_and_connections_constant(
 
     writer = threading.Thread(target=move_queue)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, process.stderr
-                time.sleep(0.1)
+        assert wait_until(lambda: port_open(port), 20), process.stderr
         writer.start()
         client = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 

@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter import catalog
-from exporter.collectors.base import label_value, sample
+from exporter.collectors.context import label_value
 from exporter.config import ConfigError, load_file
-from exporter.scrape.exposition import render
-from exporter.scrape.result import SiteResult
+from exporter.exposition.negotiation import render
+from exporter.metrics import catalog
+from exporter.metrics.samples import sample
+from exporter.rounds.result import SiteResult
 
 SITE_KEYS = [
     "name",

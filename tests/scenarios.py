@@ -1,0 +1,163 @@
+"""Queue histories written the way Action Scheduler writes them (testbed.store), and the
+check of a scrape against independent ground truth (tests/truth.py): the scenarios the
+tests share."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from exporter.metrics import catalog
+from exporter.rounds.result import SiteResult
+from testbed.schema import ZERO_DATE
+from testbed.store import ActionSchedulerStore
+from tests.truth import Truth
+
+# Hook names that a careless exposition would break.
+NASTY_HOOKS = [
+    'hook "with" quotes',
+    "hook\nwith\nnewlines",
+    "back\\slash\\hook",
+    "crochet_café_日本語_🚀",
+    "h" * 191,
+    'a{b="c"}',
+]
+
+
+AGE_SLACK = 3.0  # seconds that may pass between the scrape and the ground truth
+
+
+def assert_matches(result: SiteResult, truth: Truth) -> None:
+    assert result.up, result.problems
+
+    def value(metric: catalog.MetricDef, **labels: str) -> float:
+        found = result.value(metric.name, **labels)
+        assert found is not None, f"{metric.name}{labels} missing"
+        return found
+
+    for status in catalog.STATUSES:
+        assert value(catalog.ACTIONS, status=status) == truth.statuses[status], status
+    grouped = {
+        (dict(s.labels)["status"], dict(s.labels)["group"]): s.value
+        for s in result.samples
+        if s.metric is catalog.ACTIONS_BY_GROUP
+    }
+    assert grouped == {key: count for key, count in truth.by_status_group.items() if count}
+    assert value(catalog.DUE_ACTIONS, claim="unclaimed") == truth.due_unclaimed
+    assert value(catalog.DUE_ACTIONS, claim="claimed") == truth.due_claimed
+    assert value(catalog.UNDATED_PENDING, date="zero") == truth.zero_dated
+    assert value(catalog.UNDATED_PENDING, date="null") == truth.null_dated
+    assert value(catalog.OLDEST_DUE_AGE) == pytest.approx(truth.oldest_due_age, abs=AGE_SLACK)
+    assert value(catalog.IN_PROGRESS) == truth.in_progress
+    assert value(catalog.OLDEST_IN_PROGRESS_AGE) == pytest.approx(
+        truth.oldest_in_progress_age, abs=AGE_SLACK
+    )
+    assert value(catalog.ACTIVE_CLAIMS) == truth.active_claims
+    assert value(catalog.CLAIM_ROWS) == truth.claim_rows
+    assert value(catalog.OLDEST_CLAIM_AGE) == pytest.approx(truth.oldest_claim_age, abs=AGE_SLACK)
+    assert value(catalog.ORPHANED_CLAIMS) == truth.orphaned_claims
+    assert value(catalog.STALE_CLAIMED_PENDING) == truth.stale_claimed
+    failed = {
+        dict(s.labels)["hook"]: s.value
+        for s in result.samples
+        if s.metric is catalog.FAILED_BY_HOOK
+    }
+    assert failed == dict(truth.failed_by_hook)
+    assert value(catalog.OLDEST_FINISHED_AGE) == pytest.approx(
+        truth.oldest_finished_age, abs=AGE_SLACK
+    )
+    for collector in ("due", "in_progress", "claims", "status", "failures", "retention", "tables"):
+        assert value(catalog.COLLECTOR_SUCCESS, collector=collector) == 1.0, collector
+
+
+def healthy_flow(store: ActionSchedulerStore) -> None:
+    for index in range(60):
+        store.create(
+            "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+        )
+    for index in range(20):
+        store.create("woocommerce_scheduled_subscription_payment", group="wcs", args=[index])
+    store.run_batch(25)
+    store.run_batch(25)
+    store.run_batch(25)
+
+
+def backlog(store: ActionSchedulerStore) -> None:
+    with store.seconds_ago(3600):
+        for index in range(150):
+            store.create("wc_admin_import_orders", group="wc-admin-data", args=[index])
+    with store.seconds_ago(600):
+        store.run_batch(10)
+    for index in range(40):
+        store.create(
+            "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+        )
+    # A batch that is running right now: claimed rows that are not stale.
+    claim = store.stake_claim(5)
+    store.start(claim.action_ids[0])
+
+
+def failing_hooks(store: ActionSchedulerStore) -> None:
+    for index in range(30):
+        store.create("wc_payment_gateway_sync", group="payments", args=[index])
+        store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+
+    def outcome(hook: str) -> str | None:
+        return "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+
+    store.run_batch(40, outcome)
+    no_callback = store.create("renamed_hook_after_release")
+    claim = store.stake_claim(50)
+    for action_id in claim.action_ids:
+        if action_id == no_callback:
+            store.start(action_id)
+            store.fail_without_callback(action_id, "renamed_hook_after_release")
+        else:
+            store.run_action(action_id, outcome)
+    store.release_claim(claim.claim_id)
+
+
+def killed_worker(store: ActionSchedulerStore) -> None:
+    """A worker SIGKILLed 10 minutes ago, mid-batch; another died before claiming."""
+    with store.seconds_ago(900):
+        for index in range(30):
+            store.create(
+                "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+            )
+    with store.seconds_ago(600):
+        store.kill_worker_mid_batch(batch_size=10, finished=4)
+        # A claim row whose claiming UPDATE never ran, or whose actions the cleaner failed.
+        store.stake_claim(0)
+    with store.seconds_ago(30):
+        store.run_batch(5)
+
+
+def killed_worker_after_cleaner(store: ActionSchedulerStore) -> None:
+    killed_worker(store)
+    store.cleaner_reset()
+    store.cleaner_mark_failed()
+
+
+def only_future(store: ActionSchedulerStore) -> None:
+    later = store.now() + dt.timedelta(hours=2)
+    for index in range(25):
+        store.create("woocommerce_cleanup_draft_orders", scheduled=later, args=[index])
+    store.run_batch(25)  # claims nothing: nothing is due
+
+
+def zero_dates(store: ActionSchedulerStore) -> None:
+    with store.seconds_ago(7200):
+        for index in range(3):
+            store.create("wc_admin_async", scheduled=ZERO_DATE, args=[index])
+    with store.seconds_ago(60):
+        store.create("woocommerce_deliver_webhook_async")
+
+
+def finished_and_canceled(store: ActionSchedulerStore) -> None:
+    with store.seconds_ago(40 * 86400):
+        done = store.create("old_import")
+        store.run_action(done)
+    canceled = store.create("woocommerce_cancel_unpaid_orders")
+    store.cancel(canceled)
+    store.run_batch(5)
