@@ -5,10 +5,11 @@
 FROM python:3.11.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY exporter ./exporter
+# Every dependency at the version CI tested (constraints.txt), not whatever resolves today.
 RUN python -m venv /opt/exporter \
-    && /opt/exporter/bin/pip install --no-compile . \
+    && /opt/exporter/bin/pip install --no-compile -c constraints.txt . \
     && find /opt/exporter -name '__pycache__' -prune -exec rm -rf {} +
 
 FROM python:3.11.11-slim-bookworm

@@ -2,16 +2,19 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cksum < pyproject.toml | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # checkov pins libraries the test tools need newer: it gets a virtualenv of its own.
 CHECKOV_VERSION := 3.3.30
 CHECKOV := .tools/checkov/bin/checkov
+# The other Pythons the fast tier and the database tests run on, where this machine has them.
+OTHER_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo test lint typecheck unit tools chart-files bench clean
+.PHONY: demo check test lint format typecheck unit all-tests other-pythons tools chart-files \
+	docs constraints bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	scripts/bootstrap-venv.sh "$(PYTHON)" "$(VENV)"
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 # Test tools: prometheus, promtool, prometheus-alertmanager and shellcheck from Debian;
@@ -28,14 +31,37 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) tools
+# The fast tier: no server, no test tool; under a minute once the virtualenv exists.
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+check: lint typecheck unit
+
+# Everything, against real MariaDB, Prometheus, Alertmanager and the Helm engine.
+all-tests: $(STAMP) tools
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: check all-tests other-pythons
+
+other-pythons:
+	scripts/other-pythons.sh $(OTHER_PYTHONS)
+
+# Rewrites the generated tables of docs/metrics.md from the catalog.
+docs: $(STAMP)
+	$(BIN)/python -m exporter.metrics.docs
+
+# Pins every dependency at what pip resolves today (after a change of pyproject.toml).
+constraints:
+	rm -rf .constraints-venv && $(PYTHON) -m venv .constraints-venv
+	.constraints-venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	{ head -2 constraints.txt; .constraints-venv/bin/pip freeze --exclude-editable \
+		| grep -v '^-e'; } > constraints.txt.new && mv constraints.txt.new constraints.txt
+	rm -rf .constraints-venv
 
 # Performance, side by side with a generic SQL exporter (docs/performance.md). Stores are
 # generated once into .bench/; `make bench BENCH_SIZES=100k,1m,10m` adds the 10M store.
@@ -49,4 +75,4 @@ chart-files:
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
 
 clean:
-	rm -rf $(VENV) .tools .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache

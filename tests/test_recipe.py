@@ -1,0 +1,117 @@
+"""CONTRIBUTING.md's recipe "add a metric family", walked in a copy of the repository: a
+catalog entry, a collector and one line in the collector list are all it takes for the
+family to be documented, reserved, emitted with its help, and caught by the docs test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from exporter.config import SiteConfig
+from testbed.store import ActionSchedulerStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CATALOG_ENTRY = """
+GROUP_ROWS = _define(
+    "actionscheduler_group_rows", "gauge",
+    "Rows in the groups table.",
+    tier="hot", section="queue", labels=("recipe",),
+    meaning="Rows in the groups table, counted (the recipe's example).",
+)
+"""
+COLLECTOR = """
+from collections.abc import Iterator
+
+from exporter.collectors.context import Collector, DatabaseContext
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+
+
+class GroupRowsCollector(Collector):
+    name = "group_rows"
+    metrics = (catalog.GROUP_ROWS,)
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        (rows,) = context.one(f"SELECT COUNT(*) FROM {context.tables.groups}")
+        yield sample(catalog.GROUP_ROWS, rows, recipe="example")
+"""
+CHECK = """
+import sys
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.exposition.negotiation import render
+from exporter.metrics import catalog
+from exporter.rounds.coordinator import Coordinator
+
+assert catalog.GROUP_ROWS in catalog.ALL
+assert "recipe" in catalog.RESERVED_LABELS
+host, port, user, password, database = sys.argv[1:]
+site = SiteConfig(name="shop", host=host, port=int(port), user=user, password=password,
+                  database=database)
+coordinator = Coordinator(ExporterConfig(sites=(site,)))
+body, _ = render(coordinator.scrape(), None)
+coordinator.close()
+print(body.decode())
+"""
+
+
+def run(copy: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=copy, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_adding_a_family_takes_the_catalog_a_collector_and_its_line(
+    tmp_path: Path, store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    copy = tmp_path / "repo"
+    for part in ("exporter", "docs"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    store.create("woocommerce_deliver_webhook_async", group="webhooks")
+    store.create("woocommerce_send_email", group="emails")
+    with store.connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {store.groups}")
+        (groups,) = cursor.fetchone()
+
+    # 1. The catalog entry, before the exporter's own families (it is read from the top).
+    catalog = copy / "exporter" / "metrics" / "catalog.py"
+    text = catalog.read_text()
+    anchor = "# The exporter itself ----"
+    catalog.write_text(text.replace(anchor, CATALOG_ENTRY.lstrip() + "\n" + anchor, 1))
+    # The docs test sees the new family before the tables are regenerated...
+    assert run(copy, "-m", "exporter.metrics.docs", "--check").returncode == 1
+    # ...and not after.
+    assert run(copy, "-m", "exporter.metrics.docs").returncode == 0
+    assert run(copy, "-m", "exporter.metrics.docs", "--check").returncode == 0
+    assert (
+        "| `actionscheduler_group_rows` | gauge | `recipe` | hot |"
+        in (copy / "docs" / "metrics.md").read_text()
+    )
+
+    # 2. The collector, and its line in the list.
+    (copy / "exporter" / "collectors" / "group_rows.py").write_text(COLLECTOR)
+    listing = copy / "exporter" / "collectors" / "__init__.py"
+    listing.write_text(
+        listing.read_text()
+        .replace(
+            "from exporter.collectors.status import StatusCollector\n",
+            "from exporter.collectors.status import StatusCollector\n"
+            "from exporter.collectors.group_rows import GroupRowsCollector\n",
+        )
+        .replace("        TableSizesCollector(),\n", "        TableSizesCollector(),\n"
+                 "        GroupRowsCollector(),\n")
+    )  # fmt: skip
+
+    config = site()
+    checked = run(copy, "-c", CHECK, config.host, str(config.port), config.user,
+                  config.password, config.database)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    exposition = checked.stdout
+    assert "# HELP actionscheduler_group_rows Rows in the groups table." in exposition
+    assert f'actionscheduler_group_rows{{recipe="example",site="shop"}} {groups:.1f}' in exposition
+    assert 'actionscheduler_exporter_collector_success{collector="group_rows",site="shop"} 1.0' in (
+        exposition
+    )
