@@ -335,22 +335,28 @@ def panels() -> list[Panel]:
             "Exporter",
             "timeseries",
             "How long each site's round of queries takes, how old the heavy tier's totals "
-            "are (refreshed in the background every heavy_interval), and collectors that "
-            "failed in the last scrape (0 is good). Failing collectors name their error in "
-            "the exporter's log.",
+            "are (refreshed in the background every heavy_interval), collectors that "
+            "failed in the last scrape (0 is good), and log rows deleted before the exporter "
+            "read them in the last hour (their events are missing from the counters). "
+            "Failing collectors name their error in the exporter's log.",
             [
                 Query(
                     f"actionscheduler_exporter_scrape_duration_seconds{{{SITE}}}",
                     "{{site}} scrape (s)",
                 ),
                 Query(
-                    f"max by (site) (actionscheduler_exporter_collector_age_seconds{{{SITE}}})",
+                    "max by (site) (actionscheduler_exporter_collector_age_seconds"
+                    f'{{{SITE},collector!="kubernetes"}})',
                     "{{site}} totals age (s)",
                 ),
                 Query(
                     f"count by (site) (actionscheduler_exporter_collector_success{{{SITE}}} == 0)",
                     "{{site}} failed collectors",
                     may_be_empty="no collector fails on a healthy store",
+                ),
+                Query(
+                    f"sum by (site) (increase(actionscheduler_log_rows_missed_total{{{SITE}}}[1h]))",
+                    "{{site}} log rows missed (1h)",
                 ),
             ],
             width=12,

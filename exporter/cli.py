@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from exporter import __version__, check
 from exporter.config import ConfigError, ExporterConfig, load_environment, load_file
@@ -13,7 +14,15 @@ from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.logs import configure as configure_logging
 from exporter.rounds.coordinator import Coordinator
+from exporter.web.guarded_http import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    guarded_protocol,
+)
 from exporter.web.webconfig import WebConfig, load_web_config, server_ssl_context
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
 EXIT_CONFIG = 2
 EXIT_UNHEALTHY = 1
@@ -50,6 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="exporter-toolkit web configuration: TLS and basic auth",
     )
     parser.add_argument(
+        "--web.header-timeout",
+        dest="header_timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request line and headers take longer "
+        f"(default {DEFAULT_HEADER_TIMEOUT:.0f})",
+    )
+    parser.add_argument(
+        "--web.max-connections",
+        dest="max_connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"close new connections beyond this many (default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error")
     )
     parser.add_argument(
@@ -69,19 +95,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_file(args.config) if args.config else load_environment()
         if args.listen_address:
-            host, port = listen_address(args.listen_address)
+            try:
+                host, port = listen_address(args.listen_address)
+            except ValueError as error:
+                raise ConfigError("command line", "--listen-address", str(error)) from None
             config = ExporterConfig(config.sites, host, port, config.source)
         web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
     except ConfigError as error:
         print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
         return EXIT_CONFIG
-    except ValueError as error:
-        print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
-        return EXIT_CONFIG
 
     if args.command == "check":
         return run_check(config, args.timeout)
-    return serve(config, web)
+    if not args.header_timeout > 0 or args.max_connections < 1:
+        print(
+            "actionscheduler-exporter: invalid configuration: --web.header-timeout must be "
+            "positive and --web.max-connections at least 1",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    return serve(config, web, guarded_protocol(args.header_timeout, args.max_connections))
 
 
 def run_check(config: ExporterConfig, timeout: float) -> int:
@@ -94,7 +127,7 @@ def run_check(config: ExporterConfig, timeout: float) -> int:
     return 0 if check.healthy(results) else EXIT_UNHEALTHY
 
 
-def serve(config: ExporterConfig, web: WebConfig) -> int:
+def serve(config: ExporterConfig, web: WebConfig, protocol: type[H11Protocol]) -> int:
     import uvicorn
 
     from exporter.web.app import create_app
@@ -124,6 +157,7 @@ def serve(config: ExporterConfig, web: WebConfig) -> int:
             log_config=None,
             access_log=False,
             timeout_graceful_shutdown=1,
+            http=protocol,
             **tls,  # type: ignore[arg-type]
         )
     finally:

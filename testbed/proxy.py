@@ -24,6 +24,7 @@ class SlowProxy:
         self._sockets: list[socket.socket] = []
         self._count_lock = threading.Lock()
         self.queries = 0
+        self.bytes_to_client = 0
         threading.Thread(target=self._accept, daemon=True, name="slow-proxy").start()
 
     def _accept(self) -> None:
@@ -47,10 +48,11 @@ class SlowProxy:
         packets = _CommandCounter() if count else None
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
-                if packets is not None:
-                    queries = packets.feed(chunk)
-                    with self._count_lock:
-                        self.queries += queries
+                with self._count_lock:
+                    if packets is not None:
+                        self.queries += packets.feed(chunk)
+                    else:
+                        self.bytes_to_client += len(chunk)
                 time.sleep(self.delay)
                 destination.sendall(chunk)
         for end in (source, destination):

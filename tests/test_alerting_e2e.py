@@ -38,6 +38,7 @@ EXPECTED_WITH_SITES = {
     ("ActionSchedulerHookFailureRatio", "failing"),
     ("ActionSchedulerHookFailureRate", "failing"),
     ("ActionSchedulerNoCallbackFailures", "failing"),
+    ("ActionSchedulerFatalErrors", "failing"),
     ("ActionSchedulerActionRunningTooLong", "killed"),
     ("ActionSchedulerTimeoutFailures", "killed"),
     ("ActionSchedulerOrphanedClaimsGrowing", "killed"),
@@ -155,6 +156,8 @@ def test_each_failure_raises_its_alert_through_alertmanager(
             stores["fl_"].start(renamed)
             stores["fl_"].fail_without_callback(renamed, "renamed_after_release")
         stores["fl_"].release_claim(claim.claim_id)
+        # failing: an import that ends in a PHP fatal error, which kills its runner
+        assert wait_until(lambda: crash_one(stores["fl_"]), 10)
         # killed: a worker SIGKILLed mid-batch, its import still "in progress"
         for index in range(3):
             stores["kw_"].create("wc_admin_import_orders", group="imports", args=[index])
@@ -193,6 +196,19 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         exporter.stop()
         wait_until(lambda: gone_names(receiver) >= EXPECTED_WHEN_EXPORTER_GONE, 60)
         assert gone_names(receiver) >= EXPECTED_WHEN_EXPORTER_GONE
+
+
+def crash_one(store: ActionSchedulerStore) -> bool:
+    """A runner claims an action and dies of a PHP fatal error in it; False when the
+    site's healthy worker claimed the action first."""
+    crashing = store.create("import_products", group="imports")
+    claim = store.stake_claim(100)
+    if crashing not in claim.action_ids:
+        store.release_claim(claim.claim_id)
+        return False
+    store.start(crashing)
+    store.fatal(crashing, claim.claim_id)
+    return True
 
 
 def close_all(queues: list[Queue]) -> None:

@@ -12,9 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from exporter.config import SiteConfig
 from testbed.mariadb import Server
+from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.http_server import RunningExporter
 from tests.truth import compute
+from tests.waiting import wait_until
 
 StartExporter = Callable[..., RunningExporter]
 
@@ -63,7 +65,9 @@ def test_healthz_and_landing_page_without_secrets(
     assert running.get("/healthz")[:3:2] == (200, "ok\n")
     status, content_type, page = running.get("/")
     assert status == 200 and content_type.startswith("text/html")
-    assert "shop" in page and "blog" in page and database in page
+    assert "shop" in page and "blog" in page
+    # Issue 13: whoever reaches the port learns no database user, host or name from it.
+    assert database not in page and mariadb.user not in page and str(mariadb.port) not in page
     assert "href='metrics'" in page and "href='healthz'" in page
     assert "pa55-w0rd-xyz" not in page
     assert "pa55-w0rd-xyz" not in running.get("/metrics")[2]
@@ -163,3 +167,46 @@ def test_concurrent_scrapes_share_one_round(
     assert one_round >= 5
     # Rounds overlap only when a scrape arrives just after the previous round finished.
     assert many <= one_round * 10, (many, one_round)
+
+
+def test_scrapes_with_a_tiny_timeout_do_not_starve_the_others(
+    store: ActionSchedulerStore,
+    mariadb: Server,
+    site: Callable[..., SiteConfig],
+    exporter_http: StartExporter,
+) -> None:
+    """A client that scrapes every 20 ms with a timeout of a millisecond gets what is read
+    by then; the rounds it starts still run in full for the normal scrapes that join."""
+    store.create("woocommerce_deliver_webhook_async")
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0.01)  # a round takes a while
+    running = exporter_http(site(host="127.0.0.1", port=proxy.port))
+    tiny = {"X-Prometheus-Scrape-Timeout-Seconds": "0.001"}
+    stop = threading.Event()
+    tiny_statuses: list[int] = []
+
+    def hammer() -> None:
+        while not stop.is_set():
+            tiny_statuses.append(running.get("/metrics", tiny)[0])
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        assert wait_until(lambda: len(tiny_statuses) >= 3, 30)
+        normal = [running.get("/metrics")[2] for _ in range(5)]
+    finally:
+        stop.set()
+        thread.join()
+        proxy.close()
+    assert set(tiny_statuses) == {200}
+    for body in normal:
+        success = samples(body, "actionscheduler_exporter_collector_success")
+        hot = {"due", "in_progress", "claims", "tables", "log_events"}
+        assert {
+            dict(labels)["collector"] for labels, value in success.items() if value == 1
+        } >= hot, success
+        assert samples(body, "actionscheduler_up") == {(("site", "shop"),): 1.0}
+        assert (
+            samples(body, "actionscheduler_due_actions")[(("claim", "unclaimed"), ("site", "shop"))]
+            == 1.0
+        )

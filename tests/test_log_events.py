@@ -365,3 +365,62 @@ def test_counts_are_exact_with_concurrent_writers(
     assert exporter.total(catalog.CREATED) == created
     assert exporter.total(catalog.STARTED) == completed
     assert exporter.total(catalog.COMPLETED) == completed
+
+
+def test_a_table_truncated_and_refilled_past_the_cursor_is_a_reset(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """Issue 13, item 13: ids that come back past the cursor between two scrapes were
+    not noticed; the last row read now holding another action tells."""
+    for index in range(2):
+        store.create("woocommerce_deliver_webhook_async", args=[index])
+    exporter = follow()
+    exporter.scrape()
+    for index in range(3):
+        store.create("woocommerce_deliver_webhook_async", args=[10 + index])
+    exporter.scrape()
+    assert exporter.total(catalog.CREATED) == 3
+    store._execute("TRUNCATE TABLE wp_actionscheduler_logs")
+    for index in range(6):  # log ids 1 to 6: past the cursor (5)
+        store.create("woocommerce_send_email", args=[index])
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_RESETS) == 1
+    assert exporter.total(catalog.CREATED, hook="woocommerce_send_email") == 6
+
+
+def test_deleting_every_log_row_is_not_a_reset(store: ActionSchedulerStore, follow: Follow) -> None:
+    """Issue 13, item 13: the ids of a table whose rows were all deleted keep counting up."""
+    store.create("woocommerce_deliver_webhook_async")
+    exporter = follow()
+    exporter.scrape()
+    store.create("woocommerce_deliver_webhook_async", args=[1])
+    exporter.scrape()
+    store._execute("DELETE FROM wp_actionscheduler_logs")
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_LAG) == 0
+    store.create("woocommerce_send_email")
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_CURSOR_RESETS) == 0
+    assert exporter.total(catalog.CREATED) == 2
+    assert exporter.total(catalog.LOG_ROWS_MISSED) == 0
+
+
+def test_rows_deleted_before_they_were_read_are_counted_as_missed(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """Issue 13, item 18: a canceled action that never ran is deleted with its log rows at
+    the next queue run; those events cannot be counted, but the loss is."""
+    exporter = follow(log_gap_grace=30)
+    exporter.scrape()
+    canceled = store.create("woocommerce_cancel_unpaid_orders")
+    store.cancel(canceled)
+    store._execute("DELETE FROM wp_actionscheduler_logs WHERE action_id = %s", (canceled,))
+    store._execute("DELETE FROM wp_actionscheduler_actions WHERE action_id = %s", (canceled,))
+    store.create("woocommerce_deliver_webhook_async")
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_ROWS_MISSED) == 0  # they may still commit
+    exporter.clock.advance(31)
+    exporter.scrape()
+    assert exporter.total(catalog.LOG_ROWS_MISSED) == 2
+    assert exporter.total(catalog.CREATED) == 1
+    assert exporter.total(catalog.CANCELED) == 0

@@ -8,9 +8,11 @@ import base64
 import logging
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +25,8 @@ import pytest
 from exporter.config import ConfigError, SiteConfig
 from exporter.config.model import TLSConfig
 from exporter.db.grants import can_write
+from exporter.db.query_error import redact
+from exporter.web.auth import BasicAuth
 from exporter.web.webconfig import load_web_config
 from testbed.certs import Certificates, make_certificates
 from testbed.mariadb import Server, start_private, temporary
@@ -161,6 +165,7 @@ def test_client_certificates(
             "does not exist",
         ),
         ("basic_auth: {}", "basic_auth", "not a known key"),
+        ("tls_server_config: [", "", "not valid YAML at line"),
     ],
 )
 def test_invalid_web_config(tmp_path: Path, text: str, key: str, problem: str) -> None:
@@ -289,3 +294,140 @@ def test_grant_parsing() -> None:
         "shop",
     )
     assert not can_write(["GRANT `reporting` TO `e`@`%`"], "shop")
+
+
+def test_web_tls_settings_that_cannot_work_are_refused(
+    tmp_path: Path, certificates: Certificates
+) -> None:
+    """Issue 13, items 11 and 12: a client-certificate mode without a CA refused every
+    client silently; a key that does not match its certificate died in a traceback."""
+    without_ca = tmp_path / "without-ca.yml"
+    without_ca.write_text(
+        f"tls_server_config:\n  cert_file: {certificates.server_cert}\n"
+        f"  key_file: {certificates.server_key}\n  client_auth_type: RequireAnyClientCert\n"
+    )
+    with pytest.raises(ConfigError, match="needed with client_auth_type RequireAnyClientCert"):
+        load_web_config(str(without_ca))
+    mismatched = tmp_path / "mismatched.yml"
+    mismatched.write_text(
+        f"tls_server_config:\n  cert_file: {certificates.server_cert}\n"
+        f"  key_file: {certificates.client_key}\n"
+    )
+    with pytest.raises(ConfigError, match="does not go with cert_file") as raised:
+        load_web_config(str(mismatched))
+    assert raised.value.key == "tls_server_config.key_file"
+
+
+def test_the_yaml_error_of_a_web_config_does_not_quote_the_hash(tmp_path: Path) -> None:
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  prometheus: '{hashed}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_web_config(str(path))
+    assert hashed not in str(raised.value)
+
+
+def test_redaction_keeps_messages_readable_for_short_passwords() -> None:
+    """Issue 13, item 9: a password "e" or "127" starred letters of words and addresses."""
+    message = "(1045) Access denied for user 'shop'@'127.0.0.1' (using password: YES)"
+    assert redact(message, "e") == message
+    assert redact(message, "127") == message
+    assert redact("(1045) wrong password 'Zq7p@ss:w/o'", "Zq7p@ss:w/o") == (
+        "(1045) wrong password '***'"
+    )
+    assert redact("secret and secret", "secret") == "*** and ***"
+
+
+def test_basic_auth_answers_long_passwords_and_unknown_users_like_wrong_ones() -> None:
+    """Issue 13, items 15 and 17: a password over 72 bytes raised in bcrypt (a 500); an
+    unknown user was checked against a hash of another cost than the users'."""
+    cost = 5
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=cost))
+    auth = BasicAuth({"prometheus": hashed})
+
+    def header(user: str, password: str) -> str:
+        return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+    assert auth.allows(header("prometheus", PASSWORD))
+    assert not auth.allows(header("prometheus", "x" * 100))
+    assert not auth.allows(header("nobody", "x" * 100))
+    assert not auth.allows(header("nobody", PASSWORD))
+    # The unknown user's check costs what a user's does: the same bcrypt cost.
+    assert int(auth._dummy[4:6]) == cost
+
+
+def test_a_flood_of_wrong_passwords_does_not_hold_up_a_known_scraper(
+    tmp_path: Path,
+    certificates: Certificates,
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    """Issue 13, item 5: wrong passwords (bcrypt, slow on purpose) and the scraper's
+    remembered credentials shared one thread pool. Now a remembered pair needs no thread,
+    and checks beyond the auth threads' queue are refused at once."""
+    _, port = serve("--web.config.file", str(web_config(tmp_path, certificates)))
+    url = f"https://127.0.0.1:{port}/metrics"
+    context = ssl.create_default_context(cafile=str(certificates.ca))
+    assert get(url, context, "prometheus", PASSWORD)[0] == 200  # now remembered
+    stop = threading.Event()
+    refused: list[int] = []
+
+    def attack() -> None:
+        while not stop.is_set():
+            try:
+                refused.append(get(url, context, "prometheus", "wrong")[0])
+            except (urllib.error.URLError, ConnectionError, OSError):
+                refused.append(0)
+
+    attackers = [threading.Thread(target=attack) for _ in range(60)]
+    for thread in attackers:
+        thread.start()
+    try:
+        assert wait_until(lambda: 429 in refused, 30)  # the auth queue is full
+        answers = [get(url, context, "prometheus", PASSWORD)[0] for _ in range(5)]
+    finally:
+        stop.set()
+        for thread in attackers:
+            thread.join()
+    assert answers == [200] * 5
+    assert set(refused) <= {401, 429}
+
+
+def test_slow_clients_are_closed_and_connections_are_bounded(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    """Issue 13, item 3 (slowloris): connections that send half a request line held the
+    exporter at its file-descriptor limit, and nothing was closed after 75 s."""
+    _, port = serve("--web.header-timeout", "1", "--web.max-connections", "20")
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(30):
+            connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+            connection.sendall(b"GET /metr")
+            slow.append(connection)
+
+        def closed(connection: socket.socket) -> bool:
+            connection.settimeout(0.05)
+            try:
+                return connection.recv(1) == b""
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+
+        # Beyond the bound at once, the others after the header timeout: all are closed.
+        assert wait_until(lambda: all(closed(c) for c in slow), 20, interval=0.2)
+        # A scraper then gets its answer.
+        assert get(f"http://127.0.0.1:{port}/metrics", None)[0] == 200
+    finally:
+        for connection in slow:
+            connection.close()
+
+
+def test_a_request_in_several_packets_within_the_timeout_is_served(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    _, port = serve("--web.header-timeout", "5")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"GET /healthz HTTP/1.1\r\n")
+        connection.sendall(b"Host: 127.0.0.1\r\n\r\n")
+        assert connection.recv(1024).startswith(b"HTTP/1.1 200")

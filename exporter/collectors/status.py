@@ -32,7 +32,9 @@ class StatusCollector(Collector):
         by_status: Counter[str] = Counter(dict.fromkeys(catalog.STATUSES, 0))
         by_status_group: Counter[tuple[str, str]] = Counter()
         for raw_status, group_id, count in rows:
-            status = label_value(raw_status)
+            # The column's collation is case-insensitive: Action Scheduler's own queries
+            # (status = 'pending') take 'PENDING' too, and GROUP BY may return either.
+            status = label_value(raw_status).lower()
             if status not in catalog.STATUSES:
                 status = UNKNOWN_STATUS
             group = slugs.get(int(group_id or 0), NO_GROUP)

@@ -42,7 +42,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "timeout_period": values.duration,
     "top_hooks": values.positive_int,
     "top_groups": values.positive_int,
-    "log_rows_per_scrape": values.positive_int,
+    "log_rows_per_scrape": values.rows_per_scrape,
     "log_gap_grace": values.duration,
     "heavy_interval": values.duration_or_zero,
     "heavy_query_timeout": values.duration,
@@ -97,16 +97,13 @@ _SITE_KEYS = {
     "kubernetes",
 }
 _TOP_KEYS = {"sites", "defaults", "listen_address"}
+# A configuration of a thousand sites is a few hundred kilobytes.
+MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
 def load_file(path: str) -> ExporterConfig:
     source = str(path)
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise ConfigError(source, "", f"cannot read the file: {error.strerror}") from error
-    except yaml.YAMLError as error:
-        raise ConfigError(source, "", f"is not valid YAML: {error}") from error
+    document = read_yaml(source)
     if not isinstance(document, dict):
         raise ConfigError(source, "", "must be a mapping with a 'sites' list")
     _reject_unknown(source, "", document, _TOP_KEYS)
@@ -124,6 +121,7 @@ def load_file(path: str) -> ExporterConfig:
         for index, raw in enumerate(sites_raw)
     )
     _reject_duplicate_names(source, sites)
+    _reject_clashes_after_expansion(source, sites)
 
     config = ExporterConfig(sites=sites, source=source)
     if "listen_address" in document:
@@ -132,6 +130,35 @@ def load_file(path: str) -> ExporterConfig:
         )
         config = ExporterConfig(sites=sites, listen_host=host, listen_port=port, source=source)
     return config
+
+
+def read_yaml(source: str) -> Any:
+    """A YAML document, or a ConfigError that names the file and the place of the problem
+    but never quotes the file's text (it may hold a password)."""
+    path = Path(source)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ConfigError(
+                source, "", f"is {size} bytes; a configuration file may have {MAX_FILE_BYTES}"
+            )
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(source, "", f"cannot read the file: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            source, "", f"is not UTF-8 text (byte {error.start} cannot be decoded)"
+        ) from error
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(source, "", f"is not valid YAML{where}: {error.problem}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(source, "", f"is not valid YAML: {type(error).__name__}") from None
+    except RecursionError:
+        raise ConfigError(source, "", "is not valid here: nested too deeply") from None
 
 
 def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig:
@@ -245,7 +272,16 @@ def _scalars_and_tls(
 def _parse_dsn(source: str, key: str, dsn: object) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(dsn, str):
         raise ConfigError(source, key, "must be a string such as mysql://user@host:3306/db")
-    parts = urlsplit(dsn)
+    try:
+        parts = urlsplit(dsn)
+        parts.port  # noqa: B018 - parses the port: raises for a bad one
+    except ValueError as error:
+        problem = (
+            "has a port that is not a number from 1 to 65535"
+            if "Port" in str(error)
+            else ("is not a valid URL (check the brackets of an IPv6 address)")
+        )
+        raise ConfigError(source, key, problem) from None
     if parts.scheme not in {"mysql", "mariadb"}:
         raise ConfigError(source, key, "must start with mysql:// or mariadb://")
     fields: dict[str, Any] = {}
@@ -292,6 +328,8 @@ def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
             raise ConfigError(
                 source, f"{key}.password_file", f"cannot read {path}: {error.strerror}"
             ) from error
+        except UnicodeDecodeError:
+            raise ConfigError(source, f"{key}.password_file", f"{path} is not UTF-8 text") from None
     return from_dsn
 
 
@@ -312,6 +350,21 @@ def _check_tls_files(source: str, key: str, tls: dict[str, Any]) -> None:
             raise ConfigError(source, f"{key}.{name}", f"file {tls[name]} does not exist")
     if ("cert_file" in tls) != ("key_file" in tls):
         raise ConfigError(source, key, "cert_file and key_file go together")
+
+
+def _reject_clashes_after_expansion(source: str, sites: tuple[SiteConfig, ...]) -> None:
+    """A `table_prefix: auto` site labels its subsites `name:prefix`: no other site may be
+    named like one of them, or two sites would give the same series."""
+    expanding = [site.name for site in sites if site.discovers_prefixes]
+    for index, site in enumerate(sites):
+        for name in expanding:
+            if site.name != name and site.name.startswith(f"{name}:"):
+                raise ConfigError(
+                    source,
+                    f"sites[{index}].name",
+                    f"{site.name!r} can clash with the subsites of {name!r} (table_prefix: "
+                    f"auto names them {name}:<prefix>): choose another name",
+                )
 
 
 def _reject_duplicate_names(source: str, sites: tuple[SiteConfig, ...]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from exporter.metrics import catalog
@@ -10,6 +11,11 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TABLE_PREFIX = re.compile(r"^[A-Za-z0-9_]{0,64}$")
+# Longer than anything the exporter waits for: a larger value is a mistake (or infinite).
+MAX_DURATION = 30 * 86400.0
+# Counts and limits go into SQL (LIMIT) and into memory: bounded like MySQL's int.
+MAX_INT = 2**31 - 1
+MAX_LOG_ROWS_PER_SCRAPE = 100_000
 
 
 def duration(value: object) -> float:
@@ -22,8 +28,10 @@ def duration(value: object) -> float:
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     else:
         raise ValueError(f"must be a duration such as 5s or 2m, got {value!r}")
-    if seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"must be a positive duration, got {value!r}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"must be at most 30 days, got {value!r}")
     return seconds
 
 
@@ -42,7 +50,17 @@ def positive_int(value: object) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"must be a whole number of at least 1, got {value!r}")
+    if value > MAX_INT:
+        raise ValueError(f"must be at most {MAX_INT}, got {value!r}")
     return value
+
+
+def rows_per_scrape(value: object) -> int:
+    """Log rows read in one scrape: each costs up to a few kilobytes of memory."""
+    number = positive_int(value)
+    if number > MAX_LOG_ROWS_PER_SCRAPE:
+        raise ValueError(f"must be at most {MAX_LOG_ROWS_PER_SCRAPE}, got {value!r}")
+    return number
 
 
 def ratio(value: object) -> float:
@@ -52,8 +70,13 @@ def ratio(value: object) -> float:
 
 
 def positive_number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"must be a positive number, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"must be a positive, finite number, got {value!r}")
     return float(value)
 
 
@@ -97,8 +120,10 @@ def label_name(value: str) -> str:
     return value
 
 
-def listen_address(value: str) -> tuple[str, int]:
+def listen_address(value: object) -> tuple[str, int]:
     """'host:port', ':port' (every interface) or '[v6]:port'."""
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string such as :9966 or 127.0.0.1:9966, got {value!r}")
     host, sep, port_text = value.rpartition(":")
     if not sep:
         raise ValueError(f"must look like :9966 or 127.0.0.1:9966, got {value!r}")

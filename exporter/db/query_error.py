@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pymysql.err
 
 from exporter.sources.source import SourceError
@@ -10,6 +12,15 @@ from exporter.sources.source import SourceError
 _TIMEOUT_CODES = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time
 _MISSING_TABLE_CODES = {1146}  # table does not exist
 _STATEMENT_CODES = {1054, 1142, 1143, 1205, 1213, 1317}  # column, grants, lock waits, interrupted
+# The client lost the server (gone away, lost during a query): a connection failure.
+_CONNECTION_LOST_CODES = {2006, 2013}
+_ONE_CONNECTION_HINT = (
+    "the exporter opens a second connection for the heavy tier while a refresh runs: allow "
+    "the user 2 connections (MAX_USER_CONNECTIONS), or set heavy_interval: 0 to read "
+    "everything on one"
+)
+# MySQL's and MariaDB's "too many connections of this user".
+_HINTS = {1203: _ONE_CONNECTION_HINT, 1226: _ONE_CONNECTION_HINT}
 _CLIENT_TIMEOUT_HINT = "timed out"
 
 
@@ -27,7 +38,9 @@ def classify(
 ) -> QueryError:
     code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
     message = redact(_describe(error), password)
-    if connecting:
+    if code in _HINTS:
+        message = f"{message}: {_HINTS[code]}"
+    if connecting or code in _CONNECTION_LOST_CODES:
         return QueryError("connect", message, connection_lost=True)
     if code in _TIMEOUT_CODES:
         return QueryError("timeout", message, connection_lost=False)
@@ -41,8 +54,15 @@ def classify(
 
 
 def redact(message: str, secret: str) -> str:
-    """Defence in depth: a driver message must never carry the password."""
-    return message.replace(secret, "***") if secret else message
+    """Defence in depth: a driver message must never carry the password.
+
+    Only where it stands as a word of its own: a short password ("e", "127") is also part
+    of ordinary words and addresses, and starring those would garble the message and tell
+    where the password's letters occur."""
+    if not secret:
+        return message
+    pattern = rf"(?<![\w.]){re.escape(secret)}(?![\w.])"
+    return re.sub(pattern, "***", message)
 
 
 def _describe(error: pymysql.err.MySQLError) -> str:

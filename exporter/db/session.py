@@ -66,7 +66,9 @@ class Session:
                 host=site.host,
                 port=site.port,
                 user=site.user,
-                password=site.password,
+                # As UTF-8, which MariaDB and MySQL clients send (PyMySQL would send a str
+                # as latin-1, and fail on any other character).
+                password=site.password.encode("utf-8"),
                 database=site.database,
                 unix_socket=site.unix_socket,
                 charset="utf8mb4",

@@ -31,8 +31,10 @@ class LogCursor:
         self._read_above.clear()
         self._gaps.clear()
 
-    def advance(self, read_ids: list[int], now: float) -> None:
-        """Records the ids a scrape read (in ascending order) and moves the cursor."""
+    def advance(self, read_ids: list[int], now: float) -> int:
+        """Records the ids a scrape read (in ascending order) and moves the cursor; returns
+        how many missing ids it gave up (their grace passed with no row to read)."""
+        given_up = 0
         consumed_ids = self._read_above.union(read_ids)
         consumed = sorted(consumed_ids)
         previous = self.position
@@ -41,11 +43,15 @@ class LogCursor:
                 self._gaps.setdefault(missing, now)
             previous = log_id
         for missing, since in list(self._gaps.items()):
-            if now - since > self.grace_seconds or missing in consumed_ids:
+            if missing in consumed_ids:
                 del self._gaps[missing]
+            elif now - since > self.grace_seconds:
+                del self._gaps[missing]
+                given_up += 1
         if len(self._gaps) > MAX_GAPS:
             for missing in sorted(self._gaps)[: len(self._gaps) - MAX_GAPS]:
                 del self._gaps[missing]
         highest = consumed[-1] if consumed else self.position
         self.position = min(self._gaps) - 1 if self._gaps else highest
         self._read_above = {log_id for log_id in consumed if log_id > self.position}
+        return given_up

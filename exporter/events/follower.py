@@ -45,6 +45,10 @@ _COUNTER_FOR = {
     Kind.CANCELED: catalog.CANCELED,
     Kind.RESET: catalog.RESET,
 }
+# Characters of a message read: enough for every message Action Scheduler writes (a
+# missing callback names a hook of up to 191 characters), never a whole exception text of
+# 64 KB, so memory is bounded by the rows read, not by what actions log.
+MESSAGE_CHARACTERS = 512
 # Runs whose end the log dates precisely; a cleaner's timeout says nothing of the run.
 _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
 
@@ -99,6 +103,7 @@ class LogFollower(Collector):
         catalog.LOG_ROWS_UNCLASSIFIED,
         catalog.LOG_CURSOR_LAG,
         catalog.LOG_CURSOR_RESETS,
+        catalog.LOG_ROWS_MISSED,
     )
 
     def __init__(self, site: SiteConfig, clock: Clock = time.monotonic) -> None:
@@ -130,22 +135,35 @@ class LogStream:
         self._rows_read = 0
         self._unclassified = 0
         self._resets = 0
+        self._missed = 0
+        # The last row read (log_id, action_id): if its id comes back holding another
+        # action, the table was emptied and refilled past the cursor between two scrapes.
+        self._last_read: tuple[int, int] | None = None
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         logs = context.tables.logs
-        (newest,) = context.one(f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}")
+        last_id, last_action = self._last_read or (0, 0)
+        newest, now_at_last = context.one(
+            f"SELECT COALESCE(MAX(log_id), 0),"
+            f" (SELECT action_id FROM {logs} WHERE log_id = %s) FROM {logs}",
+            (last_id,),
+        )
         newest = int(newest)
         cursor = self._cursor
         if cursor is None:  # first scrape: start at the newest row, never replay history
             cursor = self._cursor = LogCursor(newest, self._gap_grace)
-        restarted = newest < cursor.position
+        # Ids went backwards (truncated or re-created, and not empty: a table whose rows
+        # were all deleted keeps counting up), or the last row read is another row now.
+        restarted = (0 < newest < cursor.position) or (
+            now_at_last is not None and int(now_at_last) != last_action
+        )
         start = 0 if restarted else cursor.position
 
         fetched = [
             _Row(int(log_id), int(action_id), label_value(message), _date(date))
             for log_id, action_id, message, date in context.query(
-                f"SELECT log_id, action_id, message, log_date_gmt FROM {logs}"
-                " WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}), log_date_gmt"
+                f" FROM {logs} WHERE log_id > %s ORDER BY log_id LIMIT %s",
                 (start, self.rows_per_scrape),
             )
         ]
@@ -156,7 +174,9 @@ class LogStream:
         if restarted:
             cursor.restart()
             self._resets += 1
-        cursor.advance([row.log_id for row in fetched], self._clock())
+        self._missed += cursor.advance([row.log_id for row in fetched], self._clock())
+        if fetched:
+            self._last_read = (fetched[-1].log_id, fetched[-1].action_id)
         for pair in tally.pairs:
             self._initialise(pair)
         self._counters.update(tally.counters)
@@ -240,6 +260,7 @@ class LogStream:
         yield sample(catalog.LOG_ROWS_UNCLASSIFIED, self._unclassified)
         yield sample(catalog.LOG_CURSOR_LAG, lag)
         yield sample(catalog.LOG_CURSOR_RESETS, self._resets)
+        yield sample(catalog.LOG_ROWS_MISSED, self._missed)
 
 
 @dataclass

@@ -534,6 +534,22 @@ LOG_CURSOR_RESETS = _define(
     "then restarts from the table's first row.",
 )
 
+LOG_ROWS_MISSED = _define(
+    "actionscheduler_log_rows_missed",
+    "counter",
+    "Log ids the cursor passed without a row to read: rows deleted before the exporter "
+    "read them, or ids that never held a row.",
+    tier="hot",
+    section="log",
+    meaning="Log ids the cursor gave up after `log_gap_grace` without a row to read. Most are "
+    "rows deleted before the exporter read them: Action Scheduler deletes a canceled action "
+    "that never ran together with its log rows at the next queue run (seconds later with a "
+    "worker loop), and a purge can delete rows not read yet. The events of those rows are "
+    "missing from the counters above (mostly `created` and `canceled`), by at most this "
+    "many. Ids that never held a row count too: a rolled-back insert, or every skipped id "
+    "where `auto_increment_increment` is above 1 (Galera).",
+)
+
 # The exporter itself ------------------------------------------------------------------------
 
 FOLDED_LABEL_VALUES = _define(

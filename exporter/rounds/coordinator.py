@@ -16,6 +16,8 @@ from exporter.rounds.site_round import SiteRound
 from exporter.sources.source import Clock
 
 DEFAULT_SCRAPE_TIMEOUT = 10.0
+# The least time a round may take before it skips what is left (see begin).
+MIN_ROUND_SECONDS = DEFAULT_SCRAPE_TIMEOUT - 0.5
 # Rounds of different sites run side by side, up to this many at once.
 MAX_PARALLEL_SITES = 16
 
@@ -49,9 +51,13 @@ class Coordinator:
         return self.results(pending)
 
     def begin(self, timeout: float) -> PendingScrape:
-        """Joins (or starts) each site's round; does not wait for them."""
+        """Joins (or starts) each site's round; does not wait for them.
+
+        A round may run for at least MIN_ROUND_SECONDS, whatever the timeout of the scrape
+        that starts it: a scrape with a tiny timeout gets what is read by then, and does
+        not cut the round short for the scrapes that join it."""
         started = self._clock()
-        deadline = started + timeout
+        deadline = started + max(timeout, MIN_ROUND_SECONDS)
         return PendingScrape(started, [flight.join(deadline) for flight in self._flights])
 
     def results(self, pending: PendingScrape) -> list[SiteResult]:

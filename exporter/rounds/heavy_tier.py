@@ -66,6 +66,29 @@ class HeavyTier:
             for prefix, label in labels.items()
         }
 
+    def problems(self, prefix: str) -> list[str]:
+        """Why the heavy collectors of a prefix failed at their last refresh, if they did."""
+        readings = self._refresh.peek() or {}
+        return [
+            f"{collector.name}: {reading.problem}"
+            for collector in self.collectors
+            if (reading := readings.get((prefix, collector.name))) and not reading.ok
+        ]
+
+    def served(self, label: str) -> list[Sample]:
+        """The last readings for a site label, without starting a refresh (for a scrape
+        that gives up waiting on a round)."""
+        readings = self._refresh.peek() or {}
+        prefixes = [prefix for prefix, known in self._labels.items() if known == label]
+        return [
+            item
+            for prefix in prefixes
+            for collector in self.collectors
+            for item in self._observer.report(
+                collector, readings.get((prefix, collector.name), NOT_READ), aged=True
+            )
+        ]
+
     def _read_all(self, previous: Readings | None) -> Readings:
         readings = dict(previous or {})
         site = dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout)

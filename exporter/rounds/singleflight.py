@@ -7,19 +7,26 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Generic, TypeVar
 
+from exporter.rounds.deadline import Deadline
+
 T = TypeVar("T")
 
 
 class SingleFlight(Generic[T]):
-    def __init__(self, executor: Executor, call: Callable[[float], T]) -> None:
+    def __init__(self, executor: Executor, call: Callable[[Deadline], T]) -> None:
         self._executor = executor
         self._call = call
         self._lock = threading.Lock()
         self._current: Future[T] | None = None
+        self._deadline = Deadline(0.0)
 
     def join(self, deadline: float) -> Future[T]:
-        """The call in flight, or a new one (with this caller's deadline) when none is."""
+        """The call in flight, its deadline moved to this caller's if that is later, or a
+        new call with this caller's deadline when none is in flight."""
         with self._lock:
             if self._current is None or self._current.done():
-                self._current = self._executor.submit(self._call, deadline)
+                self._deadline = Deadline(deadline)
+                self._current = self._executor.submit(self._call, self._deadline)
+            else:
+                self._deadline.extend(deadline)
             return self._current

@@ -6,12 +6,18 @@ for `table_prefix: auto`), and adds the sources read in the background (the heav
 the Kubernetes workers) and the constant ones (the settings). Every reading goes through
 the `Observer`, which adds success, duration, age and errors. A failing source is marked
 and the others go on; a lost connection ends the round and marks the site down.
+
+A scrape that cannot wait for the end of the round gets what the round has found so far:
+the sources that answered report their values, the others are marked as not read, and
+`up` says whether the database answered at all.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from exporter.collectors.context import Collector, DatabaseContext
@@ -23,6 +29,7 @@ from exporter.events.follower import LogFollower
 from exporter.kubernetes.workers import KubernetesWorkers
 from exporter.metrics import catalog
 from exporter.metrics.samples import sample
+from exporter.rounds.deadline import Deadline
 from exporter.rounds.error_counts import ErrorCounts
 from exporter.rounds.heavy_tier import HeavyTier
 from exporter.rounds.observer import Observer
@@ -33,6 +40,16 @@ from exporter.sources.source import NOT_READ, Clock
 
 # Time left to hand a round's results over before the scrape's deadline.
 _HANDOVER_MARGIN = 0.25
+
+
+@dataclass
+class _InFlight:
+    """A table prefix's result as the round in flight fills it."""
+
+    result: SiteResult
+    started: float
+    finished: bool = False  # the prefix's own samples are complete
+    done: bool = False  # the heavy tier's are added too
 
 
 class SiteRound:
@@ -58,37 +75,80 @@ class SiteRound:
             workers = KubernetesWorkers(site.kubernetes)
             self._site_sources.append(ScheduledSource(workers, None, site, self._observer))
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
+        self._in_flight: dict[str, _InFlight] = {}
+        self._in_flight_lock = threading.Lock()
 
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
 
-    def run(self, deadline: float) -> list[SiteResult]:
+    def run(self, deadline: Deadline) -> list[SiteResult]:
+        with self._in_flight_lock:
+            self._in_flight = {}
         results = self._run_database(deadline)
         # Independent of the database: reported whether the site is up or not, within the
         # time the round has left.
-        for source in self._site_sources:
-            found = source.samples(deadline - self._clock() - _HANDOVER_MARGIN)
-            for result in results:
-                result.samples += found
+        self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
+        self._add_errors(results)
         return results
 
     def timed_out(self, waited: float) -> list[SiteResult]:
-        """Results for a scrape that gave up waiting on this site's round."""
-        results = self._all_down(
-            "deadline",
-            f"the round of queries took longer than the scrape's {waited:.1f}s",
-            self._clock() - waited,
-        )
+        """What the round in flight has found so far, for a scrape that gave up waiting."""
+        started = self._clock() - waited
+        problem = f"the round of queries took longer than the scrape's {waited:.1f}s"
+        with self._in_flight_lock:
+            in_flight = {
+                label: (flight.finished, flight.done, flight.started, flight.result.up,
+                        list(flight.result.samples), list(flight.result.problems))
+                for label, flight in self._in_flight.items()
+            }  # fmt: skip
+        labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
+        results: list[SiteResult] = []
+        for label in labels:
+            if label not in in_flight:  # the database has not answered for it in time
+                results.append(self._down(label, "deadline", problem, started))
+                continue
+            finished, done, prefix_started, up, samples, problems = in_flight[label]
+            result = SiteResult(label, self.site.labels, up, samples, problems)
+            if finished:
+                if not done and self._heavy is not None and up:
+                    result.samples += self._heavy.served(label)
+                results.append(result)
+                continue
+            reported = {
+                dict(item.labels)["collector"]
+                for item in samples
+                if item.metric is catalog.COLLECTOR_SUCCESS
+            }
+            for collector in self._in_round:
+                if collector.name not in reported:
+                    result.samples += self._observer.report(collector, NOT_READ, aged=False)
+            if self._heavy is not None:
+                result.samples += self._heavy.served(label)
+            result.problems.append(problem)
+            self._observer.errors.add(label, catalog.ERRORS, "deadline")
+            note = f"slow round site={label} problem={problem!r}"
+            results.append(self._finish(result, prefix_started, note=note))
+        self._add_site_sources(results, 0.0)
+        self._add_errors(results)
+        return results
+
+    def _add_errors(self, results: list[SiteResult]) -> None:
+        """The error counters, last: they include what the whole round met."""
+        for result in results:
+            result.samples += self._observer.errors.samples(
+                result.site, catalog.ERRORS, catalog.ERROR_KINDS
+            )
+
+    def _add_site_sources(self, results: list[SiteResult], budget: float) -> None:
         for source in self._site_sources:
-            found = source.samples(0.0)
+            found = source.samples(budget)
             for result in results:
                 result.samples += found
-        return results
 
     def close(self) -> None:
         self.session.close()
 
-    def _run_database(self, deadline: float) -> list[SiteResult]:
+    def _run_database(self, deadline: Deadline) -> list[SiteResult]:
         started = self._clock()
         try:
             prefixes = self._prefixes()
@@ -110,9 +170,14 @@ class SiteRound:
                 results[prefix] = self._run_prefix(prefix, deadline)
         if self._heavy is not None:
             up = {prefix: result.site for prefix, result in results.items() if result.up}
-            budget = deadline - self._clock() - _HANDOVER_MARGIN
+            budget = deadline.at - self._clock() - _HANDOVER_MARGIN
             for label, samples in self._heavy.samples(up, budget).items():
                 next(r for r in results.values() if r.site == label).samples += samples
+            for prefix in up:
+                results[prefix].problems += self._heavy.problems(prefix)
+        with self._in_flight_lock:
+            for flight in self._in_flight.values():
+                flight.done = True
         return list(results.values())
 
     def _prefixes(self) -> list[str]:
@@ -120,7 +185,7 @@ class SiteRound:
             self._known_prefixes = discover_prefixes(self.session)
         return self._known_prefixes
 
-    def _run_prefix(self, prefix: str, deadline: float) -> SiteResult:
+    def _run_prefix(self, prefix: str, deadline: Deadline) -> SiteResult:
         started = self._clock()
         label = self.site_label(prefix)
         tables = TableNames(prefix)
@@ -142,26 +207,33 @@ class SiteRound:
 
         observer = self._observer
         context = DatabaseContext(self.session, tables, self.site, stats)
+        flight = _InFlight(result, started)
+        with self._in_flight_lock:
+            self._in_flight[label] = flight
         for collector in self._in_round:
             reading = NOT_READ
             if not self.session.connected:
                 pass  # reported as not read: the connection is gone
-            elif self._clock() > deadline:
+            elif self._clock() > deadline.at:
                 observer.count(label, collector, "deadline")
                 result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
             else:
                 reading = observer.read(collector, context, label)
                 if not reading.ok:
                     result.problems.append(f"{collector.name}: {reading.problem}")
-            result.samples += observer.report(collector, reading, aged=False)
-        if not self.session.connected:
-            return self._finish(
-                result,
-                started,
-                failure=("connect", "the connection was lost during the round"),
-                counted=True,
-            )
-        return self._finish(result, started)
+            reported = observer.report(collector, reading, aged=False)
+            with self._in_flight_lock:
+                result.samples += reported
+        with self._in_flight_lock:
+            flight.finished = True
+            if not self.session.connected:
+                return self._finish(
+                    result,
+                    started,
+                    failure=("connect", "the connection was lost during the round"),
+                    counted=True,
+                )
+            return self._finish(result, started)
 
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
         labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
@@ -180,7 +252,9 @@ class SiteRound:
         failure: tuple[str, str] | None = None,
         *,
         counted: bool = False,
+        note: str = "",
     ) -> SiteResult:
+        """Adds the round's own samples; `note` is a problem to log that is not a failure."""
         label = result.site
         observer = self._observer
         if failure is not None:
@@ -194,12 +268,11 @@ class SiteRound:
                 for collector in self._heavy.collectors:
                     result.samples += observer.report(collector, NOT_READ, aged=False)
         else:
-            observer.problem(label, "")
+            observer.problem(label, note)
         if self.session.connected:
             result.samples.append(sample(catalog.USER_CAN_WRITE, self.session.can_write))
         result.samples += [
             sample(catalog.UP, result.up),
             sample(catalog.SCRAPE_DURATION, self._clock() - started),
-            *observer.errors.samples(label, catalog.ERRORS, catalog.ERROR_KINDS),
         ]
         return result

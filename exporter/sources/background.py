@@ -58,6 +58,11 @@ class BackgroundRefresh(Generic[T]):
         with self._lock:
             return self._value
 
+    def peek(self) -> T | None:
+        """The latest value; never starts a refresh."""
+        with self._lock:
+            return self._value
+
     def _run(self) -> None:
         with self._lock:
             previous = self._value

@@ -7,7 +7,6 @@ import html
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
@@ -75,15 +74,32 @@ class Protect:
         # /healthz stays open for liveness probes: it tells nothing but "the process runs".
         if self.auth.enabled and scope["path"] != "/healthz":
             header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-            if not await run_in_threadpool(self.auth.allows, header or None):
-                refusal = PlainTextResponse(
-                    "Unauthorized\n",
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'},
-                )
+            refusal = await self._refusal(header or None)
+            if refusal is not None:
                 await refusal(scope, receive, self._with_headers(send))
                 return
         await self.app(scope, receive, self._with_headers(send))
+
+    async def _refusal(self, authorization: str | None) -> Response | None:
+        """None when the request may pass. A pair verified before is checked without a
+        thread; others wait for bcrypt on the auth threads, or are told to come back
+        later when too many checks wait already."""
+        allowed = self.auth.remembered(authorization)
+        if allowed is None:
+            check = self.auth.check(authorization)
+            if check is None:
+                return PlainTextResponse(
+                    "Too many authentication attempts\n", status_code=429,
+                    headers={"Retry-After": "1"},
+                )  # fmt: skip
+            allowed = await asyncio.wrap_future(check)
+        if allowed:
+            return None
+        return PlainTextResponse(
+            "Unauthorized\n",
+            status_code=401,
+            headers={"WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'},
+        )
 
     def _with_headers(self, send: Send) -> Send:
         if not self.headers:
@@ -112,11 +128,7 @@ def _scrape_timeout(header: str | None) -> float | str:
 
 def landing_page(coordinator: Coordinator) -> str:
     rows = "".join(
-        "<tr>"
-        f"<td>{html.escape(site.name)}</td>"
-        f"<td>{html.escape(site.endpoint)}</td>"
-        f"<td>{html.escape(site.table_prefix)}</td>"
-        "</tr>"
+        f"<tr><td>{html.escape(site.name)}</td><td>{html.escape(site.table_prefix)}</td></tr>"
         for site in coordinator.config.sites
     )
     return (
@@ -125,6 +137,6 @@ def landing_page(coordinator: Coordinator) -> str:
         f"<h1>Action Scheduler exporter {html.escape(__version__)}</h1>"
         "<p><a href='metrics'>Metrics</a> · <a href='healthz'>Health</a></p>"
         "<h2>Sites</h2><table border='1' cellpadding='4'>"
-        "<tr><th>site</th><th>database</th><th>table prefix</th></tr>"
+        "<tr><th>site</th><th>table prefix</th></tr>"
         f"{rows}</table></body></html>\n"
     )

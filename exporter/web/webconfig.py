@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from exporter.config.errors import ConfigError
+from exporter.config.loader import read_yaml
 
 CLIENT_AUTH_TYPES = {
     "NoClientCert": ssl.CERT_NONE,
@@ -55,12 +54,7 @@ class WebConfig:
 def load_web_config(path: str) -> WebConfig:
     source = str(path)
     base = Path(path).resolve().parent
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except OSError as error:
-        raise ConfigError(source, "", f"cannot read the file: {error.strerror}") from error
-    except yaml.YAMLError as error:
-        raise ConfigError(source, "", f"is not valid YAML: {error}") from error
+    document = read_yaml(source) or {}
     top = _mapping(source, "", document, _TOP)
     tls = _mapping(source, "tls_server_config", top.get("tls_server_config") or {}, _TLS)
     fields: dict[str, Any] = {}
@@ -82,7 +76,9 @@ def load_web_config(path: str) -> WebConfig:
             fields["client_ca_file"] = _file(
                 source, "tls_server_config.client_ca_file", base, tls["client_ca_file"]
             )
-        elif auth in {"RequireAndVerifyClientCert", "VerifyClientCertIfGiven"}:
+        elif auth != "NoClientCert":
+            # Without a CA no client certificate can be accepted: every client would be
+            # refused (RequireAnyClientCert) or none checked (the others).
             raise ConfigError(
                 source,
                 "tls_server_config.client_ca_file",
@@ -94,6 +90,7 @@ def load_web_config(path: str) -> WebConfig:
                 source, "tls_server_config.min_version", f"must be TLS12 or TLS13, got {version!r}"
             )
         fields["min_version"] = TLS_VERSIONS[version]
+        _check_key_pair(source, fields["cert_file"], fields["key_file"])
     users = _mapping(source, "basic_auth_users", top.get("basic_auth_users") or {}, None)
     fields["users"] = {
         str(user): _bcrypt_hash(source, f"basic_auth_users.{user}", hashed)
@@ -115,6 +112,17 @@ def server_ssl_context(config: WebConfig) -> ssl.SSLContext:
     if config.client_ca_file:
         context.load_verify_locations(config.client_ca_file)
     return context
+
+
+def _check_key_pair(source: str, cert_file: str, key_file: str) -> None:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert_file, key_file)
+    except ssl.SSLError as error:
+        raise ConfigError(
+            source,
+            "tls_server_config.key_file",
+            f"does not go with cert_file, or one of them is not PEM ({error.reason})",
+        ) from None
 
 
 def _bcrypt_hash(source: str, key: str, value: object) -> bytes:

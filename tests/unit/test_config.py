@@ -167,6 +167,36 @@ def test_environment_gives_one_site() -> None:
         ),
         ("sites: [x", "", "not valid YAML"),
         ("- just a list", "", "mapping"),
+        # issue 13, items 6 and 12: infinite, NaN and absurd values, wrong types
+        ("sites:\n  - {database: x, query_timeout: .inf}", "sites[0].query_timeout", "positive"),
+        ("sites:\n  - {database: x, query_timeout: .nan}", "sites[0].query_timeout", "positive"),
+        ("sites:\n  - {database: x, timeout_period: .inf}", "sites[0].timeout_period", "positive"),
+        ("sites:\n  - {database: x, query_timeout: 1000000000}", "sites[0].query_timeout", "30 days"),
+        (
+            "sites:\n  - {database: x, alerts: {failure_rate: .nan}}",
+            "sites[0].alerts.failure_rate",
+            "finite",
+        ),
+        (
+            "sites:\n  - {database: x, log_rows_per_scrape: 100000000000000000000000}",
+            "sites[0].log_rows_per_scrape",
+            "at most",
+        ),
+        (
+            "sites:\n  - {database: x, top_hooks: 100000000000000000000000}",
+            "sites[0].top_hooks",
+            "at most",
+        ),
+        ("sites:\n  - {database: x}\nlisten_address: 29001", "listen_address", "string"),
+        ("sites:\n  - {dsn: 'mysql://u:p@[::1/db'}", "sites[0].dsn", "not a valid URL"),
+        ("sites: " + "[" * 20000, "", "not valid"),
+        # issue 13, item 16: a site named like a subsite of a table_prefix: auto site
+        (
+            "sites:\n  - {name: net, database: x, table_prefix: auto}\n"
+            "  - {name: 'net:wp_', database: y}",
+            "sites[1].name",
+            "clash",
+        ),
         ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
     ],
 )
@@ -238,3 +268,44 @@ def test_cli_rejects_a_bad_listen_address() -> None:
     )
     assert done.returncode == 2
     assert "--listen-address" in done.stderr
+
+
+def test_a_yaml_error_names_the_place_but_never_quotes_the_line(tmp_path: Path) -> None:
+    """Issue 13, item 8: the offending line may hold the password."""
+    path = write(tmp_path, f'sites:\n  - dsn: mysql://u@h/d\n    password: "{SECRET}\n')
+    with pytest.raises(ConfigError, match=r"not valid YAML at line \d+, column \d+") as raised:
+        load_file(path)
+    assert SECRET not in str(raised.value)
+    done = run_cli("--config", path, "check")
+    assert done.returncode == 2 and SECRET not in done.stderr + done.stdout
+
+
+def test_text_that_is_not_utf8_is_named_as_such(tmp_path: Path) -> None:
+    """Issue 13, item 12: not blamed on --listen-address, no traceback."""
+    config = tmp_path / "exporter.yml"
+    config.write_bytes(b"sites:\n  - {database: caf\xe9}\n")
+    done = run_cli("--config", str(config), "check")
+    assert done.returncode == 2
+    assert f"{config}: is not UTF-8 text" in done.stderr
+    assert "listen-address" not in done.stderr and "Traceback" not in done.stderr
+    password = tmp_path / "password"
+    password.write_bytes(b"\xff\xfe secret")
+    good = write(tmp_path, f"sites:\n  - {{database: d, password_file: {password}}}\n")
+    with pytest.raises(ConfigError, match="password_file: .* is not UTF-8 text"):
+        load_file(good)
+
+
+def test_an_oversized_configuration_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Issue 13: a 40 MB file took 80 s and 736 MB to load."""
+    path = tmp_path / "exporter.yml"
+    path.write_text("sites:\n" + "  - {database: x}\n" * 400_000)
+    with pytest.raises(ConfigError, match="bytes; a configuration file may have"):
+        load_file(str(path))
+
+
+def test_a_bad_listen_address_type_is_a_config_error(tmp_path: Path) -> None:
+    path = write(tmp_path, "sites:\n  - {database: x}\nlisten_address: 29001\n")
+    done = run_cli("--config", path, "check")
+    assert done.returncode == 2
+    assert "listen_address: must be a string" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,82 @@
+"""uvicorn's HTTP/1.1 protocol with two guards a scraper never notices and slow clients do.
+
+- A request's line and headers must arrive within `header_timeout` seconds of the
+  connection (or of the previous response on a kept-alive one): a client that sends a
+  partial request and waits (slowloris) is closed, instead of holding a file descriptor
+  and memory for good.
+- At most `max_connections` connections at once: past that a new one is closed at once,
+  so the exporter never runs out of file descriptors ("accept(): out of system resource")
+  and a flood cannot grow its memory without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_MAX_CONNECTIONS = 256
+
+
+def guarded_protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """The protocol class to give uvicorn as `http=`, with these limits."""
+
+    class GuardedH11Protocol(_Guarded):
+        pass
+
+    GuardedH11Protocol.header_timeout = header_timeout
+    GuardedH11Protocol.max_connections = max_connections
+    return GuardedH11Protocol
+
+
+class _Guarded(H11Protocol):
+    header_timeout = DEFAULT_HEADER_TIMEOUT
+    max_connections = DEFAULT_MAX_CONNECTIONS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._waiting_cycle: object = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            log.warning("connection refused: %d connections open (--web.max-connections)",
+                        len(self.connections) - 1)  # fmt: skip
+            self.transport.close()
+            return
+        self._arm_header_timer()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.cycle is not self._waiting_cycle:  # a request arrived whole
+            self._cancel_header_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        self._waiting_cycle = self.cycle
+        self._header_timer = self.loop.call_later(self.header_timeout, self._header_timed_out)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_timed_out(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
