@@ -355,7 +355,8 @@ def panels() -> list[Panel]:
                     may_be_empty="no collector fails on a healthy store",
                 ),
                 Query(
-                    f"sum by (site) (increase(actionscheduler_log_rows_missed_total{{{SITE}}}[1h]))",
+                    "sum by (site) (increase("
+                    f"actionscheduler_log_rows_missed_total{{{SITE}}}[1h]))",
                     "{{site}} log rows missed (1h)",
                 ),
             ],

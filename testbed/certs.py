@@ -20,8 +20,18 @@ def make_certificates(folder: Path, name: str = "test") -> Certificates:
     """A CA, a server certificate for 127.0.0.1 and localhost, and a client certificate."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key, ca = folder / f"{name}-ca.key", folder / f"{name}-ca.crt"
+    # The extensions strict verifiers ask for (Python 3.13's default VERIFY_X509_STRICT).
     server_ext = folder / f"{name}-server.ext"
-    server_ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    server_ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\nauthorityKeyIdentifier=keyid\n"
+    )
+    client_ext = folder / f"{name}-client.ext"
+    client_ext.write_text(
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=clientAuth\nauthorityKeyIdentifier=keyid\n"
+    )
     _run(
         "req",
         "-x509",
@@ -36,9 +46,17 @@ def make_certificates(folder: Path, name: str = "test") -> Certificates:
         "2",
         "-subj",
         f"/CN={name} test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext",
+        "subjectKeyIdentifier=hash",
     )
     server_cert, server_key = _signed(folder, f"{name}-server", "127.0.0.1", ca, ca_key, server_ext)
-    client_cert, client_key = _signed(folder, f"{name}-client", "prometheus", ca, ca_key, None)
+    client_cert, client_key = _signed(
+        folder, f"{name}-client", "prometheus", ca, ca_key, client_ext
+    )
     return Certificates(ca, server_cert, server_key, client_cert, client_key)
 
 

@@ -171,7 +171,11 @@ def test_environment_gives_one_site() -> None:
         ("sites:\n  - {database: x, query_timeout: .inf}", "sites[0].query_timeout", "positive"),
         ("sites:\n  - {database: x, query_timeout: .nan}", "sites[0].query_timeout", "positive"),
         ("sites:\n  - {database: x, timeout_period: .inf}", "sites[0].timeout_period", "positive"),
-        ("sites:\n  - {database: x, query_timeout: 1000000000}", "sites[0].query_timeout", "30 days"),
+        (
+            "sites:\n  - {database: x, query_timeout: 1000000000}",
+            "sites[0].query_timeout",
+            "30 days",
+        ),
         (
             "sites:\n  - {database: x, alerts: {failure_rate: .nan}}",
             "sites[0].alerts.failure_rate",
@@ -291,7 +295,7 @@ def test_text_that_is_not_utf8_is_named_as_such(tmp_path: Path) -> None:
     password = tmp_path / "password"
     password.write_bytes(b"\xff\xfe secret")
     good = write(tmp_path, f"sites:\n  - {{database: d, password_file: {password}}}\n")
-    with pytest.raises(ConfigError, match="password_file: .* is not UTF-8 text"):
+    with pytest.raises(ConfigError, match=r"password_file: .* is not UTF-8 text"):
         load_file(good)
 
 
