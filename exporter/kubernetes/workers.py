@@ -21,6 +21,7 @@ from exporter.kubernetes.client import (
     in_cluster,
 )
 from exporter.metrics import catalog
+from exporter.metrics.catalog import MetricDef
 from exporter.metrics.samples import Sample, sample
 from exporter.sources.source import Freshness, Source
 
@@ -116,20 +117,12 @@ class KubernetesWorkers(Source[None]):
             "deployments",
             "get",
         )
-        spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
-        return [
-            sample(catalog.WORKER_DEPLOYMENT_REPLICAS, spec.get("replicas", 0), state="desired"),
-            sample(
-                catalog.WORKER_DEPLOYMENT_REPLICAS,
-                status.get("updatedReplicas", 0),
-                state="updated",
-            ),
-            sample(
-                catalog.WORKER_DEPLOYMENT_REPLICAS,
-                status.get("availableReplicas", 0),
-                state="available",
-            ),
-        ]
+        return _replicas(
+            catalog.WORKER_DEPLOYMENT_REPLICAS,
+            deployment,
+            {"desired": ("spec", "replicas"), "updated": ("status", "updatedReplicas"),
+             "available": ("status", "availableReplicas")},
+        )  # fmt: skip
 
     def _autoscaler_samples(self, client: KubernetesClient) -> list[Sample]:
         hpa = client.get(
@@ -138,20 +131,22 @@ class KubernetesWorkers(Source[None]):
             "horizontalpodautoscalers",
             "get",
         )
-        spec, status = hpa.get("spec") or {}, hpa.get("status") or {}
-        return [
-            sample(
-                catalog.WORKER_AUTOSCALER_REPLICAS,
-                status.get("currentReplicas", 0),
-                state="current",
-            ),
-            sample(
-                catalog.WORKER_AUTOSCALER_REPLICAS,
-                status.get("desiredReplicas", 0),
-                state="desired",
-            ),
-            sample(catalog.WORKER_AUTOSCALER_REPLICAS, spec.get("maxReplicas", 0), state="maximum"),
-        ]
+        return _replicas(
+            catalog.WORKER_AUTOSCALER_REPLICAS,
+            hpa,
+            {"current": ("status", "currentReplicas"), "desired": ("status", "desiredReplicas"),
+             "maximum": ("spec", "maxReplicas")},
+        )  # fmt: skip
+
+
+def _replicas(
+    metric: MetricDef, resource: dict[str, Any], fields: dict[str, tuple[str, str]]
+) -> list[Sample]:
+    """One sample per state, read from the resource's spec or status (0 when absent)."""
+    return [
+        sample(metric, (resource.get(part) or {}).get(field, 0), state=state)
+        for state, (part, field) in fields.items()
+    ]
 
 
 def _is_ready(status: dict[str, Any]) -> bool:
