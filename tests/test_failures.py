@@ -307,3 +307,20 @@ def lock_waits(connection: pymysql.connections.Connection[Any]) -> int:
             " WHERE STATE LIKE 'Waiting for table%%'"
         )
         return int(cursor.fetchone()[0])
+
+
+def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """With more sites than round threads a round can wait in the queue: a scrape that
+    gives up on it must not be served the previous round's values as current."""
+    coordinator = Coordinator(ExporterConfig(sites=(site(),)))
+    try:
+        (first,) = coordinator.scrape()
+        assert first.up
+        (queued,) = coordinator.sites[0].timed_out(1.0)  # no round runs now
+    finally:
+        coordinator.close()
+    assert not queued.up
+    assert errors(queued, "deadline") == 1
+    assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None

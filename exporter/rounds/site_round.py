@@ -77,6 +77,7 @@ class SiteRound:
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         self._in_flight: dict[str, _InFlight] = {}
         self._in_flight_lock = threading.Lock()
+        self._running = False
 
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
@@ -84,23 +85,30 @@ class SiteRound:
     def run(self, deadline: Deadline) -> list[SiteResult]:
         with self._in_flight_lock:
             self._in_flight = {}
-        results = self._run_database(deadline)
-        # Independent of the database: reported whether the site is up or not, within the
-        # time the round has left.
-        self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
-        self._add_errors(results)
-        return results
+            self._running = True
+        try:
+            results = self._run_database(deadline)
+            # Independent of the database: reported whether the site is up or not, within
+            # the time the round has left.
+            self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
+            self._add_errors(results)
+            return results
+        finally:
+            with self._in_flight_lock:
+                self._running = False
 
     def timed_out(self, waited: float) -> list[SiteResult]:
         """What the round in flight has found so far, for a scrape that gave up waiting."""
         started = self._clock() - waited
         problem = f"the round of queries took longer than the scrape's {waited:.1f}s"
         with self._in_flight_lock:
+            # A round still waiting for a thread has read nothing: the entries are the
+            # previous round's.
             in_flight = {
                 label: (flight.finished, flight.done, flight.started, flight.result.up,
                         list(flight.result.samples), list(flight.result.problems))
                 for label, flight in self._in_flight.items()
-            }  # fmt: skip
+            } if self._running else {}  # fmt: skip
         labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
         results: list[SiteResult] = []
         for label in labels:
