@@ -99,7 +99,9 @@ def site_variables() -> list[Json]:
         variable_query(
             "namespace",
             "Namespace",
-            'label_values(actionscheduler_worker_info{site=~"$site"}, namespace)',
+            # The workers' namespace (the exporter's own may differ: the Prometheus
+            # Operator's `namespace` label on the exporter's series is its own).
+            'label_values(actionscheduler_worker_info{site=~"$site"}, worker_namespace)',
         ),
     ]
 

@@ -258,7 +258,7 @@ def panels() -> list[Panel]:
                     ' "deployment", "$1", "pod", "(.+)-[a-z0-9]+-[a-z0-9]+")'
                     " * on (namespace, deployment, container) group_left (site)"
                     " max by (namespace, deployment, container, site)"
-                    f" (actionscheduler_worker_info{{{SITE}, {NAMESPACE}}}))",
+                    f" (site_workload:actionscheduler_worker_info:max{{{SITE}, {NAMESPACE}}}))",
                     "{{site}} {{deployment}}",
                     may_be_empty=NO_KSM,
                 ),
@@ -288,7 +288,8 @@ def panels() -> list[Panel]:
                         f"max by (horizontalpodautoscaler) (kube_horizontalpodautoscaler_{name}"
                         " * on (namespace, horizontalpodautoscaler) group_left (site)"
                         " max by (namespace, horizontalpodautoscaler, site)"
-                        f' (actionscheduler_worker_info{{site="$site", {NAMESPACE}}}))',
+                        " (site_workload:actionscheduler_worker_info:max"
+                        f'{{site="$site", {NAMESPACE}}}))',
                         f"{label} replicas",
                         may_be_empty=NO_KSM,
                     )

@@ -68,9 +68,13 @@ def test_workers_restarts_reasons_readiness_and_replicas(
 
 def test_pods_that_are_gone_disappear(api: FakeKubernetes, site: Callable[..., SiteConfig]) -> None:
     source = KubernetesWorkers(kubernetes_config(api))
-    first = {dict(s.labels)["pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS}
+    first = {
+        dict(s.labels)["worker_pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS
+    }
     api.pods = [pod("shop-worker-7f8e9d0c1-ddddd", restarts=1)]
-    second = {dict(s.labels)["pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS}
+    second = {
+        dict(s.labels)["worker_pod"] for s in source.read() if s.metric is catalog.WORKER_RESTARTS
+    }
     assert len(first) == 3
     assert second == {"shop-worker-7f8e9d0c1-ddddd"}
 

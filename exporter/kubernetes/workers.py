@@ -92,7 +92,7 @@ class KubernetesWorkers(Source[None]):
             if container is None:
                 continue
             found.append(
-                sample(catalog.WORKER_RESTARTS, container.get("restartCount", 0), pod=name)
+                sample(catalog.WORKER_RESTARTS, container.get("restartCount", 0), worker_pod=name)
             )
             terminated = (container.get("lastState") or {}).get("terminated") or {}
             if terminated.get("reason"):
@@ -100,7 +100,7 @@ class KubernetesWorkers(Source[None]):
                     sample(
                         catalog.WORKER_LAST_TERMINATION,
                         1,
-                        pod=name,
+                        worker_pod=name,
                         reason=str(terminated["reason"]),
                     )
                 )

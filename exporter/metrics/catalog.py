@@ -298,10 +298,14 @@ WORKER_INFO = _define(
     "kube-state-metrics series to the site.",
     tier="none",
     section="settings",
-    labels=("namespace", "deployment", "container", "horizontalpodautoscaler"),
+    labels=("worker_namespace", "deployment", "worker_container", "horizontalpodautoscaler"),
     meaning="Where the site's workers run (`workers:` setting; the HPA defaults to "
-    "`keda-hpa-<deployment>`, KEDA's name). Joins kube-state-metrics series to the site. "
-    "Absent when not configured.",
+    "`keda-hpa-<deployment>`, KEDA's name). Joins kube-state-metrics series to the site, "
+    "through the recording rule `site_workload:actionscheduler_worker_info:max`, which "
+    "names the labels as kube-state-metrics does. `worker_namespace` and "
+    "`worker_container`, not `namespace` and `container`: the Prometheus Operator gives "
+    "every target those labels (the exporter's own pod), so the worker's would become "
+    "`exported_*` or override them. Absent when not configured.",
 )
 
 # Workers, from the Kubernetes API ----------------------------------------------------------
@@ -333,9 +337,10 @@ WORKER_RESTARTS = _define(
     "Restarts of the worker container, per pod, as Kubernetes reports them.",
     tier="none",
     section="workers",
-    labels=("pod",),
+    labels=("worker_pod",),
     meaning="Restarts of the worker container per pod, as Kubernetes reports them "
-    "(`restartCount`).",
+    "(`restartCount`). `worker_pod`, not `pod`, which the Prometheus Operator sets to the "
+    "exporter's own pod.",
 )
 WORKER_LAST_TERMINATION = _define(
     "actionscheduler_worker_container_last_terminated_reason",
@@ -344,7 +349,7 @@ WORKER_LAST_TERMINATION = _define(
     "(OOMKilled, Error, Completed...).",
     tier="none",
     section="workers",
-    labels=("pod", "reason"),
+    labels=("worker_pod", "reason"),
     meaning="1 per pod whose worker container terminated before, with the reason: "
     "`OOMKilled`, `Error`, `Completed`...",
 )
@@ -666,8 +671,11 @@ KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
 )
 FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
 
-# Labels that Prometheus or its scrape configuration set on every series.
-TARGET_LABELS = frozenset({"job", "instance"})
+# Labels that Prometheus, or the Prometheus Operator for a ServiceMonitor or PodMonitor,
+# set on every series of a target: the exporter's own series never use them.
+TARGET_LABELS = frozenset(
+    {"job", "instance", "namespace", "pod", "container", "service", "endpoint"}
+)
 # Label names the exporter's own series use, so a site's constant label may not take them.
 RESERVED_LABELS = frozenset(
     {"site", "le", *TARGET_LABELS, *(label for metric in ALL for label in metric.labels)}

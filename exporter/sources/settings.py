@@ -50,9 +50,9 @@ class SiteSettings(Source[SiteConfig]):
                 sample(
                     catalog.WORKER_INFO,
                     1,
-                    namespace=workers.namespace,
+                    worker_namespace=workers.namespace,
                     deployment=workers.deployment,
-                    container=workers.container,
+                    worker_container=workers.container,
                     horizontalpodautoscaler=workers.hpa,
                 )
             )

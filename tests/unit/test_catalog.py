@@ -57,7 +57,9 @@ def test_every_family_has_help_meaning_and_a_unique_name() -> None:
 
 def test_reserved_labels_are_every_label_the_exporter_sets() -> None:
     own = {label for metric in catalog.ALL for label in metric.labels}
-    assert own | {"site", "le", "job", "instance"} == catalog.RESERVED_LABELS
+    assert own | {"site", "le"} | catalog.TARGET_LABELS == catalog.RESERVED_LABELS
+    # The Prometheus Operator's target labels are not the exporter's to use (issue 16).
+    assert not own & catalog.TARGET_LABELS
     for label in catalog.RESERVED_LABELS:
         with pytest.raises(ValueError, match="sets itself"):
             label_name(label)
