@@ -27,6 +27,25 @@ from tests.helm_chart import (
     validate,
 )
 
+MONITOR_OPTIONS: dict[str, Any] = {
+    "labels": {"release": "kube-prometheus-stack"},
+    "interval": "30s",
+    "scrapeTimeout": "10s",
+    "namespace": "monitoring",
+    "honorLabels": False,
+    "scheme": "https",
+    "tlsConfig": {
+        "ca": {"secret": {"name": "exporter-tls", "key": "ca.crt"}},
+        "serverName": "shop-actionscheduler-exporter.shop.svc",
+    },
+    "basicAuth": {
+        "username": {"name": "exporter-auth", "key": "username"},
+        "password": {"name": "exporter-auth", "key": "password"},
+    },
+    "relabelings": [{"action": "replace", "targetLabel": "store", "replacement": "shop"}],
+    "metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "process_.*"}],
+}
+
 VARIANTS = {
     "minimal": MINIMAL,
     "all-on": ALL_ON,
@@ -46,6 +65,24 @@ VARIANTS = {
     ),
     "basic-auth": merged(ALL_ON, **{"keda.prometheus.authentication.mode": "basic"}),
     "tls-configmap": merged(ALL_ON, **{"databaseTLS": {"caConfigMap": "db-ca"}}),
+    # Issue 16: the keys the ecosystem's charts have, for an exporter scraped with TLS and
+    # basic auth by a Prometheus in another namespace, and KEDA's fallback behavior.
+    "servicemonitor-options": merged(
+        ALL_ON,
+        **{
+            "serviceMonitor": {**MONITOR_OPTIONS, "enabled": True, "targetLabels": ["team"]},
+            "keda.fallback.behavior": "currentReplicasIfHigher",
+            "worker.extraArgs": ["--exclude-groups=reports"],
+            "global": {"imageRegistry": "registry.example"},
+        },
+    ),
+    "podmonitor-options": merged(
+        ALL_ON,
+        **{
+            "serviceMonitor.enabled": False,
+            "podMonitor": {**MONITOR_OPTIONS, "enabled": True, "podTargetLabels": ["team"]},
+        },
+    ),
 }
 
 
@@ -64,7 +101,11 @@ def test_every_rendered_object_is_valid(variant: str) -> None:
     assert objects
     for obj in objects:
         validate(obj)
-        assert obj["metadata"]["namespace"] == "shop", obj["metadata"]["name"]
+        # Everything in the release's namespace, but a monitor put where its Prometheus looks.
+        monitor = obj["kind"] in ("ServiceMonitor", "PodMonitor")
+        expected = VARIANTS[variant].get(obj["kind"][0].lower() + obj["kind"][1:], {})
+        namespace = (expected.get("namespace") if monitor else None) or "shop"
+        assert obj["metadata"]["namespace"] == namespace, obj["metadata"]["name"]
 
 
 def test_the_crd_check_catches_a_misspelt_field() -> None:
@@ -129,6 +170,11 @@ def test_templates_fail_with_a_clear_message() -> None:
             "minReplicaCount is above",
         ),
         (merged(ALL_ON, **{"worker.image.repository": ""}), "worker.image.repository"),
+        # issue 16: a worker without a tag ran :latest; a site that is not configured left
+        # KEDA on its fallback for good
+        (merged(ALL_ON, **{"worker.image.tag": ""}), "worker.image.tag is empty"),
+        (merged(ALL_ON, **{"keda.site": "wordpress"}), r'keda.site is "wordpress", which is not'),
+        (merged(ALL_ON, **{"worker.site": "blog"}), r'worker.site is "blog", which is not'),
     ]:
         with pytest.raises(helm.HelmError, match=message):
             render(values)
@@ -258,7 +304,11 @@ def test_keda_prometheus_trigger() -> None:
         "stabilizationWindowSeconds": 300,
         "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
     }
-    assert scaled["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1}
+    assert scaled["spec"]["fallback"] == {
+        "failureThreshold": 3,
+        "replicas": 1,
+        "behavior": "static",
+    }
 
 
 def test_keda_mysql_trigger_is_the_alternative() -> None:
@@ -368,3 +418,30 @@ def test_chart_readme_lists_every_value() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     missing = [key for key in sorted(_values_keys(values)) if f"`{key}`" not in readme]
     assert not missing
+
+
+def test_monitor_options_reach_the_rendered_monitors() -> None:
+    """Issue 16: relabelings, honorLabels, namespace, target labels, scheme, TLS and basic
+    auth, as the ecosystem's charts offer them; validated against the operator's CRDs by
+    test_every_rendered_object_is_valid."""
+    service = render(VARIANTS["servicemonitor-options"])
+    monitor = find(service, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["shop"]}
+    assert monitor["spec"]["targetLabels"] == ["team"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    for key in ("honorLabels", "scheme", "tlsConfig", "basicAuth", "relabelings",
+                "metricRelabelings"):  # fmt: skip
+        assert endpoint[key] == MONITOR_OPTIONS[key], key
+    pods = find(render(VARIANTS["podmonitor-options"]), "PodMonitor")
+    assert pods["spec"]["podTargetLabels"] == ["team"]
+    assert pods["spec"]["podMetricsEndpoints"][0]["scheme"] == "https"
+    scaled = find(service, "ScaledObject")
+    assert scaled["spec"]["fallback"]["behavior"] == "currentReplicasIfHigher"
+    worker = find(service, "Deployment", "worker")["spec"]["template"]["spec"]
+    assert worker["containers"][0]["args"] == ["--exclude-groups=reports"]
+
+
+def test_the_chart_installs_as_a_subchart() -> None:
+    """Issue 16: a parent chart passes `global` to every subchart."""
+    helm.Chart.load(CHART).validate_schema(merged(ALL_ON, **{"global": {"storageClass": "x"}}))

@@ -21,9 +21,11 @@ LOOP = CHART / "files" / "worker" / "as-worker-loop.sh"
 # A stand-in for WP-CLI: logs each batch's start and end, takes BATCH_SECONDS, and prints
 # what `wp action-scheduler run` prints. STAND_IN_MODE: work, idle or fail.
 STAND_IN = """#!/bin/sh
-echo "start $(date +%s.%N)" >> "$STAND_IN_LOG"
+echo "start $(date +%s.%N) $*" >> "$STAND_IN_LOG"
 case "$STAND_IN_MODE" in
   fail) echo "Error: Error establishing a database connection." >&2; exit 1 ;;
+  refused) echo "Error: There are too many concurrent batches." >&2
+           echo "end" >> "$STAND_IN_LOG"; exit 1 ;;
   idle) echo "0 batches executed."; echo "Success: 0 scheduled tasks completed."
         echo "end" >> "$STAND_IN_LOG"; exit 0 ;;
 esac
@@ -44,7 +46,9 @@ def run_loop() -> Iterator[RunLoop]:
     failure too."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(tmp_path: Path, mode: str, **env: str) -> tuple[subprocess.Popen[str], Path]:
+    def start(
+        tmp_path: Path, mode: str, *args: str, **env: str
+    ) -> tuple[subprocess.Popen[str], Path]:
         wp = tmp_path / "wp"
         wp.write_text(STAND_IN)
         wp.chmod(0o755)
@@ -54,7 +58,7 @@ def run_loop() -> Iterator[RunLoop]:
             # The shell that started the tests may have ignored SIGINT or SIGQUIT, and a
             # shell cannot trap a signal it inherited as ignored: give the loop the
             # default dispositions, as a container's process gets them.
-            ["env", "--default-signal", "/bin/sh", str(LOOP)],
+            ["env", "--default-signal", "/bin/sh", str(LOOP), *args],
             env={
                 "PATH": os.environ["PATH"],
                 "WP_CLI": str(wp),
@@ -166,3 +170,28 @@ def test_cronjob_form_stops_after_its_batches_or_when_idle(
     assert idle.returncode == 0
     assert len(idle_log.read_text().splitlines()) == 2  # one start, one end
     assert "nothing due, stopping" in output
+
+
+def test_a_runner_refused_at_the_concurrent_batches_limit_has_not_failed(
+    tmp_path: Path, run_loop: RunLoop
+) -> None:
+    """Issue 16: "too many concurrent batches" is the limit working, not a failed batch: it
+    must not count towards AS_MAX_FAILURES and restart the worker."""
+    process, log = run_loop(tmp_path, "refused", AS_MAX_FAILURES="2", AS_IDLE_SLEEP="0.1")
+    wait_for_line(log, "start", count=5)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=10)
+    assert process.returncode == 0, output
+    assert "giving up" not in output
+    assert "refused: the concurrent-batches limit is reached" in output
+
+
+def test_arguments_reach_wp_action_scheduler_run(tmp_path: Path, run_loop: RunLoop) -> None:
+    """Issue 16: dedicated runners (--group=..., --exclude-groups=...) and multisite (--url)."""
+    process, log = run_loop(
+        tmp_path, "idle", "--exclude-groups=reports", "--url=shop.example/de", AS_MAX_BATCHES="1"
+    )
+    process.communicate(timeout=20)
+    (start,) = [line for line in log.read_text().splitlines() if line.startswith("start")]
+    assert start.endswith("--exclude-groups=reports --url=shop.example/de")
+    assert "action-scheduler run --batches=1" in start

@@ -105,3 +105,25 @@ true
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/*
+Fails unless the value names a site of config.sites (or a subsite "name:prefix" of a
+table_prefix: auto site): a KEDA query or worker for an unknown site would wait on a
+series that never comes.
+*/}}
+{{- define "ase.requireSite" -}}
+{{- $root := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $wanted := index . 2 -}}
+{{- $known := list -}}
+{{- $found := false -}}
+{{- range $root.Values.config.sites -}}
+{{- $name := default .database .name -}}
+{{- $known = append $known $name -}}
+{{- if eq $name $wanted -}}{{- $found = true -}}{{- end -}}
+{{- if and (eq (default "" .table_prefix) "auto") (hasPrefix (printf "%s:" $name) $wanted) -}}{{- $found = true -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- fail (printf "%s is %q, which is not a site of config.sites (%s): name one of them" $key $wanted (join ", " $known)) -}}
+{{- end -}}
+{{- end -}}

@@ -20,9 +20,14 @@ spec:
       type: RuntimeDefault
   containers:
     - name: worker
-      image: {{ printf "%s:%s" .Values.worker.image.repository (default "latest" .Values.worker.image.tag) }}
+      image: {{ printf "%s:%s" .Values.worker.image.repository .Values.worker.image.tag }}
       imagePullPolicy: {{ .Values.worker.image.pullPolicy }}
       command: ["/bin/sh", "/opt/as-worker/as-worker-loop.sh"]
+      {{- with .Values.worker.extraArgs }}
+      # Passed on to `wp action-scheduler run`.
+      args:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       env:
         - name: WP_PATH
           value: {{ .Values.worker.wordpressPath | quote }}

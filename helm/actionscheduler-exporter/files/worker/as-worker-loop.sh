@@ -4,7 +4,10 @@
 # SIGTERM and SIGQUIT mean "finish the running batch, then stop": the signal only sets a
 # flag, and the loop waits for the batch in progress before it exits. When nothing was
 # due, the loop sleeps. After AS_MAX_FAILURES failed batches in a row it exits non-zero,
-# so that Kubernetes restarts the worker and the restart is seen.
+# so that Kubernetes restarts the worker and the restart is seen. A runner refused for
+# "too many concurrent batches" has not failed: another batch runs; it sleeps like an idle
+# one. Arguments are passed on to `wp action-scheduler run` (--group=..., --exclude-groups=...,
+# --hooks=..., --url=... for a multisite subsite).
 #
 # Environment:
 #   WP_CLI               the wp command (default: wp)
@@ -39,7 +42,7 @@ log "starting: batch size $batch_size, idle sleep ${idle_sleep}s"
 while [ "$stopping" -eq 0 ]; do
     touch "$heartbeat"
     "$wp_cli" action-scheduler run --batches=1 --batch-size="$batch_size" \
-        --path="$wp_path" >"$output" 2>&1 &
+        --path="$wp_path" "$@" >"$output" 2>&1 &
     batch=$!
     # A trapped signal interrupts `wait`; wait again until the batch has really ended.
     status=0
@@ -51,7 +54,11 @@ while [ "$stopping" -eq 0 ]; do
     cat "$output"
     batches=$((batches + 1))
 
-    if [ "$status" -ne 0 ]; then
+    if [ "$status" -ne 0 ] && grep -q 'too many concurrent batches' "$output"; then
+        log "refused: the concurrent-batches limit is reached, another batch runs"
+        failures=0
+        idle=1
+    elif [ "$status" -ne 0 ]; then
         failures=$((failures + 1))
         log "batch failed with status $status ($failures in a row)"
         if [ "$failures" -ge "$max_failures" ]; then
