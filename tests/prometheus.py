@@ -26,7 +26,9 @@ class Prometheus:
         scrape_interval: str = "1s",
         rule_files: list[Path] | None = None,
         alertmanagers: list[str] | None = None,
+        scrape_configs: list[dict[str, Any]] | None = None,
     ) -> None:
+        """Scrapes `targets` as one static job, or `scrape_configs` as given."""
         binary = shutil.which("prometheus")
         if binary is None:
             pytest.fail(
@@ -37,9 +39,8 @@ class Prometheus:
         workdir = Path(self._workdir.name)
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {"job_name": "actionscheduler", "static_configs": [{"targets": targets}]}
-            ],
+            "scrape_configs": scrape_configs
+            or [{"job_name": "actionscheduler", "static_configs": [{"targets": targets}]}],
             "rule_files": [str(path) for path in rule_files or []],
         }
         if alertmanagers:
