@@ -89,9 +89,11 @@ def merged(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
     return values
 
 
-def render(values: dict[str, Any], namespace: str = "shop") -> list[dict[str, Any]]:
+def render(
+    values: dict[str, Any], namespace: str = "shop", release: str = "shop"
+) -> list[dict[str, Any]]:
     """Every object the chart renders (NOTES.txt left out)."""
-    manifests = helm.Chart.load(CHART).render(values, name="shop", namespace=namespace)
+    manifests = helm.Chart.load(CHART).render(values, name=release, namespace=namespace)
     objects = []
     for path, text in sorted(manifests.items()):
         if path.endswith("NOTES.txt"):

@@ -292,7 +292,9 @@ def test_keda_prometheus_trigger() -> None:
     (trigger,) = scaled["spec"]["triggers"]
     assert trigger["type"] == "prometheus"
     # The dashboard's autoscaling panel shows this very query.
-    assert trigger["metadata"]["query"] == keda_query("shop")
+    assert trigger["metadata"]["query"] == keda_query(
+        "shop", 'namespace="shop",service="shop-actionscheduler-exporter"'
+    )
     assert trigger["metadata"]["threshold"] == "50"
     assert trigger["metadata"]["ignoreNullValues"] == "false"
     assert (

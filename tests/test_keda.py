@@ -3,13 +3,16 @@ backlog the writer created, and the replicas KEDA would run follow from it."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 from exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
 from tests.helm_chart import ALL_ON, find, merged, render
 from tests.http_server import RunningExporter
+from tests.operator_scrape import service_monitor_scrape_configs
 from tests.prometheus import Prometheus
 from tests.waiting import wait_until
 
@@ -37,14 +40,17 @@ def test_scaled_object_query_drives_the_replicas(
             "keda.maxReplicaCount": 4,
         },
     )
-    scaled = find(render(values), "ScaledObject")["spec"]
+    objects = render(values)
+    scaled = find(objects, "ScaledObject")["spec"]
     (trigger,) = scaled["triggers"]
     query = trigger["metadata"]["query"]
     threshold = float(trigger["metadata"]["threshold"])
     activation = float(trigger["metadata"]["activationThreshold"])
 
     exporter = exporter_http(site(name="shop"))
-    prometheus = Prometheus([f"127.0.0.1:{exporter.port}"])
+    # Scraped as the Prometheus Operator scrapes the chart's ServiceMonitor: the query
+    # selects the release's exporter by the target labels the operator gives it.
+    prometheus = Prometheus([], scrape_configs=operator_scrape(objects, exporter, "shop"))
     try:
         # Future-scheduled work never counts.
         later = store.now().replace(year=store.now().year + 1)
@@ -89,3 +95,63 @@ def _wait_for_value(prometheus: Prometheus, query: str, expected: float) -> floa
 
     wait_until(reached, 30, interval=0.5)
     return value
+
+
+def operator_scrape(
+    objects: list[dict[str, Any]], exporter: RunningExporter, release: str
+) -> list[dict[str, Any]]:
+    return service_monitor_scrape_configs(
+        find(objects, "ServiceMonitor"),
+        find(objects, "Service", "exporter"),
+        f"127.0.0.1:{exporter.port}",
+        f"{release}-actionscheduler-exporter-6f7d9c8b5-abcde",
+        "exporter",
+    )
+
+
+def test_two_stores_in_one_cluster_each_scale_on_their_own_backlog(
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+) -> None:
+    """Issue 16: two releases, one per store, whose sites are both named "wordpress" (the
+    database's name, the default): each ScaledObject's query sees its own exporter only.
+    Rules and dashboards are installed once per cluster (in one release)."""
+    stores = {"store-a": store_factory("wp_"), "store-b": store_factory("wp2_")}
+    backlogs = {"store-a": 7, "store-b": 30}
+    one_site = {"config": {"sites": [{"name": "wordpress", "database": "wordpress"}]},
+                "keda.site": "wordpress", "worker.site": "wordpress"}  # fmt: skip
+    releases = {
+        "store-a": render(merged(ALL_ON, **one_site), namespace="shops", release="store-a"),
+        "store-b": render(
+            merged(ALL_ON, **one_site, **{"prometheusRule.enabled": False,
+                                          "dashboards.enabled": False}),
+            namespace="shops", release="store-b",
+        ),
+    }  # fmt: skip
+    every = [obj for objects in releases.values() for obj in objects]
+    assert [o["kind"] for o in every].count("PrometheusRule") == 1
+    uids = [
+        json.loads(text)["uid"]
+        for o in every
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith(("-overview", "-hooks"))
+        for text in o["data"].values()
+    ]
+    assert len(uids) == len(set(uids)) == 2
+    names = [(o["kind"], o["metadata"]["name"]) for o in every]
+    assert len(names) == len(set(names))
+
+    configs = []
+    for release, prefix in (("store-a", "wp_"), ("store-b", "wp2_")):
+        for index in range(backlogs[release]):
+            stores[release].create("woocommerce_deliver_webhook_async", args=[index])
+        exporter = exporter_http(site(name="wordpress", table_prefix=prefix))
+        configs += operator_scrape(releases[release], exporter, release)
+    prometheus = Prometheus([], scrape_configs=configs)
+    try:
+        for release, objects in releases.items():
+            (trigger,) = find(objects, "ScaledObject")["spec"]["triggers"]
+            query = trigger["metadata"]["query"]
+            assert _wait_for_value(prometheus, query, backlogs[release]) == backlogs[release]
+    finally:
+        prometheus.stop()

@@ -49,7 +49,24 @@ The KEDA scaling signal for a site: due plus in-progress actions. The same text 
 dashboards/queries.py (keda_query), which the overview dashboard shows; a test keeps them equal.
 */}}
 {{- define "ase.kedaQuery" -}}
-{{- printf "max(sum by (job, instance) (actionscheduler_due_actions{site=%q}) + sum by (job, instance) (actionscheduler_in_progress_actions{site=%q}))" . . -}}
+{{- $selector := printf "site=%q" .Values.keda.site -}}
+{{- with include "ase.kedaScope" . -}}{{- $selector = printf "%s,%s" $selector . -}}{{- end -}}
+{{- printf "max(sum by (job, instance) (actionscheduler_due_actions{%s}) + sum by (job, instance) (actionscheduler_in_progress_actions{%s}))" $selector $selector -}}
+{{- end -}}
+
+{{/*
+Label matchers that pick this release's exporter among others in the same Prometheus:
+keda.prometheus.seriesSelector, or the labels the Prometheus Operator gives the targets
+of the chart's own ServiceMonitor (namespace and service) or PodMonitor (namespace and job).
+*/}}
+{{- define "ase.kedaScope" -}}
+{{- if .Values.keda.prometheus.seriesSelector -}}
+{{- .Values.keda.prometheus.seriesSelector -}}
+{{- else if .Values.serviceMonitor.enabled -}}
+{{- printf "namespace=%q,service=%q" .Release.Namespace (include "ase.fullname" .) -}}
+{{- else if .Values.podMonitor.enabled -}}
+{{- printf "namespace=%q,job=%q" .Release.Namespace (printf "%s/%s" .Release.Namespace (include "ase.fullname" .)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Whether the exporter reads the chart's worker from the Kubernetes API. */}}
