@@ -173,6 +173,10 @@ def test_templates_fail_with_a_clear_message() -> None:
         # issue 16: a worker without a tag ran :latest; a site that is not configured left
         # KEDA on its fallback for good
         (merged(ALL_ON, **{"worker.image.tag": ""}), "worker.image.tag is empty"),
+        (
+            merged(ALL_ON, **{"keda.maxReplicaCount": 3}),
+            r"concurrentBatches \(3\) must be at least keda.maxReplicaCount \+ 1 \(4\)",
+        ),
         (merged(ALL_ON, **{"keda.site": "wordpress"}), r'keda.site is "wordpress", which is not'),
         (merged(ALL_ON, **{"worker.site": "blog"}), r'worker.site is "blog", which is not'),
     ]:
@@ -218,7 +222,7 @@ def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> Non
     shop, network = config.sites
     assert shop.password == "pw-shop" and network.discovers_prefixes
     # The worker's limit and the exporter's come from one value.
-    assert shop.concurrent_batches_limit == ALL_ON["worker"].get("concurrentBatches", 2)
+    assert shop.concurrent_batches_limit == ALL_ON["worker"].get("concurrentBatches", 3)
     assert shop.workers is not None
     assert shop.workers.deployment == "shop-actionscheduler-exporter-worker"
     assert shop.alerts.oldest_due_warning == 600
@@ -447,3 +451,29 @@ def test_monitor_options_reach_the_rendered_monitors() -> None:
 def test_the_chart_installs_as_a_subchart() -> None:
     """Issue 16: a parent chart passes `global` to every subchart."""
     helm.Chart.load(CHART).validate_schema(merged(ALL_ON, **{"global": {"storageClass": "x"}}))
+
+
+def test_worker_rollouts_drains_and_cloud_identities() -> None:
+    """Issue 16: a PodDisruptionBudget, a service account of the store's own (IRSA), HOME
+    for WP-CLI on a read-only root filesystem, and a bounded revision history."""
+    objects = render(
+        merged(
+            ALL_ON,
+            **{
+                "worker.serviceAccountName": "shop-worker-irsa",
+                "worker.podDisruptionBudget.enabled": True,
+            },
+        )
+    )
+    worker = find(objects, "Deployment", "worker")
+    pod = worker["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "shop-worker-irsa"
+    assert pod["automountServiceAccountToken"] is True
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["HOME"] == "/tmp"  # noqa: S108 - the pod's own emptyDir
+    assert worker["spec"]["revisionHistoryLimit"] == 3
+    budget = find(objects, "PodDisruptionBudget", "worker")
+    assert budget["spec"]["selector"] == worker["spec"]["selector"]
+    default = find(render(ALL_ON), "Deployment", "worker")["spec"]["template"]["spec"]
+    assert default["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in default

@@ -38,6 +38,7 @@ def test_scaled_object_query_drives_the_replicas(
             "keda.prometheus.activationThreshold": 5,
             "keda.minReplicaCount": 0,
             "keda.maxReplicaCount": 4,
+            "worker.concurrentBatches": 5,
         },
     )
     objects = render(values)

@@ -6,7 +6,13 @@ metadata:
   annotations:
     checksum/loop: {{ .Files.Get "files/worker/as-worker-loop.sh" | sha256sum }}
 spec:
+  {{- with .Values.worker.serviceAccountName }}
+  # An account of the store's own (IRSA, workload identity) for actions that call cloud APIs.
+  serviceAccountName: {{ . }}
+  automountServiceAccountToken: true
+  {{- else }}
   automountServiceAccountToken: false
+  {{- end }}
   terminationGracePeriodSeconds: {{ include "ase.workerGracePeriod" . }}
   {{- with .Values.imagePullSecrets }}
   imagePullSecrets:
@@ -29,6 +35,9 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       env:
+        # WP-CLI keeps its cache and packages under HOME; the root filesystem is read-only.
+        - name: HOME
+          value: /tmp
         - name: WP_PATH
           value: {{ .Values.worker.wordpressPath | quote }}
         - name: AS_BATCH_SIZE
