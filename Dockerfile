@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 # The exporter's image: a virtualenv built in a throw-away stage, copied onto a slim Python.
 
-# Both stages use the same pinned Python.
-FROM python:3.11.11-slim-bookworm AS build
+# Both stages use the same base: pinned by tag here; a release build passes a digest
+# (BASE_IMAGE=python:3.11.11-slim-bookworm@sha256:...), a test build a local image.
+ARG BASE_IMAGE=python:3.11.11-slim-bookworm
+FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
@@ -12,7 +14,7 @@ RUN python -m venv /opt/exporter \
     && /opt/exporter/bin/pip install --no-compile -c constraints.txt . \
     && find /opt/exporter -name '__pycache__' -prune -exec rm -rf {} +
 
-FROM python:3.11.11-slim-bookworm
+FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="actionscheduler-exporter" \
       org.opencontainers.image.description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress)" \
@@ -21,15 +23,18 @@ LABEL org.opencontainers.image.title="actionscheduler-exporter" \
       org.opencontainers.image.source="https://github.com/actionscheduler-exporter/actionscheduler-exporter"
 COPY --from=build /opt/exporter /opt/exporter
 # No bytecode written at run time: the root filesystem may be read-only.
+# The listen address, read by the server and by the healthcheck (which cannot see the
+# server's command line): change the port here, not with --listen-address.
 ENV PATH=/opt/exporter/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    AS_EXPORTER_LISTEN_ADDRESS=:9966
 # A numeric user, so that Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
 EXPOSE 9966
 # The exporter stops gracefully on SIGTERM within a second.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9966/healthz', timeout=4)"]
+    CMD ["actionscheduler-exporter", "healthcheck"]
 ENTRYPOINT ["actionscheduler-exporter"]
 CMD ["--config", "/etc/actionscheduler-exporter/exporter.yml"]

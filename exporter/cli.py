@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from exporter import __version__, check
 from exporter.config import ConfigError, ExporterConfig, load_environment, load_file
 from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
+from exporter.healthcheck import healthy
 from exporter.logs import configure as configure_logging
 from exporter.rounds.coordinator import Coordinator
 from exporter.web.guarded_http import (
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
 EXIT_CONFIG = 2
+# The listen address for the server and the healthcheck alike, where a container's
+# HEALTHCHECK cannot see the server's command line.
+ENV_LISTEN_ADDRESS = "AS_EXPORTER_LISTEN_ADDRESS"
 EXIT_UNHEALTHY = 1
 
 log = logging.getLogger("exporter")
@@ -41,16 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "command",
         nargs="?",
-        choices=("serve", "check"),
+        choices=("serve", "check", "healthcheck"),
         default="serve",
         help="serve: the HTTP exporter (default); check: print each site's "
-        "queue health once and exit non-zero when a site is down",
+        "queue health once and exit non-zero when a site is down; healthcheck: exit 0 when "
+        "the exporter on this host answers /healthz (for a container's HEALTHCHECK)",
     )
     parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
     parser.add_argument(
         "--listen-address",
         metavar="[HOST]:PORT",
-        help=f"where to serve HTTP (default :{DEFAULT_PORT})",
+        help=f"where to serve HTTP (default: ${ENV_LISTEN_ADDRESS}, else :{DEFAULT_PORT})",
     )
     parser.add_argument(
         "--web.config.file",
@@ -92,11 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
+    listen = args.listen_address or os.environ.get(ENV_LISTEN_ADDRESS)
+    if args.command == "healthcheck":
+        try:
+            host, port = listen_address(listen) if listen else ("", DEFAULT_PORT)
+        except ValueError as error:
+            print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
+            return EXIT_CONFIG
+        return 0 if healthy(host, port) else EXIT_UNHEALTHY
     try:
         config = load_file(args.config) if args.config else load_environment()
-        if args.listen_address:
+        if listen:
             try:
-                host, port = listen_address(args.listen_address)
+                host, port = listen_address(listen)
             except ValueError as error:
                 raise ConfigError("command line", "--listen-address", str(error)) from None
             config = ExporterConfig(config.sites, host, port, config.source)

@@ -105,3 +105,23 @@ def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
         _, stderr = process.communicate()
     assert "site down site=shop kind=connect" in stderr
     assert "Finished server process" in stderr
+
+
+def test_healthcheck_reads_the_listen_address_the_server_reads() -> None:
+    """Issue 16: for the image's HEALTHCHECK, which cannot see the server's arguments."""
+    port = free_port()
+    env = {**os.environ, "AS_EXPORTER_DSN": "mysql://nobody@127.0.0.1:9/none",
+           "AS_EXPORTER_LISTEN_ADDRESS": f"127.0.0.1:{port}"}  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "exporter"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: port_open(port), 20)
+        check = [sys.executable, "-m", "exporter", "healthcheck"]
+        assert subprocess.run(check, env=env, timeout=30).returncode == 0
+        elsewhere = {**env, "AS_EXPORTER_LISTEN_ADDRESS": f"127.0.0.1:{free_port()}"}
+        assert subprocess.run(check, env=elsewhere, timeout=30).returncode == 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=10)

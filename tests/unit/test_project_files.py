@@ -4,6 +4,9 @@ runs, the image installs the pinned versions, and the pins cover every dependenc
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -44,3 +47,22 @@ def test_license_matches_the_package_metadata() -> None:
     assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == {"text": "Apache-2.0"}
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    """Issue 16: the image's recipe is linted as the ecosystem lints it."""
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    done = subprocess.run(
+        [hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_image_checks_its_health_on_the_port_it_serves() -> None:
+    """Issue 16: the HEALTHCHECK hard-coded port 9966; it now runs the exporter's own
+    healthcheck, which reads the listen address the server reads."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["actionscheduler-exporter", "healthcheck"]' in dockerfile
+    assert "AS_EXPORTER_LISTEN_ADDRESS=:9966" in dockerfile
+    assert "9966/healthz" not in dockerfile
+    assert "FROM ${BASE_IMAGE}" in dockerfile
