@@ -4,6 +4,7 @@
 # Both stages use the same base: pinned by tag here; a release build passes a digest
 # (BASE_IMAGE=python:3.11.11-slim-bookworm@sha256:...), a test build a local image.
 ARG BASE_IMAGE=python:3.11.11-slim-bookworm
+# checkov:skip=CKV_DOCKER_7: the base is the build argument above, a pinned tag (or a digest), never latest
 FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src

@@ -64,6 +64,14 @@ VARIANTS = {
         },
     ),
     "basic-auth": merged(ALL_ON, **{"keda.prometheus.authentication.mode": "basic"}),
+    # Issue 16: a database that enforces TLS (the seed's RDS MariaDB 11.8.3+).
+    "mysql-connection-string": merged(
+        ALL_ON,
+        **{
+            "keda.trigger": "mysql",
+            "keda.mysql.connectionStringSecret": {"name": "keda-db-dsn", "key": "dsn"},
+        },
+    ),
     "tls-configmap": merged(ALL_ON, **{"databaseTLS": {"caConfigMap": "db-ca"}}),
     # Issue 16: the keys the ecosystem's charts have, for an exporter scraped with TLS and
     # basic auth by a Prometheus in another namespace, and KEDA's fallback behavior.
@@ -477,3 +485,12 @@ def test_worker_rollouts_drains_and_cloud_identities() -> None:
     default = find(render(ALL_ON), "Deployment", "worker")["spec"]["template"]["spec"]
     assert default["automountServiceAccountToken"] is False
     assert "serviceAccountName" not in default
+
+
+def test_keda_mysql_trigger_with_a_tls_connection_string() -> None:
+    objects = render(VARIANTS["mysql-connection-string"])
+    (trigger,) = find(objects, "ScaledObject")["spec"]["triggers"]
+    assert trigger["type"] == "mysql"
+    assert not {"host", "port", "username", "dbName"} & set(trigger["metadata"])
+    (reference,) = find(objects, "TriggerAuthentication")["spec"]["secretTargetRef"]
+    assert reference == {"parameter": "connectionString", "name": "keda-db-dsn", "key": "dsn"}
