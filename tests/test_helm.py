@@ -145,7 +145,8 @@ def test_all_on_renders_every_part() -> None:
             "PodDisruptionBudget",
             "ScaledObject",
             "TriggerAuthentication",
-            "Pod",
+            "Pod",  # helm test: the metrics
+            "Pod",  # helm test: the worker image runs the queue
             "Role",
             "RoleBinding",
         ]
@@ -494,3 +495,22 @@ def test_keda_mysql_trigger_with_a_tls_connection_string() -> None:
     assert not {"host", "port", "username", "dbName"} & set(trigger["metadata"])
     (reference,) = find(objects, "TriggerAuthentication")["spec"]["secretTargetRef"]
     assert reference == {"parameter": "connectionString", "name": "keda-db-dsn", "key": "dsn"}
+
+
+def test_helm_test_checks_that_the_worker_image_can_run_the_queue() -> None:
+    """Issue 16: the worker image must carry WP-CLI, the site's code and the must-use
+    plugin; `helm test` runs `wp action-scheduler status` in it and checks that web
+    requests cannot run batches (the first check of a dedicated-worker setup)."""
+    objects = render(ALL_ON)
+    pod = find(objects, "Pod", "worker-test")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    worker = find(objects, "Deployment", "worker")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == worker["image"]
+    assert container["envFrom"] == worker["envFrom"]
+    script = container["command"][-1]
+    assert "wp action-scheduler status" in script
+    assert "action_scheduler_allow_async_request_runner" in script
+    assert not [
+        o for o in render(MINIMAL) if o["kind"] == "Pod" and "worker" in o["metadata"]["name"]
+    ]
