@@ -514,3 +514,13 @@ def test_helm_test_checks_that_the_worker_image_can_run_the_queue() -> None:
     assert not [
         o for o in render(MINIMAL) if o["kind"] == "Pod" and "worker" in o["metadata"]["name"]
     ]
+
+
+def test_the_keda_query_selects_the_podmonitor_targets_job() -> None:
+    """The Prometheus Operator names a PodMonitor target's job <monitor namespace>/<name>."""
+    objects = render(VARIANTS["podmonitor-options"])
+    (trigger,) = find(objects, "ScaledObject")["spec"]["triggers"]
+    monitor = find(objects, "PodMonitor")["metadata"]
+    assert trigger["metadata"]["query"] == keda_query(
+        "shop", f'namespace="shop",job="{monitor["namespace"]}/{monitor["name"]}"'
+    )

@@ -65,7 +65,8 @@ of the chart's own ServiceMonitor (namespace and service) or PodMonitor (namespa
 {{- else if .Values.serviceMonitor.enabled -}}
 {{- printf "namespace=%q,service=%q" .Release.Namespace (include "ase.fullname" .) -}}
 {{- else if .Values.podMonitor.enabled -}}
-{{- printf "namespace=%q,job=%q" .Release.Namespace (printf "%s/%s" .Release.Namespace (include "ase.fullname" .)) -}}
+{{- /* The operator names a PodMonitor target's job <monitor namespace>/<monitor name>. */ -}}
+{{- printf "namespace=%q,job=%q" .Release.Namespace (printf "%s/%s" (default .Release.Namespace .Values.podMonitor.namespace) (include "ase.fullname" .)) -}}
 {{- end -}}
 {{- end -}}
 
