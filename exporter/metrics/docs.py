@@ -29,7 +29,7 @@ def table(section: Section) -> str:
 
 def _row(metric: MetricDef) -> str:
     name = metric.name if metric.kind in ("gauge", "histogram") else metric.sample_name
-    labels = "".join(f" {', '.join(f'`{label}`' for label in metric.labels)}" * bool(metric.labels))
+    labels = " " + ", ".join(f"`{label}`" for label in metric.labels) if metric.labels else ""
     meaning = metric.meaning.replace("|", "\\|")
     return f"| `{name}` | {metric.kind} |{labels} | {metric.tier} | {meaning} |\n"
 

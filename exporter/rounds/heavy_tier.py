@@ -44,7 +44,7 @@ class HeavyTier:
         )
 
     def samples(self, labels: dict[str, str], budget: float) -> dict[str, list[Sample]]:
-        """Each prefix's heavy samples (values and health), by the prefix's site label.
+        """Each prefix's heavy samples (values and health), by table prefix.
 
         `labels` maps the prefixes whose tables answered in this round to their site labels;
         a refresh that is due starts for them. The exporter's first refresh is waited for
@@ -56,14 +56,14 @@ class HeavyTier:
         self._labels.update(labels)
         readings = self._refresh.latest(budget) or {}
         return {
-            label: [
+            prefix: [
                 item
                 for collector in self.collectors
                 for item in self._observer.report(
                     collector, readings.get((prefix, collector.name), NOT_READ), aged=True
                 )
             ]
-            for prefix, label in labels.items()
+            for prefix in labels
         }
 
     def problems(self, prefix: str) -> list[str]:

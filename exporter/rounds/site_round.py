@@ -179,8 +179,8 @@ class SiteRound:
         if self._heavy is not None:
             up = {prefix: result.site for prefix, result in results.items() if result.up}
             budget = deadline.at - self._clock() - _HANDOVER_MARGIN
-            for label, samples in self._heavy.samples(up, budget).items():
-                next(r for r in results.values() if r.site == label).samples += samples
+            for prefix, samples in self._heavy.samples(up, budget).items():
+                results[prefix].samples += samples
             for prefix in up:
                 results[prefix].problems += self._heavy.problems(prefix)
         with self._in_flight_lock:
