@@ -16,11 +16,10 @@ from bench import hot_sql
 from bench.generate import PREFIX, generate
 from bench.measure import session_rows_read
 from bench.profile import StoreProfile
-from exporter.collectors import default_collectors
-from exporter.collectors.context import DatabaseContext
 from exporter.config.model import SiteConfig
 from exporter.db.session import Session
 from exporter.db.tables import TableNames
+from exporter.totals.ledger import ActionLedger
 from testbed.mariadb import Server
 
 DUE = 400
@@ -71,21 +70,59 @@ def test_no_hot_statement_scans_a_big_table(mariadb: Server, stores: dict[int, s
                 assert plan["key"], f"no index used: {sql}"
 
 
-def test_heavy_statements_do_grow_with_the_table(
+def heavy_rows_per_statement(server_site: SiteConfig) -> tuple[list[int], list[int]]:
+    """Rows read by each statement of a first walk and of the walk after it (the session's
+    own handler counters, less what reading them costs)."""
+    session = Session(server_site)
+    read: list[int] = []
+    overhead = session_rows_read(session)
+    overhead = session_rows_read(session) - overhead
+    last = session_rows_read(session)
+
+    def after_statement(_: float) -> None:
+        nonlocal last
+        read.append(session_rows_read(session) - last - overhead)
+        last = session_rows_read(session)
+
+    ledger = ActionLedger(HEAVY_CHUNK, sleep=after_statement)
+    try:
+        ledger.refresh(session, TableNames(PREFIX))
+        first = list(read)
+        ledger.refresh(session, TableNames(PREFIX))
+        ledger.refresh(session, TableNames(PREFIX))
+    finally:
+        session.close()
+    return first, read[len(first) :]
+
+
+HEAVY_CHUNK = 2000
+
+
+def test_heavy_statements_read_a_chunk_at_most_at_four_times_the_table(
     mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]
 ) -> None:
-    """The counter-test: what the heavy tier reads is proportional to the store, which is
-    why it is refreshed in the background instead of on every scrape."""
-    heavy = [c for c in default_collectors() if c.tier == "heavy"]
-    examined = {}
-    for size, database in stores.items():
-        config = site(database=database, table_prefix=PREFIX)
-        session = Session(config)
-        context = DatabaseContext(session, TableNames(PREFIX), config, {})
-        # The session's own handler counters: another client of the server adds nothing.
-        before = session_rows_read(session)
-        for collector in heavy:
-            list(collector.read(context))
-        examined[size] = session_rows_read(session) - before
-        session.close()
-    assert examined[LARGE] > 3 * examined[SMALL]
+    """The heavy tier's walk: every statement reads a bounded multiple of a chunk's rows
+    (the rows, then each again in the grouping's temporary table; a chunk with open actions
+    is read once more for their ids), however large the table: more chunks, not longer
+    ones."""
+    walks = {
+        size: heavy_rows_per_statement(site(database=database, table_prefix=PREFIX))
+        for size, database in stores.items()
+    }
+    for first, later in walks.values():
+        assert max(first) <= 3 * HEAVY_CHUNK + 100, first
+        assert max(later) <= 3 * HEAVY_CHUNK + 100, later
+    (small_first, _), (large_first, _) = walks[SMALL], walks[LARGE]
+    assert max(large_first) <= max(small_first) + 100
+    assert len(large_first) > 3 * len(small_first) - 10
+
+
+def test_a_quiet_table_costs_index_entries_not_rows(
+    mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]
+) -> None:
+    """Once counted, a walk of an unchanged table reads the group index: one entry per
+    action and a lookup per group and chunk (plus the open actions by id)."""
+    first, later = heavy_rows_per_statement(site(database=stores[LARGE], table_prefix=PREFIX))
+    checks = later[len(later) // 2 :]  # the third walk: every chunk only checked
+    assert sum(checks) <= 1.1 * LARGE, checks
+    assert sum(checks) < 0.6 * sum(first), (sum(checks), sum(first))

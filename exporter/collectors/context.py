@@ -3,20 +3,24 @@
 A collector is a `Source` of the database: it gets a DatabaseContext (the round's session,
 one table prefix's table names, the site's settings and the tables' statistics), runs its
 queries and returns samples. Its `tier` says what its queries cost: hot collectors read
-index ranges bounded by the queue and run in every round; heavy ones read whole tables and
-are refreshed in the background (`rounds.heavy_tier`). Collectors keep no state.
+index ranges bounded by the queue and run in every round; heavy ones report totals over the
+whole table, and are refreshed in the background (`rounds.heavy_tier`) from the chunked totals of
+`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from exporter.config.model import SiteConfig
 from exporter.db.session import Row, Session
 from exporter.db.tables import TableNames, TableStats
-from exporter.sources.source import EVERY_ROUND, Freshness, Source
+from exporter.sources.source import EVERY_ROUND, Freshness, Source, SourceError
+
+if TYPE_CHECKING:
+    from exporter.totals.ledger import Totals
 
 # Dates before this are Action Scheduler's zero date or other junk that would turn into
 # ages of centuries; Action Scheduler did not exist before it.
@@ -29,6 +33,13 @@ class DatabaseContext:
     tables: TableNames
     site: SiteConfig
     table_stats: Mapping[str, TableStats]
+    # The whole table's counts, walked at most once per round or refresh (heavy tier).
+    totals: Callable[[], Totals] | None = None
+
+    def action_totals(self) -> Totals:
+        if self.totals is None:
+            raise SourceError("query", "the totals are read by the heavy tier only")
+        return self.totals()
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         return self.session.query(sql, args)

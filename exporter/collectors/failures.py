@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext, label_value
+from exporter.collectors.context import Collector, DatabaseContext
 from exporter.collectors.folding import fold
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
@@ -16,14 +16,7 @@ class FailuresCollector(Collector):
     metrics = (catalog.FAILED_BY_HOOK, catalog.FOLDED_LABEL_VALUES)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        rows = context.query(
-            f"SELECT hook, COUNT(*) FROM {context.tables.actions}"
-            " WHERE status = 'failed' GROUP BY hook"
-        )
-        counts: dict[str, float] = {}
-        for hook, count in rows:
-            name = label_value(hook)
-            counts[name] = counts.get(name, 0) + int(count)
+        counts = context.action_totals().failed_by_hook
         folded, folded_values = fold(counts, context.site.top_hooks)
         for hook, count in sorted(folded.items()):
             yield sample(catalog.FAILED_BY_HOOK, count, hook=hook)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext, label_value
+from exporter.collectors.context import Collector, DatabaseContext
 from exporter.collectors.folding import top_values
 from exporter.collectors.groups import group_slugs
 from exporter.metrics import catalog
@@ -23,23 +23,18 @@ class StatusCollector(Collector):
     metrics = (catalog.ACTIONS, catalog.ACTIONS_BY_GROUP, catalog.FOLDED_LABEL_VALUES)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        tables = context.tables
-        rows = context.query(
-            f"SELECT status, group_id, COUNT(*) FROM {tables.actions} GROUP BY status, group_id"
-        )
-        slugs = group_slugs(context, (int(group_id or 0) for _, group_id, _ in rows))
+        totals = context.action_totals().by_status_group
+        slugs = group_slugs(context, (group or 0 for _, group in totals))
 
         by_status: Counter[str] = Counter(dict.fromkeys(catalog.STATUSES, 0))
         by_status_group: Counter[tuple[str, str]] = Counter()
-        for raw_status, group_id, count in rows:
-            # The column's collation is case-insensitive: Action Scheduler's own queries
-            # (status = 'pending') take 'PENDING' too, and GROUP BY may return either.
-            status = label_value(raw_status).lower()
-            if status not in catalog.STATUSES:
-                status = UNKNOWN_STATUS
-            group = slugs.get(int(group_id or 0), NO_GROUP)
-            by_status[status] += int(count)
-            by_status_group[(status, group)] += int(count)
+        for (raw_status, group_id), count in totals.items():
+            # Lowercased by the ledger: the column's collation is case-insensitive, so
+            # Action Scheduler's own queries (status = 'pending') take 'PENDING' too.
+            status = raw_status if raw_status in catalog.STATUSES else UNKNOWN_STATUS
+            group = slugs.get(group_id or 0, NO_GROUP)
+            by_status[status] += count
+            by_status_group[(status, group)] += count
 
         for status, count in by_status.items():
             yield sample(catalog.ACTIONS, count, status=status)

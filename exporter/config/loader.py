@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -20,6 +21,7 @@ from exporter.config.model import (
     AlertThresholds,
     ExporterConfig,
     KubernetesConfig,
+    ReplicaConfig,
     SiteConfig,
     TLSConfig,
     WorkersConfig,
@@ -46,6 +48,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "log_gap_grace": values.duration,
     "heavy_interval": values.duration_or_zero,
     "heavy_query_timeout": values.duration,
+    "heavy_chunk_rows": values.chunk_rows,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,
@@ -84,6 +87,13 @@ _KUBERNETES_KEYS: dict[str, Callable[[Any], Any]] = {
     "timeout": values.duration,
     "kubeconfig": values.text,
 }
+# The replica block: where to connect (as a site gives it) and how to use it.
+_REPLICA_CONNECTION_KEYS = {"dsn", "host", "port", "user", "password", "password_file"}
+_REPLICA_CONNECTION_KEYS |= {"unix_socket", "tls"}
+_REPLICA_KEYS: dict[str, Callable[[Any], Any]] = {
+    "max_lag": values.duration,
+    "fallback": values.fallback,
+}
 _SITE_KEYS = {
     *_SCALARS,
     "name",
@@ -95,6 +105,7 @@ _SITE_KEYS = {
     "alerts",
     "workers",
     "kubernetes",
+    "replica",
 }
 _TOP_KEYS = {"sites", "defaults", "listen_address"}
 # A configuration of a thousand sites is a few hundred kilobytes.
@@ -228,7 +239,42 @@ def _site(
         raise ConfigError(source, f"{key}.database", "is missing (the WordPress database name)")
     name = raw.get("name", fields["database"])
     fields["name"] = _checked(source, f"{key}.name", values.text, name)
-    return SiteConfig(**fields)
+    site = SiteConfig(**fields)
+    if "replica" in raw:
+        site = replace(site, replica=_replica(source, f"{key}.replica", raw["replica"], site))
+    return site
+
+
+def _replica(source: str, key: str, raw: object, site: SiteConfig) -> ReplicaConfig:
+    """The replica's connection, read like a site's (its own DSN or keys, the site's
+    database), plus how the heavy tier uses it."""
+    section = _mapping(source, key, raw)
+    _reject_unknown(source, key, section, _REPLICA_CONNECTION_KEYS | set(_REPLICA_KEYS))
+    if site.heavy_interval == 0:
+        raise ConfigError(
+            source, key, "needs heavy_interval above 0: the replica serves the background refresh"
+        )
+    connection = {name: value for name, value in section.items() if name not in _REPLICA_KEYS}
+    if "dsn" not in connection:  # the site's database and, unless given, its user
+        connection.setdefault("database", site.database)
+        connection.setdefault("user", site.user)
+        if "password_file" not in connection:
+            connection.setdefault("password", site.password)
+    parsed = _site(source, key, {"name": site.name, **connection})
+    if parsed.database != site.database:
+        raise ConfigError(source, f"{key}.dsn", f"must name the site's database {site.database!r}")
+    usage = _section(
+        source, key, {k: v for k, v in section.items() if k in _REPLICA_KEYS}, _REPLICA_KEYS
+    )
+    return ReplicaConfig(
+        host=parsed.host,
+        port=parsed.port,
+        user=parsed.user,
+        password=parsed.password,
+        unix_socket=parsed.unix_socket,
+        tls=parsed.tls,
+        **usage,
+    )
 
 
 def _merge_defaults(defaults: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 AUTO_PREFIX = "auto"
 DEFAULT_PORT = 9966
@@ -62,6 +62,24 @@ class KubernetesConfig:
 
 
 @dataclass(frozen=True)
+class ReplicaConfig:
+    """A read replica for the heavy tier: the database's name and the site's other
+    settings stay those of the site; only where to connect, and as whom, differ."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+    unix_socket: str | None = None
+    tls: TLSConfig = TLSConfig()
+    # Above this lag the replica's totals are too old: the refresh reads the primary.
+    max_lag: float = 300.0
+    # What a refresh does when the replica is down or lags: read the primary ("primary",
+    # chunked and paused as always) or keep the last totals and report the failure ("none").
+    fallback: str = "primary"
+
+
+@dataclass(frozen=True)
 class SiteConfig:
     """One configured site: a database and a table prefix (or `auto`)."""
 
@@ -86,6 +104,9 @@ class SiteConfig:
     # background; 0 runs it inside every scrape instead.
     heavy_interval: float = 300.0
     heavy_query_timeout: float = 60.0
+    # Ids per statement of the heavy tier's walk (see totals/ledger.py).
+    heavy_chunk_rows: int = 20_000
+    replica: ReplicaConfig | None = None
     alerts: AlertThresholds = AlertThresholds()
     workers: WorkersConfig | None = None
     kubernetes: KubernetesConfig | None = None
@@ -93,6 +114,22 @@ class SiteConfig:
     @property
     def discovers_prefixes(self) -> bool:
         return self.table_prefix == AUTO_PREFIX
+
+    def on_replica(self) -> SiteConfig:
+        """This site's settings with the replica's connection (the heavy tier's session)."""
+        replica = self.replica
+        if replica is None:
+            return self
+        return replace(
+            self,
+            host=replica.host,
+            port=replica.port,
+            user=replica.user,
+            password=replica.password,
+            unix_socket=replica.unix_socket,
+            tls=replica.tls,
+            replica=None,
+        )
 
     @property
     def endpoint(self) -> str:

@@ -16,6 +16,8 @@ MAX_DURATION = 30 * 86400.0
 # Counts and limits go into SQL (LIMIT) and into memory: bounded like MySQL's int.
 MAX_INT = 2**31 - 1
 MAX_LOG_ROWS_PER_SCRAPE = 100_000
+MIN_CHUNK_ROWS = 10
+MAX_CHUNK_ROWS = 1_000_000
 
 
 def duration(value: object) -> float:
@@ -61,6 +63,20 @@ def rows_per_scrape(value: object) -> int:
     if number > MAX_LOG_ROWS_PER_SCRAPE:
         raise ValueError(f"must be at most {MAX_LOG_ROWS_PER_SCRAPE}, got {value!r}")
     return number
+
+
+def chunk_rows(value: object) -> int:
+    """Ids per statement of the heavy tier's walk: bounded so no statement grows long."""
+    number = positive_int(value)
+    if not MIN_CHUNK_ROWS <= number <= MAX_CHUNK_ROWS:
+        raise ValueError(f"must be from {MIN_CHUNK_ROWS} to {MAX_CHUNK_ROWS}, got {value!r}")
+    return number
+
+
+def fallback(value: object) -> str:
+    if value not in ("primary", "none"):
+        raise ValueError(f"must be 'primary' or 'none', got {value!r}")
+    return str(value)
 
 
 def ratio(value: object) -> float:

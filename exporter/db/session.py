@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,23 +35,41 @@ class Session:
         self._lock = threading.Lock()
         self.server_version = ""
         self.can_write = False
+        # Time the statements sent on this session took (the database time it cost).
+        self.statement_seconds = 0.0
 
     @property
     def connected(self) -> bool:
         return self._connection is not None
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        rows, _ = self._execute(sql, args)
+        return rows
+
+    def query_named(self, sql: str) -> list[dict[str, Any]]:
+        """Rows as mappings of column name to value (for SHOW statements)."""
+        rows, names = self._execute(sql, None)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _execute(
+        self, sql: str, args: Sequence[object] | None
+    ) -> tuple[list[Row], tuple[str, ...]]:
         with self._lock:
             connection = self._connect()
+            started = time.perf_counter()
             try:
                 with connection.cursor() as cursor:
                     cursor.execute(sql, args)
-                    return list(cursor.fetchall())
+                    rows = list(cursor.fetchall())
+                    names = tuple(column[0] for column in cursor.description or ())
+                    return rows, names
             except pymysql.err.MySQLError as error:
                 failure = classify(error, self._site.password)
                 if failure.connection_lost:
                     self._drop()
                 raise failure from error
+            finally:
+                self.statement_seconds += time.perf_counter() - started
 
     def close(self) -> None:
         with self._lock:

@@ -613,6 +613,40 @@ HEAVY_INTERVAL = _define(
     meaning="The site's `heavy_interval`: how often the heavy tier is refreshed (0: inside "
     "every scrape). The staleness alert compares the age with it.",
 )
+DATABASE_SECONDS = _define(
+    "actionscheduler_exporter_database_seconds",
+    "counter",
+    "Time the exporter's own statements took on the site's database, by tier.",
+    tier="none",
+    section="exporter",
+    labels=("tier",),
+    meaning="Time the exporter's own statements took, measured by the exporter from "
+    'sending each statement to reading its last row: `tier="hot"` for the scrape\'s '
+    'queries, `tier="heavy"` for the background walk of the totals (on the replica, '
+    "when one is used). Its rate is the share of one database connection the exporter "
+    "keeps busy: the figure a DBA asks for.",
+)
+TIERS: tuple[str, ...] = ("hot", "heavy")
+REPLICA_LAG = _define(
+    "actionscheduler_exporter_replica_lag_seconds",
+    "gauge",
+    "Replication lag of the heavy tier's read replica at its last refresh.",
+    tier="heavy",
+    section="exporter",
+    meaning="How far the heavy tier's read replica (`replica:`) was behind at the last "
+    "refresh (`Seconds_Behind_Master`). Absent without a replica, or when the lag could "
+    "not be read (replication stopped, not a replica, no REPLICA MONITOR privilege).",
+)
+REPLICA_USED = _define(
+    "actionscheduler_exporter_replica_used",
+    "gauge",
+    "1 when the heavy tier's last refresh read the replica, 0 when it fell back.",
+    tier="heavy",
+    section="exporter",
+    meaning="1 when the last refresh of the heavy tier read the read replica, 0 when the "
+    "replica was down or lagged more than `max_lag` and the refresh fell back to the "
+    "primary (or, with `fallback: none`, kept the last totals). Absent without a replica.",
+)
 USER_CAN_WRITE = _define(
     "actionscheduler_exporter_database_user_can_write",
     "gauge",

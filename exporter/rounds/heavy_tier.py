@@ -1,12 +1,12 @@
-"""The heavy tier: collectors whose queries grow with the table, refreshed in the background.
+"""The heavy tier: totals over the whole actions table, refreshed in the background.
 
 Totals over all complete and failed actions and their per-hook and per-group breakdowns
-scan large sets: seconds per query at ten million actions. Running them on every scrape
-would make the exporter the heaviest client of the shop's database, so they are a
-background source (`BackgroundRefresh`): a scrape that finds them older than
-`heavy_interval` starts a refresh and serves the values it has. A refresh uses a
-connection of its own (closed when it ends, so the hot tier never waits behind a long
-scan) and `heavy_query_timeout`; a failed collector keeps its last good values.
+grow with the table. They come from the chunked walk of `totals.ledger` (short statements,
+paused, most chunks only checked), and are a background source (`BackgroundRefresh`): a
+scrape that finds them older than `heavy_interval` starts a refresh and serves the values
+it has. A refresh uses a connection of its own (closed when it ends, so the hot tier never
+waits behind it), on the site's read replica when one is configured, and
+`heavy_query_timeout`; a failed collector keeps its last good values.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ from collections.abc import Sequence
 
 from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config.model import SiteConfig
+from exporter.db.replica import replica_lag
 from exporter.db.session import Session
 from exporter.db.tables import TableNames
-from exporter.metrics.samples import Sample
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
 from exporter.rounds.observer import Observer
 from exporter.sources.background import BackgroundRefresh
-from exporter.sources.source import NOT_READ, Reading
+from exporter.sources.source import NOT_READ, Reading, SourceError
+from exporter.totals.ledger import Ledgers
 
 # Readings by (table prefix, collector name).
 Readings = dict[tuple[str, str], Reading]
@@ -33,10 +36,16 @@ class HeavyTier:
         site: SiteConfig,
         collectors: Sequence[Collector],
         observer: Observer,
+        ledgers: Ledgers,
     ) -> None:
         self._site = site
         self.collectors = tuple(collectors)
         self._observer = observer
+        self._ledgers = ledgers
+        # The replica at the last refresh: whether it was read, and its lag if known.
+        self._replica_used = False
+        self._replica_lag: float | None = None
+        self._replica_problem = ""
         self._prefixes: tuple[str, ...] = ()
         self._labels: dict[str, str] = {}
         self._refresh = BackgroundRefresh[Readings](
@@ -57,22 +66,36 @@ class HeavyTier:
         readings = self._refresh.latest(budget) or {}
         return {
             prefix: [
-                item
-                for collector in self.collectors
-                for item in self._observer.report(
-                    collector, readings.get((prefix, collector.name), NOT_READ), aged=True
-                )
+                *(
+                    item
+                    for collector in self.collectors
+                    for item in self._observer.report(
+                        collector, readings.get((prefix, collector.name), NOT_READ), aged=True
+                    )
+                ),
+                *self._replica_samples(),
             ]
             for prefix in labels
         }
+
+    def _replica_samples(self) -> list[Sample]:
+        if self._site.replica is None:
+            return []
+        found = [sample(catalog.REPLICA_USED, self._replica_used)]
+        if self._replica_lag is not None:
+            found.append(sample(catalog.REPLICA_LAG, self._replica_lag))
+        return found
 
     def problems(self, prefix: str) -> list[str]:
         """Why the heavy collectors of a prefix failed at their last refresh, if they did."""
         readings = self._refresh.peek() or {}
         return [
-            f"{collector.name}: {reading.problem}"
-            for collector in self.collectors
-            if (reading := readings.get((prefix, collector.name))) and not reading.ok
+            *([self._replica_problem] if self._replica_problem else []),
+            *(
+                f"{collector.name}: {reading.problem}"
+                for collector in self.collectors
+                if (reading := readings.get((prefix, collector.name))) and not reading.ok
+            ),
         ]
 
     def served(self, label: str) -> list[Sample]:
@@ -91,16 +114,62 @@ class HeavyTier:
 
     def _read_all(self, previous: Readings | None) -> Readings:
         readings = dict(previous or {})
-        site = dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout)
-        session = Session(site, check_grants=False)
+        prefixes = self._prefixes
+        self._ledgers.keep(prefixes)
+        session = self._session()
+        if session is None:  # the replica is unusable and may not be replaced
+            for prefix in prefixes:
+                for collector in self.collectors:
+                    key = (prefix, collector.name)
+                    readings[key] = readings.get(key, NOT_READ).failed(0.0, self._replica_problem)
+            return readings
         try:
-            for prefix in self._prefixes:
-                context = DatabaseContext(session, TableNames(prefix), self._site, {})
+            for prefix in prefixes:
+                label = self._labels[prefix]
+                tables = TableNames(prefix)
+                spent = session.statement_seconds
+                totals = self._ledgers.walk(prefix, session, tables)
+                context = DatabaseContext(session, tables, self._site, {}, totals=totals)
                 for collector in self.collectors:
                     key = (prefix, collector.name)
                     readings[key] = self._observer.read(
-                        collector, context, self._labels[prefix], readings.get(key, NOT_READ)
+                        collector, context, label, readings.get(key, NOT_READ)
                     )
+                self._observer.counters.add(
+                    label, catalog.DATABASE_SECONDS, "heavy", session.statement_seconds - spent
+                )
         finally:
             session.close()
         return readings
+
+    def _session(self) -> Session | None:
+        """The refresh's own session: on the replica when it is up and close enough,
+        else on the primary (or none, with `fallback: none`)."""
+        site = dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout)
+        replica = site.replica
+        if replica is None:
+            return Session(site, check_grants=False)
+        session = Session(site.on_replica(), check_grants=False)
+        try:
+            lag = replica_lag(session)
+            self._replica_lag = lag
+            problem = (
+                f"replica: {lag:.0f}s behind, more than max_lag {replica.max_lag:.0f}s"
+                if lag > replica.max_lag
+                else ""
+            )
+        except SourceError as error:
+            self._replica_lag = None
+            problem = f"replica: {error.message}"
+            for label in self._labels.values():
+                self._observer.counters.add(label, catalog.ERRORS, error.kind)
+        self._replica_problem = problem
+        self._replica_used = not problem
+        self._observer.note(f"{site.name}/replica", problem and f"site={site.name} {problem}")
+        if not problem:
+            return session
+        session.close()
+        if replica.fallback == "primary":
+            self._replica_problem += "; the totals were read from the primary"
+            return Session(site, check_grants=False)
+        return None

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
-from exporter.rounds.error_counts import ErrorCounts
+from exporter.rounds.counters import SiteCounters
 from exporter.sources.source import NOT_READ, Clock, Reading, Source, SourceError
 
 log = logging.getLogger(__name__)
@@ -23,8 +23,8 @@ ContextT = TypeVar("ContextT")
 
 
 class Observer:
-    def __init__(self, errors: ErrorCounts, clock: Clock) -> None:
-        self.errors = errors
+    def __init__(self, counters: SiteCounters, clock: Clock) -> None:
+        self.counters = counters
         self.clock = clock
         self._problems = ProblemLog()
 
@@ -53,7 +53,7 @@ class Observer:
         return Reading(samples, True, finished - started, finished)
 
     def count(self, site: str, source: Source[Any], kind: str) -> None:
-        self.errors.add(site, source.error_metric, kind)
+        self.counters.add(site, source.error_metric, kind)
 
     def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
         """The reading's values with the source's success and duration, and, for a source
@@ -71,7 +71,11 @@ class Observer:
         return samples
 
     def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
-        return self.errors.samples(site, source.error_metric, source.error_kinds)
+        return self.counters.samples(site, source.error_metric, source.error_kinds)
+
+    def note(self, key: str, problem: str) -> None:
+        """Logs any other problem (empty: none) when it changes."""
+        self._problems.set(key, problem)
 
     def problem(self, key: str, problem: str) -> None:
         """Logs a problem of the site as a whole (down, recovered) when it changes."""

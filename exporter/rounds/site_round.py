@@ -29,14 +29,15 @@ from exporter.events.follower import LogFollower
 from exporter.kubernetes.workers import KubernetesWorkers
 from exporter.metrics import catalog
 from exporter.metrics.samples import sample
+from exporter.rounds.counters import SiteCounters
 from exporter.rounds.deadline import Deadline
-from exporter.rounds.error_counts import ErrorCounts
 from exporter.rounds.heavy_tier import HeavyTier
 from exporter.rounds.observer import Observer
 from exporter.rounds.result import SiteResult
 from exporter.rounds.scheduled import ScheduledSource
 from exporter.sources.settings import SiteSettings
 from exporter.sources.source import NOT_READ, Clock
+from exporter.totals.ledger import Ledgers
 
 # Time left to hand a round's results over before the scrape's deadline.
 _HANDOVER_MARGIN = 0.25
@@ -62,12 +63,13 @@ class SiteRound:
         self.site = site
         self.session = Session(site)
         self._clock = clock
-        self._observer = Observer(ErrorCounts(), clock)
+        self._observer = Observer(SiteCounters(), clock)
         database: tuple[Collector, ...] = (*collectors, LogFollower(site, clock))
         self._database = database
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
         heavy = tuple(c for c in database if c.freshness(site).background)
-        self._heavy = HeavyTier(site, heavy, self._observer) if heavy else None
+        self._ledgers = Ledgers(site.heavy_chunk_rows)
+        self._heavy = HeavyTier(site, heavy, self._observer, self._ledgers) if heavy else None
         self._site_sources: list[ScheduledSource[Any]] = [
             ScheduledSource(SiteSettings(), site, site, self._observer)
         ]
@@ -91,7 +93,7 @@ class SiteRound:
             # Independent of the database: reported whether the site is up or not, within
             # the time the round has left.
             self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
-            self._add_errors(results)
+            self._add_counters(results)
             return results
         finally:
             with self._in_flight_lock:
@@ -133,18 +135,20 @@ class SiteRound:
             if self._heavy is not None:
                 result.samples += self._heavy.served(label)
             result.problems.append(problem)
-            self._observer.errors.add(label, catalog.ERRORS, "deadline")
+            self._observer.counters.add(label, catalog.ERRORS, "deadline")
             note = f"slow round site={label} problem={problem!r}"
             results.append(self._finish(result, prefix_started, note=note))
         self._add_site_sources(results, 0.0)
-        self._add_errors(results)
+        self._add_counters(results)
         return results
 
-    def _add_errors(self, results: list[SiteResult]) -> None:
-        """The error counters, last: they include what the whole round met."""
+    def _add_counters(self, results: list[SiteResult]) -> None:
+        """The error and database-time counters, last: they include the whole round."""
+        counters = self._observer.counters
         for result in results:
-            result.samples += self._observer.errors.samples(
-                result.site, catalog.ERRORS, catalog.ERROR_KINDS
+            result.samples += counters.samples(result.site, catalog.ERRORS, catalog.ERROR_KINDS)
+            result.samples += counters.samples(
+                result.site, catalog.DATABASE_SECONDS, catalog.TIERS, label="tier"
             )
 
     def _add_site_sources(self, results: list[SiteResult], budget: float) -> None:
@@ -191,16 +195,20 @@ class SiteRound:
     def _prefixes(self) -> list[str]:
         if self.site.discovers_prefixes:
             self._known_prefixes = discover_prefixes(self.session)
+            self._ledgers.keep(self._known_prefixes)
         return self._known_prefixes
 
     def _run_prefix(self, prefix: str, deadline: Deadline) -> SiteResult:
         started = self._clock()
         label = self.site_label(prefix)
         tables = TableNames(prefix)
+        spent = self.session.statement_seconds
         try:
             stats = read_table_stats(self.session, tables)
         except QueryError as error:
             return self._down(label, error.kind, error.message, started)
+        finally:
+            self._spent(label, "hot", spent)
 
         result = SiteResult(label, self.site.labels, up=True)
         result.samples += [
@@ -214,7 +222,9 @@ class SiteRound:
             return self._finish(result, started, failure=("missing_table", problem))
 
         observer = self._observer
-        context = DatabaseContext(self.session, tables, self.site, stats)
+        # Read only when the heavy collectors run in the round (heavy_interval 0).
+        totals = self._ledgers.walk(prefix, self.session, tables)
+        context = DatabaseContext(self.session, tables, self.site, stats, totals=totals)
         flight = _InFlight(result, started)
         with self._in_flight_lock:
             self._in_flight[label] = flight
@@ -226,7 +236,9 @@ class SiteRound:
                 observer.count(label, collector, "deadline")
                 result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
             else:
+                spent = self.session.statement_seconds
                 reading = observer.read(collector, context, label)
+                self._spent(label, collector.tier, spent)
                 if not reading.ok:
                     result.problems.append(f"{collector.name}: {reading.problem}")
             reported = observer.report(collector, reading, aged=False)
@@ -242,6 +254,11 @@ class SiteRound:
                     counted=True,
                 )
             return self._finish(result, started)
+
+    def _spent(self, label: str, tier: str, before: float) -> None:
+        """Counts the database time the session spent since `before`, for the tier."""
+        spent = self.session.statement_seconds - before
+        self._observer.counters.add(label, catalog.DATABASE_SECONDS, tier, spent)
 
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
         labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
@@ -270,7 +287,7 @@ class SiteRound:
             result.up = False
             result.problems.insert(0, problem)
             if not counted:
-                observer.errors.add(label, catalog.ERRORS, kind)
+                observer.counters.add(label, catalog.ERRORS, kind)
             observer.problem(label, f"site down site={label} kind={kind} problem={problem!r}")
             if self._heavy is not None:  # no stale heavy values for a site that is down
                 for collector in self._heavy.collectors:

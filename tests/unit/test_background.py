@@ -11,7 +11,7 @@ import pytest
 from exporter.config.model import SiteConfig
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
-from exporter.rounds.error_counts import ErrorCounts
+from exporter.rounds.counters import SiteCounters
 from exporter.rounds.observer import Observer
 from exporter.rounds.scheduled import ScheduledSource
 from exporter.sources.background import BackgroundRefresh
@@ -58,7 +58,7 @@ def clock() -> FakeClock:
 
 
 def scheduled(source: Counting, clock: FakeClock) -> tuple[ScheduledSource[None], Observer]:
-    observer = Observer(ErrorCounts(), clock)
+    observer = Observer(SiteCounters(), clock)
     return ScheduledSource(source, None, SiteConfig(name="shop"), observer), observer
 
 

@@ -83,7 +83,8 @@ def test_every_family_has_a_producer() -> None:
         catalog.UP, catalog.TABLE_EXISTS, catalog.USER_CAN_WRITE, catalog.SCRAPE_DURATION,
         catalog.ERRORS, catalog.KUBERNETES_ERRORS, catalog.KUBERNETES_UP,
         catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION, catalog.COLLECTOR_AGE,
-        catalog.BUILD_INFO,
+        catalog.BUILD_INFO, catalog.DATABASE_SECONDS, catalog.REPLICA_LAG,
+        catalog.REPLICA_USED,
     }  # fmt: skip
     produced = {metric for source in every_source() for metric in source.metrics}
     assert produced | by_round == set(catalog.ALL)

@@ -202,6 +202,44 @@ def test_environment_gives_one_site() -> None:
             "clash",
         ),
         ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
+        # issue 14: the chunked walk and the replica
+        ("sites:\n  - {database: x, heavy_chunk_rows: 5}", "sites[0].heavy_chunk_rows", "from 10"),
+        (
+            "sites:\n  - {database: x, heavy_chunk_rows: 5000000}",
+            "sites[0].heavy_chunk_rows",
+            "1000000",
+        ),
+        ("sites:\n  - {database: x, replica: db2}", "sites[0].replica", "mapping"),
+        (
+            "sites:\n  - {database: x, replica: {host: r, lag: 5}}",
+            "sites[0].replica.lag",
+            "not a known key",
+        ),
+        (
+            "sites:\n  - {database: x, replica: {host: r, fallback: never}}",
+            "sites[0].replica.fallback",
+            "'primary' or 'none'",
+        ),
+        (
+            "sites:\n  - {database: x, replica: {host: r, max_lag: -1}}",
+            "sites[0].replica.max_lag",
+            "duration",
+        ),
+        (
+            "sites:\n  - {database: x, heavy_interval: 0, replica: {host: r}}",
+            "sites[0].replica",
+            "heavy_interval above 0",
+        ),
+        (
+            "sites:\n  - {database: x, replica: {dsn: 'mysql://u@r/other'}}",
+            "sites[0].replica.dsn",
+            "the site's database",
+        ),
+        (
+            "sites:\n  - {database: x, replica: {dsn: 'mysql://u@r/x', host: r}}",
+            "sites[0].replica.dsn",
+            "either dsn or host",
+        ),
     ],
 )
 def test_invalid_configuration_names_the_key_and_the_problem(
@@ -226,6 +264,40 @@ def test_heavy_interval_defaults_to_five_minutes_and_zero_means_every_scrape(
     (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x{key}}}")).sites
     assert site.heavy_interval == seconds
     assert site.heavy_query_timeout == 60.0
+
+
+def test_a_replica_takes_the_sites_database_and_by_default_its_user_and_password(
+    tmp_path: Path,
+) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("a CA")
+    text = (
+        "sites:\n"
+        "  - {database: shop, user: exporter, password: s3cret, heavy_chunk_rows: 5000,\n"
+        "     replica: {host: replica.db, port: 3307, max_lag: 2m, fallback: none}}\n"
+        "  - {dsn: 'mysql://a:b@primary/shop2',\n"
+        "     replica: {dsn: 'mysql://c:d@replica:3310/shop2?ssl_ca=" + str(ca) + "'}}\n"
+    )
+    first, second = load_file(write(tmp_path, text)).sites
+    assert first.heavy_chunk_rows == 5000
+    replica = first.replica
+    assert replica is not None
+    assert (replica.host, replica.port, replica.user, replica.password) == (
+        "replica.db",
+        3307,
+        "exporter",
+        "s3cret",
+    )
+    assert (replica.max_lag, replica.fallback) == (120.0, "none")
+    on_replica = first.on_replica()
+    assert (on_replica.host, on_replica.database, on_replica.replica) == (
+        "replica.db",
+        "shop",
+        None,
+    )
+    assert second.heavy_chunk_rows == 20_000 and second.replica is not None
+    assert (second.replica.user, second.replica.password, second.replica.port) == ("c", "d", 3310)
+    assert second.replica.tls.ca_file == str(ca) and second.replica.fallback == "primary"
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,317 @@
+"""Exact totals over the whole actions table, in statements of bounded size.
+
+A single `GROUP BY` over ten million actions runs for tens of seconds, holds a read view
+that long and drags the table through the buffer pool. The ledger instead walks the
+primary key in chunks of `heavy_chunk_rows` ids, one short statement each, pausing after
+each for as long as it took (so the walk uses at most half of one connection's time),
+and remembers every chunk's counts.
+
+At the next refresh most chunks need no recount. Action Scheduler never changes a
+finished action (complete, failed, canceled) again; it only deletes it (the cleaner's
+purge). So a chunk whose ids were all handed out a refresh ago, and whose open actions
+(pending, in-progress) are few enough to remember by id, can only have changed if a row
+was deleted or one of those open actions moved on. Both are seen cheaply: its rows per
+group counted on the `group_id` index alone (an index-only range, no table row read),
+and the status of its remembered open actions read by primary key. Any difference, and
+the chunk is recounted. The totals are therefore exact, as of the walk that produced
+them: each row is counted once, in its own chunk, during that walk.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from exporter.collectors.context import VALID_DATE_FLOOR, label_value
+from exporter.collectors.groups import placeholders
+from exporter.db.session import Row, Session
+from exporter.db.tables import TableNames
+from exporter.sources.source import SourceError
+from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, MAX_OPEN_ROWS, Chunk
+
+# How long the walk rests after a statement, relative to the statement's own time.
+PAUSE_RATIO = 1.0
+
+_FINISHED_SQL = ", ".join(f"'{status}'" for status in FINISHED)
+
+
+@dataclass
+class Totals:
+    """The whole table's counts, from one walk."""
+
+    by_status_group: Counter[tuple[str, int | None]] = field(default_factory=Counter)
+    failed_by_hook: Counter[str] = field(default_factory=Counter)
+    # Seconds since the oldest complete or canceled action's last attempt (None: none).
+    oldest_finished_age: float | None = None
+    chunks: int = 0
+    recounted: int = 0
+    checked: int = 0
+
+
+class ActionLedger:
+    """The chunk counts of one table prefix, kept between refreshes."""
+
+    def __init__(
+        self,
+        chunk_rows: int,
+        *,
+        pause_ratio: float = PAUSE_RATIO,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._chunk_rows = chunk_rows
+        self._pause_ratio = pause_ratio
+        self._sleep = sleep
+        self._chunks: list[Chunk] = []
+        self._max_id: int | None = None  # the highest id at the previous walk
+        self._lock = threading.Lock()
+
+    def refresh(self, session: Session, tables: TableNames) -> Totals:
+        """Walks the table; raises QueryError (and keeps what it had) if a statement fails."""
+        with self._lock:
+            walk = _Walk(session, tables, self._pause_ratio, self._sleep)
+            max_id, now = walk.high_water()
+            if max_id is None or (self._max_id is not None and max_id < self._max_id):
+                # Empty, or emptied and refilled: ids may have been handed out again.
+                self._chunks = []
+                self._max_id = None
+            totals = Totals()
+            # Ids handed out before the previous walk, or a whole chunk below the highest,
+            # belong to inserts that have committed (Action Scheduler's are single
+            # statements); a chunk counted now that ends at or below them may be checked
+            # next time instead of recounted.
+            previous = -1 if self._max_id is None else self._max_id
+            basis = max(previous, (max_id or 0) - self._chunk_rows)
+            for chunk in self._chunks:
+                if chunk.checkable and walk.unchanged(chunk):
+                    totals.checked += 1
+                else:
+                    walk.recount(chunk, basis)
+                    totals.recounted += 1
+            end = self._chunks[-1].end if self._chunks else -1
+            while max_id is not None and (next_id := walk.next_id(end)) is not None:
+                chunk = Chunk(end + 1, max(next_id, end + 1) + self._chunk_rows - 1)
+                walk.recount(chunk, basis)
+                self._chunks.append(chunk)
+                totals.recounted += 1
+                end = chunk.end
+            self._chunks = _merge_empty(self._chunks)
+            self._max_id = max_id
+            return _sum(self._chunks, now, totals)
+
+
+class _Walk:
+    """The statements of one refresh, each followed by its pause."""
+
+    def __init__(
+        self,
+        session: Session,
+        tables: TableNames,
+        pause_ratio: float,
+        sleep: Callable[[float], None],
+    ) -> None:
+        self._session = session
+        self._actions = tables.actions
+        self._groups = tables.groups
+        self._pause_ratio = pause_ratio
+        self._sleep = sleep
+        self._known_groups: list[int] | None = None
+
+    def high_water(self) -> tuple[int | None, int]:
+        """The highest action id, and the database's UTC clock as seconds since the floor."""
+        rows = self._query(
+            f"SELECT MAX(action_id), TIMESTAMPDIFF(SECOND, %s, UTC_TIMESTAMP())"
+            f" FROM {self._actions}",
+            (VALID_DATE_FLOOR,),
+        )
+        max_id, now = rows[0]
+        return (None if max_id is None else int(max_id)), int(now)
+
+    def next_id(self, after: int) -> int | None:
+        (found,) = self._query(
+            f"SELECT MIN(action_id) FROM {self._actions} WHERE action_id > %s", (after,)
+        )[0]
+        return None if found is None else int(found)
+
+    def recount(self, chunk: Chunk, basis: int) -> None:
+        """Reads the chunk's rows; the chunk changes only if every statement succeeds."""
+        rows = self._query(
+            "SELECT status, group_id, IF(status = 'failed', hook, NULL), COUNT(*),"
+            " TIMESTAMPDIFF(SECOND, %s, MIN(IF(status IN ('complete', 'canceled')"
+            " AND last_attempt_gmt >= %s, last_attempt_gmt, NULL)))"
+            f" FROM {self._actions} WHERE action_id BETWEEN %s AND %s GROUP BY 1, 2, 3",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR, chunk.start, chunk.end),
+        )
+        counted = Chunk(chunk.start, chunk.end, basis=basis, counted=True)
+        open_by_status: Counter[str] = Counter()
+        for raw_status, raw_group, raw_hook, raw_count, oldest in rows:
+            status = label_value(raw_status).lower()
+            group = None if raw_group is None else int(raw_group)
+            count = int(raw_count)
+            counted.by_status_group[(status, group)] += count
+            counted.rows_by_group[group] += count
+            if status == "failed":
+                counted.failed_by_hook[label_value(raw_hook)] += count
+            if status not in FINISHED:
+                open_by_status[status] += count
+            if oldest is not None:
+                value = int(oldest)
+                if counted.oldest_finished is None or value < counted.oldest_finished:
+                    counted.oldest_finished = value
+        open_total = sum(open_by_status.values())
+        if open_total > MAX_OPEN_ROWS:
+            counted.open_rows = None
+        elif open_total:
+            counted.open_rows = self._open_rows(chunk)
+            if Counter(counted.open_rows.values()) != open_by_status:
+                # An action moved on between the two statements: count it again next time.
+                counted.basis = -1
+        _assign(chunk, counted)
+
+    def unchanged(self, chunk: Chunk) -> bool:
+        # Its own groups, and every other group the site has (while they are few): a row
+        # committed late into the chunk is then seen as well as a deleted one.
+        own = {group for group, rows in chunk.rows_by_group.items() if rows and group is not None}
+        groups = sorted({0, *own, *self._site_groups()})
+        if groups:
+            found = self._query(
+                f"SELECT group_id, COUNT(*) FROM {self._actions}"
+                f" WHERE group_id IN ({placeholders(groups)}) AND action_id BETWEEN %s AND %s"
+                " GROUP BY group_id",
+                [*groups, chunk.start, chunk.end],
+            )
+            expected = {group: rows for group, rows in chunk.rows_by_group.items() if rows}
+            if {int(group): int(count) for group, count in found} != expected:
+                return False
+        else:
+            (count,) = self._query(
+                f"SELECT COUNT(*) FROM {self._actions} WHERE action_id BETWEEN %s AND %s",
+                (chunk.start, chunk.end),
+            )[0]
+            if int(count):
+                return False
+        if chunk.open_rows:
+            ids = sorted(chunk.open_rows)
+            found = self._query(
+                f"SELECT action_id, status FROM {self._actions}"
+                f" WHERE action_id IN ({placeholders(ids)})",
+                ids,
+            )
+            current = {int(action_id): label_value(status).lower() for action_id, status in found}
+            if current != chunk.open_rows:
+                return False
+        return True
+
+    def _site_groups(self) -> list[int]:
+        """The groups table's ids, read once per walk; none when there are too many."""
+        if self._known_groups is None:
+            found = self._query(
+                f"SELECT group_id FROM {self._groups} LIMIT %s", (MAX_CHECKED_GROUPS + 1,)
+            )
+            ids = [int(group_id) for (group_id,) in found]
+            self._known_groups = ids if len(ids) <= MAX_CHECKED_GROUPS else []
+        return self._known_groups
+
+    def _open_rows(self, chunk: Chunk) -> dict[int, str]:
+        found = self._query(
+            f"SELECT action_id, status FROM {self._actions}"
+            f" WHERE action_id BETWEEN %s AND %s AND status NOT IN ({_FINISHED_SQL})",
+            (chunk.start, chunk.end),
+        )
+        return {int(action_id): label_value(status).lower() for action_id, status in found}
+
+    def _query(self, sql: str, args: Sequence[object]) -> list[Row]:
+        started = time.perf_counter()
+        rows = self._session.query(sql, args)
+        if self._pause_ratio > 0:
+            self._sleep((time.perf_counter() - started) * self._pause_ratio)
+        return rows
+
+
+def _assign(chunk: Chunk, counted: Chunk) -> None:
+    for name in (
+        "by_status_group",
+        "failed_by_hook",
+        "oldest_finished",
+        "rows_by_group",
+        "open_rows",
+        "basis",
+        "counted",
+    ):
+        setattr(chunk, name, getattr(counted, name))
+
+
+def _merge_empty(chunks: list[Chunk]) -> list[Chunk]:
+    """Neighbouring chunks emptied by purges become one, so old history costs one check."""
+    merged: list[Chunk] = []
+    for chunk in chunks:
+        last = merged[-1] if merged else None
+        if last is not None and _empty(last) and _empty(chunk):
+            last.end = chunk.end
+            last.basis = max(last.basis, chunk.basis)
+        else:
+            merged.append(chunk)
+    return merged
+
+
+def _empty(chunk: Chunk) -> bool:
+    return chunk.counted and chunk.rows == 0 and chunk.checkable
+
+
+def _sum(chunks: list[Chunk], now: int, totals: Totals) -> Totals:
+    oldest: int | None = None
+    for chunk in chunks:
+        totals.by_status_group.update(chunk.by_status_group)
+        totals.failed_by_hook.update(chunk.failed_by_hook)
+        if chunk.oldest_finished is not None and (oldest is None or chunk.oldest_finished < oldest):
+            oldest = chunk.oldest_finished
+    totals.oldest_finished_age = None if oldest is None else float(now - oldest)
+    totals.chunks = len(chunks)
+    return totals
+
+
+class SharedWalk:
+    """One walk for the collectors that read the same totals in one round or refresh: the
+    first one walks, the others get its totals (or its error)."""
+
+    def __init__(self, ledger: ActionLedger, session: Session, tables: TableNames) -> None:
+        self._ledger = ledger
+        self._session = session
+        self._tables = tables
+        self._totals: Totals | None = None
+        self._error: SourceError | None = None
+
+    def __call__(self) -> Totals:
+        if self._totals is None and self._error is None:
+            try:
+                self._totals = self._ledger.refresh(self._session, self._tables)
+            except SourceError as error:
+                self._error = error
+        if self._error is not None:
+            raise self._error
+        assert self._totals is not None
+        return self._totals
+
+
+class Ledgers:
+    """A site's ledgers, one per table prefix (several for `table_prefix: auto`)."""
+
+    def __init__(self, chunk_rows: int) -> None:
+        self._chunk_rows = chunk_rows
+        self._by_prefix: dict[str, ActionLedger] = {}
+        self._lock = threading.Lock()
+
+    def walk(self, prefix: str, session: Session, tables: TableNames) -> SharedWalk:
+        with self._lock:
+            ledger = self._by_prefix.get(prefix)
+            if ledger is None:
+                ledger = self._by_prefix[prefix] = ActionLedger(self._chunk_rows)
+        return SharedWalk(ledger, session, tables)
+
+    def keep(self, prefixes: Sequence[str]) -> None:
+        """Forgets the counts of prefixes whose tables are gone."""
+        with self._lock:
+            for prefix in set(self._by_prefix) - set(prefixes):
+                del self._by_prefix[prefix]
