@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.cases import burst_case, store_case
 from bench.generate import generate, is_generated
+from bench.heavy import heavy_case
 from bench.profile import StoreProfile
 from bench.server import BUFFER_POOL, ROOT, bench_server
 from testbed.mariadb import Server
@@ -55,6 +56,8 @@ def main() -> None:
             report["stores"].append(
                 store_case(server, profile, workdir, GENERIC_SCRAPES[profile.actions])
             )
+            print(f"measuring the heavy tier on {profile.name} ...", flush=True)
+            report.setdefault("heavy", []).append(heavy_case(server, profile, workdir))
         if not arguments.no_backlog:
             print(f"measuring {BACKLOG.name} ...", flush=True)
             report["backlog"] = store_case(server, BACKLOG, workdir, generic_scrapes=0)
@@ -117,8 +120,44 @@ def summary(report: dict[str, Any]) -> str:
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
+    lines += ["", *heavy_table(report.get("heavy", []))]
     lines += ["", *targets(report), "", *plans(report["stores"][-1])]
     return "\n".join(lines)
+
+
+def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
+    """The heavy tier before (one statement per collector) and now (the chunked walk)."""
+    lines = [
+        "Heavy tier, side by side (database time per hour at heavy_interval 5m):",
+        "",
+        "| store | way | statements | longest statement | database time per refresh "
+        "| per hour | wall | hot scrape during / quiet |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ways = (
+        ("one_statement", "one statement per collector (before)"),
+        ("walk_first", "chunked walk, first refresh"),
+        ("walk_steady", "chunked walk, steady"),
+    )
+    for store in stores:
+        quiet = store["quiet_scrape_s"]
+        for key, name in ways:
+            way = store[key]
+            during = way.get("scrape_during_s")
+            detail = (
+                f" ({way['recounted']} of {way['chunks']} chunks recounted)"
+                if "chunks" in way
+                else ""
+            )
+            lines.append(
+                f"| {store['store']} | {name}{detail} | {way['statements']:,} | "
+                f"{_ms(way['longest_statement_s'])} | {way['database_s']:.2f} s | "
+                f"{way['database_s_per_hour']:.1f} s | "
+                + (f"{way['wall_s']:.1f} s" if "wall_s" in way else "-")
+                + " | "
+                + (f"{_ms(during)} / {_ms(quiet)} ({during / quiet:.2f}x) |" if during else "- |")
+            )
+    return lines
 
 
 def plans(store: dict[str, Any]) -> list[str]:
@@ -193,6 +232,28 @@ def targets(report: dict[str, Any]) -> list[str]:
                 f"{len(burst['scrapes'])} scrapes",
             )
         )
+    if report.get("heavy"):
+        heavy = report["heavy"][-1]
+        first, steady = heavy["walk_first"], heavy["walk_steady"]
+        longest = max(first["longest_statement_s"], steady["longest_statement_s"])
+        during = first["scrape_during_s"] / heavy["quiet_scrape_s"]
+        checks += [
+            (
+                f"no heavy statement over 1 s at {heavy['store']}",
+                at_10m and longest <= 1.0,
+                _ms(longest),
+            ),
+            (
+                f"heavy database time <= 36 s per hour at {heavy['store']} (1 % of a core)",
+                at_10m and steady["database_s_per_hour"] <= 36,
+                f"{steady['database_s_per_hour']:.1f} s",
+            ),
+            (
+                f"hot scrape during the first walk <= 1.5 x quiet at {heavy['store']}",
+                at_10m and during <= 1.5,
+                f"{during:.2f}x",
+            ),
+        ]
     verdicts = {True: "PASS", False: "FAIL", None: "info, the target is at 10M"}
     return [f"- [{verdicts[ok]}] {name}: {value}" for name, ok, value in checks]
 

@@ -364,6 +364,33 @@ def panels() -> list[Panel]:
             width=12,
             runbook="site-down.md",
         ),
+        Panel(
+            "Database time used by the exporter",
+            "timeseries",
+            "Share of one database connection the exporter's own statements keep busy, "
+            "per tier: hot (every scrape) and heavy (the background walk of the totals, on "
+            "the read replica when the site has one). 0.01 is 1 % of a core. With a "
+            "replica: its lag, and whether the last refresh used it (0: it fell back).",
+            [
+                Query(
+                    "sum by (site, tier) (rate("
+                    f"actionscheduler_exporter_database_seconds_total{{{SITE}}}[5m]))",
+                    "{{site}} {{tier}}",
+                ),
+                Query(
+                    f"actionscheduler_exporter_replica_lag_seconds{{{SITE}}}",
+                    "{{site}} replica lag (s)",
+                    may_be_empty="only for a site with a read replica",
+                ),
+                Query(
+                    f"actionscheduler_exporter_replica_used{{{SITE}}}",
+                    "{{site}} replica used",
+                    may_be_empty="only for a site with a read replica",
+                ),
+            ],
+            unit="none",
+            width=12,
+        ),
     ]
 
 
