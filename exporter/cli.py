@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from exporter import __version__, check
@@ -16,6 +17,7 @@ from exporter.config.values import listen_address
 from exporter.healthcheck import healthy
 from exporter.logs import configure as configure_logging
 from exporter.rounds.coordinator import Coordinator
+from exporter.sharding import ENV_POD_NAME, FROM_POD_NAME, parse_shard
 from exporter.web.guarded_http import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -91,6 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="check: how long to wait for every site (default 10)",
     )
+    parser.add_argument(
+        "--shard",
+        metavar="N",
+        help="serve only the sites whose hash falls on shard N of --total-shards (0-based), "
+        f"or {FROM_POD_NAME}: the ordinal of ${ENV_POD_NAME} (a StatefulSet pod)",
+    )
+    parser.add_argument(
+        "--total-shards",
+        type=int,
+        default=1,
+        metavar="N",
+        help="how many exporters share the sites (default 1: this one serves all)",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
@@ -113,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 host, port = listen_address(listen)
             except ValueError as error:
                 raise ConfigError("command line", "--listen-address", str(error)) from None
-            config = ExporterConfig(config.sites, host, port, config.source)
+            config = replace(config, listen_host=host, listen_port=port)
+        try:
+            config = replace(config, shard=parse_shard(args.shard, args.total_shards))
+        except ValueError as error:
+            raise ConfigError("command line", "--shard", str(error)) from None
         web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
     except ConfigError as error:
         print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
@@ -148,9 +167,10 @@ def serve(config: ExporterConfig, web: WebConfig, protocol: type[H11Protocol]) -
 
     coordinator = Coordinator(config)
     log.info(
-        "starting version=%s sites=%d listen=%s:%d tls=%s basic_auth=%s",
+        "starting version=%s sites=%d shard=%s listen=%s:%d tls=%s basic_auth=%s",
         __version__,
-        len(config.sites),
+        len(coordinator.sites),
+        config.shard,
         config.listen_host,
         config.listen_port,
         web.tls,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from exporter.sharding import ALL_SITES, Shard
+
 AUTO_PREFIX = "auto"
 DEFAULT_PORT = 9966
 
@@ -144,3 +146,5 @@ class ExporterConfig:
     listen_host: str = "0.0.0.0"  # noqa: S104 - an exporter serves other hosts by design
     listen_port: int = DEFAULT_PORT
     source: str = "environment"
+    # The part of the sites this replica serves (--shard, --total-shards): all by default.
+    shard: Shard = ALL_SITES

@@ -19,6 +19,7 @@ import pymysql.err
 from exporter.config.model import SiteConfig
 from exporter.db.grants import can_write
 from exporter.db.query_error import QueryError, classify
+from exporter.db.tls_contexts import SharedContextConnection
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class Session:
         site = self._site
         timeout = site.query_timeout
         try:
-            connection = pymysql.connect(
+            connection = SharedContextConnection(
                 host=site.host,
                 port=site.port,
                 user=site.user,

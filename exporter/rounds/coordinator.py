@@ -38,7 +38,13 @@ class Coordinator:
         chosen = tuple(collectors) if collectors is not None else default_collectors()
         self.config = config
         self._clock = clock
-        self.sites = [SiteRound(site, chosen, clock) for site in config.sites]
+        shard = config.shard
+        # A network (table_prefix: auto) is split by subsite, in its round; others here.
+        self.sites = [
+            SiteRound(site, chosen, clock, shard)
+            for site in config.sites
+            if site.discovers_prefixes or shard.owns(site.name)
+        ]
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, min(len(self.sites), MAX_PARALLEL_SITES)),
             thread_name_prefix="round",

@@ -35,6 +35,7 @@ from exporter.rounds.heavy_tier import HeavyTier
 from exporter.rounds.observer import Observer
 from exporter.rounds.result import SiteResult
 from exporter.rounds.scheduled import ScheduledSource
+from exporter.sharding import ALL_SITES, Shard
 from exporter.sources.settings import SiteSettings
 from exporter.sources.source import NOT_READ, Clock
 from exporter.totals.ledger import Ledgers
@@ -59,8 +60,10 @@ class SiteRound:
         site: SiteConfig,
         collectors: Sequence[Collector],
         clock: Clock = time.monotonic,
+        shard: Shard = ALL_SITES,
     ) -> None:
         self.site = site
+        self._shard = shard
         self.session = Session(site)
         self._clock = clock
         self._observer = Observer(SiteCounters(), clock)
@@ -77,6 +80,7 @@ class SiteRound:
             workers = KubernetesWorkers(site.kubernetes)
             self._site_sources.append(ScheduledSource(workers, None, site, self._observer))
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
+        self._others_prefixes = 0  # discovered subsites served by other shards
         self._in_flight: dict[str, _InFlight] = {}
         self._in_flight_lock = threading.Lock()
         self._running = False
@@ -111,7 +115,7 @@ class SiteRound:
                         list(flight.result.samples), list(flight.result.problems))
                 for label, flight in self._in_flight.items()
             } if self._running else {}  # fmt: skip
-        labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
+        labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
         results: list[SiteResult] = []
         for label in labels:
             if label not in in_flight:  # the database has not answered for it in time
@@ -166,6 +170,8 @@ class SiteRound:
             prefixes = self._prefixes()
         except QueryError as error:
             return self._all_down(error.kind, error.message, started)
+        if not prefixes and self._others_prefixes:
+            return []  # every subsite of the network is served by another shard
         if not prefixes:
             return self._all_down(
                 "missing_table",
@@ -194,7 +200,9 @@ class SiteRound:
 
     def _prefixes(self) -> list[str]:
         if self.site.discovers_prefixes:
-            self._known_prefixes = discover_prefixes(self.session)
+            found = discover_prefixes(self.session)
+            self._known_prefixes = [p for p in found if self._shard.owns(self.site_label(p))]
+            self._others_prefixes = len(found) - len(self._known_prefixes)
             self._ledgers.keep(self._known_prefixes)
         return self._known_prefixes
 
@@ -260,8 +268,15 @@ class SiteRound:
         spent = self.session.statement_seconds - before
         self._observer.counters.add(label, catalog.DATABASE_SECONDS, tier, spent)
 
+    def _whole_site_label(self) -> list[str]:
+        """The label a site is reported under before its subsites are known (or when its
+        database is unreachable): on one shard only, as every other series."""
+        if self._others_prefixes or not self._shard.owns(self.site.name):
+            return []
+        return [self.site.name]
+
     def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
-        labels = [self.site_label(prefix) for prefix in self._known_prefixes] or [self.site.name]
+        labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
         return [self._down(label, kind, problem, started) for label in labels]
 
     def _down(self, label: str, kind: str, problem: str, started: float) -> SiteResult:

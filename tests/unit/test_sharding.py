@@ -1,0 +1,64 @@
+"""Sharding: every site on exactly one shard, the shard from the command line or a pod name."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.sharding import ALL_SITES, Shard, parse_shard
+
+LABELS = [f"store-{index}" for index in range(1000)] + [f"net:wp_{i}_" for i in range(500)]
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 5, 8])
+def test_every_site_is_owned_by_exactly_one_shard(total: int) -> None:
+    shards = [Shard(index, total) for index in range(total)]
+    for label in LABELS:
+        assert sum(shard.owns(label) for shard in shards) == 1, label
+    # Spread evenly enough that no replica takes a multiple of its share.
+    for shard in shards:
+        owned = sum(shard.owns(label) for label in LABELS)
+        assert owned <= 1.3 * len(LABELS) / total
+
+
+@pytest.mark.parametrize(
+    ("label", "total", "owner"),
+    [("shop", 4, 1), ("net:wp_2_", 3, 1), ("wordpress", 2, 1), ("store-17", 5, 4)],
+)
+def test_the_hash_is_stable_across_processes_and_releases(
+    label: str, total: int, owner: int
+) -> None:
+    """Changing the hash would move every site at an upgrade: these owners are pinned."""
+    assert [index for index in range(total) if Shard(index, total).owns(label)] == [owner]
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "environ", "expected"),
+    [
+        (None, 1, {}, ALL_SITES),
+        ("2", 3, {}, Shard(2, 3)),
+        ("from-pod-name", 4, {"POD_NAME": "as-exporter-3"}, Shard(3, 4)),
+        ("from-pod-name", 2, {"POD_NAME": "release-name-as-exporter-0"}, Shard(0, 2)),
+    ],
+)
+def test_the_shard_comes_from_the_command_line_or_the_pod_name(
+    value: str | None, total: int, environ: dict[str, str], expected: Shard
+) -> None:
+    assert parse_shard(value, total, environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "total", "environ", "problem"),
+    [
+        (None, 3, {}, "needs --shard"),
+        ("3", 3, {}, "does not exist"),
+        ("0", 0, {}, "does not exist"),
+        ("first", 2, {}, "a number or from-pod-name"),
+        ("from-pod-name", 2, {}, "must end in the pod's ordinal"),
+        ("from-pod-name", 2, {"POD_NAME": "exporter-7"}, "does not exist"),
+    ],
+)
+def test_a_wrong_shard_is_a_clear_error(
+    value: str | None, total: int, environ: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_shard(value, total, environ)
