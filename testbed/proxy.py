@@ -33,6 +33,9 @@ class SlowProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._closed.is_set():  # accepted while closing: the server is gone
+                client.close()
+                return
             try:
                 server = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -60,9 +63,15 @@ class SlowProxy:
                 end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        """Stops accepting and ends every open connection, as a server that went away."""
         self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         self._listener.close()
         for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                # shutdown wakes the pump blocked in recv(); close alone would not.
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
 

@@ -128,7 +128,8 @@ def test_a_quiet_table_is_checked_not_recounted(
     second = ledger.refresh(session, tables)
     assert 0 < second.recounted <= 2
     quiet = ledger.refresh(session, tables)
-    assert quiet.recounted == 0 and quiet.checked == quiet.chunks
+    # Only the last chunk, which new actions go into, is read again.
+    assert quiet.recounted == 1 and quiet.checked == quiet.chunks - 1
     assert quiet.by_status_group == first.by_status_group
 
     # Chunks holding a few future actions are checked by id; one of them moves on.
@@ -138,14 +139,14 @@ def test_a_quiet_table_is_checked_not_recounted(
     store.start(future_id)
     store.complete(future_id)
     moved = ledger.refresh(session, tables)
-    assert moved.recounted == 1
+    assert moved.recounted == 2
     assert moved.by_status_group != first.by_status_group
 
     store.purge()  # old chunks lose rows: each is recounted once, then only checked
     purged = ledger.refresh(session, tables)
     assert 0 < purged.recounted < purged.chunks
     again = ledger.refresh(session, tables)
-    assert again.recounted == 0
+    assert again.recounted == 1
 
 
 def test_changes_during_a_walk_are_counted_by_the_next(

@@ -84,6 +84,8 @@ VARIANTS = {
             "global": {"imageRegistry": "registry.example"},
         },
     ),
+    # Issue 19: hundreds of sites split among three exporter pods.
+    "sharded": merged(ALL_ON, **{"sharding": {"enabled": True, "shards": 3}}),
     "podmonitor-options": merged(
         ALL_ON,
         **{
@@ -188,6 +190,10 @@ def test_templates_fail_with_a_clear_message() -> None:
         ),
         (merged(ALL_ON, **{"keda.site": "wordpress"}), r'keda.site is "wordpress", which is not'),
         (merged(ALL_ON, **{"worker.site": "blog"}), r'worker.site is "blog", which is not'),
+        (
+            merged(ALL_ON, replicaCount=2, **{"sharding.enabled": True}),
+            "leave replicaCount at 1",
+        ),
     ]:
         with pytest.raises(helm.HelmError, match=message):
             render(values)
@@ -271,6 +277,32 @@ def test_exporter_pod_is_locked_down() -> None:
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_a_sharded_exporter_is_a_statefulset_whose_pods_take_their_shard_from_their_name() -> None:
+    objects = render(VARIANTS["sharded"])
+    assert not [
+        o
+        for o in objects
+        if o["kind"] == "Deployment"
+        and "exporter" in o["metadata"]["name"]
+        and "worker" not in o["metadata"]["name"]
+    ]
+    stateful = find(objects, "StatefulSet", "exporter")
+    spec = stateful["spec"]
+    assert spec["replicas"] == 3 and spec["podManagementPolicy"] == "Parallel"
+    service = find(objects, "Service", "exporter")
+    assert spec["serviceName"] == service["metadata"]["name"]
+    pod = spec["template"]
+    # The Service (and so the ServiceMonitor) reaches every shard.
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    container = pod["spec"]["containers"][0]
+    assert "--total-shards=3" in container["args"] and "--shard=from-pod-name" in container["args"]
+    assert container["env"] == [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    unsharded = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert not [a for a in unsharded["containers"][0]["args"] if "shard" in a]
 
 
 def test_worker_deployment_finishes_its_batch_on_rollouts() -> None:

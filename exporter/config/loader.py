@@ -49,6 +49,8 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "heavy_interval": values.duration_or_zero,
     "heavy_query_timeout": values.duration,
     "heavy_chunk_rows": values.chunk_rows,
+    "database_pattern": values.text,
+    "discovery_interval": values.duration,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,
@@ -107,7 +109,7 @@ _SITE_KEYS = {
     "kubernetes",
     "replica",
 }
-_TOP_KEYS = {"sites", "defaults", "listen_address"}
+_TOP_KEYS = {"sites", "defaults", "listen_address", "connections_per_server"}
 # A configuration of a thousand sites is a few hundred kilobytes.
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -139,7 +141,15 @@ def load_file(path: str) -> ExporterConfig:
         host, port = _checked(
             source, "listen_address", values.listen_address, document["listen_address"]
         )
-        config = ExporterConfig(sites=sites, listen_host=host, listen_port=port, source=source)
+        config = replace(config, listen_host=host, listen_port=port)
+    if "connections_per_server" in document:
+        connections = _checked(
+            source,
+            "connections_per_server",
+            values.connections_per_server,
+            document["connections_per_server"],
+        )
+        config = replace(config, connections_per_server=connections)
     return config
 
 
@@ -401,15 +411,15 @@ def _check_tls_files(source: str, key: str, tls: dict[str, Any]) -> None:
 def _reject_clashes_after_expansion(source: str, sites: tuple[SiteConfig, ...]) -> None:
     """A `table_prefix: auto` site labels its subsites `name:prefix`: no other site may be
     named like one of them, or two sites would give the same series."""
-    expanding = [site.name for site in sites if site.discovers_prefixes]
+    expanding = [site.name for site in sites if site.discovers_prefixes or site.discovers_databases]
     for index, site in enumerate(sites):
         for name in expanding:
             if site.name != name and site.name.startswith(f"{name}:"):
                 raise ConfigError(
                     source,
                     f"sites[{index}].name",
-                    f"{site.name!r} can clash with the subsites of {name!r} (table_prefix: "
-                    f"auto names them {name}:<prefix>): choose another name",
+                    f"{site.name!r} can clash with the sites {name!r} discovers (it names "
+                    f"them {name}:<prefix> or {name}:<database>): choose another name",
                 )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from exporter.sharding import ALL_SITES, Shard
 
 AUTO_PREFIX = "auto"
+AUTO_DATABASE = "auto"
 DEFAULT_PORT = 9966
 
 
@@ -106,6 +107,9 @@ class SiteConfig:
     # background; 0 runs it inside every scrape instead.
     heavy_interval: float = 300.0
     heavy_query_timeout: float = 60.0
+    # database: auto: the databases whose name matches this LIKE pattern, listed this often.
+    database_pattern: str = "%"
+    discovery_interval: float = 60.0
     # Ids per statement of the heavy tier's walk (see totals/ledger.py).
     heavy_chunk_rows: int = 20_000
     replica: ReplicaConfig | None = None
@@ -116,6 +120,10 @@ class SiteConfig:
     @property
     def discovers_prefixes(self) -> bool:
         return self.table_prefix == AUTO_PREFIX
+
+    @property
+    def discovers_databases(self) -> bool:
+        return self.database == AUTO_DATABASE
 
     def on_replica(self) -> SiteConfig:
         """This site's settings with the replica's connection (the heavy tier's session)."""
@@ -148,3 +156,5 @@ class ExporterConfig:
     source: str = "environment"
     # The part of the sites this replica serves (--shard, --total-shards): all by default.
     shard: Shard = ALL_SITES
+    # Connections to one database server, shared by all its sites and both tiers.
+    connections_per_server: int = 4

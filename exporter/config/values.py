@@ -18,6 +18,8 @@ MAX_INT = 2**31 - 1
 MAX_LOG_ROWS_PER_SCRAPE = 100_000
 MIN_CHUNK_ROWS = 10
 MAX_CHUNK_ROWS = 1_000_000
+# A database server allows 151 connections by default; the shops need most of them.
+MAX_CONNECTIONS_PER_SERVER = 64
 
 
 def duration(value: object) -> float:
@@ -70,6 +72,13 @@ def chunk_rows(value: object) -> int:
     number = positive_int(value)
     if not MIN_CHUNK_ROWS <= number <= MAX_CHUNK_ROWS:
         raise ValueError(f"must be from {MIN_CHUNK_ROWS} to {MAX_CHUNK_ROWS}, got {value!r}")
+    return number
+
+
+def connections_per_server(value: object) -> int:
+    number = positive_int(value)
+    if number > MAX_CONNECTIONS_PER_SERVER:
+        raise ValueError(f"must be at most {MAX_CONNECTIONS_PER_SERVER}, got {value!r}")
     return number
 
 

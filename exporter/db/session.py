@@ -1,12 +1,12 @@
 """One read-only, time-limited database session per configured site.
 
-The connection is opened lazily, reused across scrapes, and dropped after any error
-that may have left it in an unknown state, so the next scrape opens a fresh one.
+The connection is opened lazily (or borrowed from the server's pool for the round), reused
+across scrapes, and dropped after any error that may have left it in an unknown state, so
+the next scrape opens a fresh one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -18,6 +18,7 @@ import pymysql.err
 
 from exporter.config.model import SiteConfig
 from exporter.db.grants import can_write
+from exporter.db.pool import Pooled, ServerPool, login_of
 from exporter.db.query_error import QueryError, classify
 from exporter.db.tls_contexts import SharedContextConnection
 
@@ -27,13 +28,19 @@ Row = tuple[Any, ...]
 
 
 class Session:
-    def __init__(self, site: SiteConfig, *, check_grants: bool = True) -> None:
-        """`check_grants`: read the user's grants at each connection and warn when it may
-        write (the scrape's session does; a second session of the same user need not)."""
+    def __init__(
+        self, site: SiteConfig, *, check_grants: bool = True, pool: ServerPool | None = None
+    ) -> None:
+        """`check_grants`: read the user's grants and warn when it may write (the scrape's
+        session does; a second session of the same user need not). `pool`: borrow the
+        connection from the server's pool for each round (`release` hands it back)
+        instead of keeping one of its own."""
         self._site = site
         self._check_grants = check_grants
-        self._connection: pymysql.connections.Connection[Any] | None = None
+        self._pool = pool
+        self._pooled: Pooled | None = None
         self._lock = threading.Lock()
+        self._warned = False
         self.server_version = ""
         self.can_write = False
         # Time the statements sent on this session took (the database time it cost).
@@ -41,7 +48,7 @@ class Session:
 
     @property
     def connected(self) -> bool:
-        return self._connection is not None
+        return self._pooled is not None
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         rows, _ = self._execute(sql, args)
@@ -72,61 +79,87 @@ class Session:
             finally:
                 self.statement_seconds += time.perf_counter() - started
 
+    def release(self) -> None:
+        """Ends the session's use of its connection: back to the pool, still open (a
+        session without a pool keeps it for the next round)."""
+        with self._lock:
+            if self._pool is not None and self._pooled is not None:
+                self._pool.release(self._pooled)
+                self._pooled = None
+
     def close(self) -> None:
         with self._lock:
-            self._drop()
+            if self._pool is not None and self._pooled is not None:
+                self._pool.release(self._pooled)
+                self._pooled = None
+            else:
+                self._drop()
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
-        if self._connection is not None:
-            return self._connection
+        if self._pooled is not None:
+            return self._pooled.connection
         site = self._site
-        timeout = site.query_timeout
         try:
-            connection = SharedContextConnection(
-                host=site.host,
-                port=site.port,
-                user=site.user,
-                # As UTF-8, which MariaDB and MySQL clients send (PyMySQL would send a str
-                # as latin-1, and fail on any other character).
-                password=site.password.encode("utf-8"),
-                database=site.database,
-                unix_socket=site.unix_socket,
-                charset="utf8mb4",
-                autocommit=True,
-                connect_timeout=max(1, round(timeout)),
-                # The server stops a statement at `timeout`; the client waits a little longer
-                # so that the server's own error, which names the cause, arrives first.
-                read_timeout=max(1, round(timeout + 2)),
-                write_timeout=max(1, round(timeout + 2)),
-                **_tls_arguments(site),
-            )
-            self.server_version = _prepare(connection, timeout)
-            if self._check_grants:
-                self.can_write = _user_can_write(connection, site.database)
+            if self._pool is None:
+                pooled = self._open()
+            else:
+                pooled = self._pool.acquire(site, site.query_timeout, self._open)
+            if self._check_grants and pooled.grants is None:
+                pooled.grants = _grants(pooled.connection)
         except pymysql.err.MySQLError as error:
             raise classify(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
-        self._connection = connection
-        if self.can_write:
+        self._pooled = pooled
+        self.server_version = pooled.server_version
+        self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
+        if self.can_write and not self._warned:
+            self._warned = True
             log.warning(
                 "the database user may write site=%s user=%s: grant it SELECT on the "
                 "four Action Scheduler tables only (README, 'The database user')",
                 site.name,
                 site.user,
             )
-        log.debug(
-            "connected site=%s endpoint=%s server=%s", site.name, site.endpoint, self.server_version
+        return pooled.connection
+
+    def _open(self) -> Pooled:
+        site = self._site
+        timeout = site.query_timeout
+        connection = SharedContextConnection(
+            host=site.host,
+            port=site.port,
+            user=site.user,
+            # As UTF-8, which MariaDB and MySQL clients send (PyMySQL would send a str
+            # as latin-1, and fail on any other character).
+            password=site.password.encode("utf-8"),
+            database=site.database,
+            unix_socket=site.unix_socket,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=max(1, round(timeout)),
+            # The server stops a statement at `timeout`; the client waits a little longer
+            # so that the server's own error, which names the cause, arrives first.
+            read_timeout=max(1, round(timeout + 2)),
+            write_timeout=max(1, round(timeout + 2)),
+            **_tls_arguments(site),
         )
-        return connection
+        try:
+            version = _prepare(connection, timeout)
+        except BaseException:
+            connection.close()
+            raise
+        log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint, version)
+        return Pooled(connection, login_of(site), site.database, version)
 
     def _drop(self) -> None:
-        if self._connection is None:
+        pooled, self._pooled = self._pooled, None
+        if pooled is None:
             return
-        # The server side may already be gone; there is nothing more to release then.
-        with contextlib.suppress(pymysql.err.Error):
-            self._connection.close()
-        self._connection = None
+        if self._pool is not None:
+            self._pool.discard(pooled)
+        else:
+            pooled.close()
 
 
 def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
@@ -143,10 +176,10 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
     return version
 
 
-def _user_can_write(connection: pymysql.connections.Connection[Any], database: str) -> bool:
+def _grants(connection: pymysql.connections.Connection[Any]) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute("SHOW GRANTS")
-        return can_write([str(row[0]) for row in cursor.fetchall()], database)
+        return [str(row[0]) for row in cursor.fetchall()]
 
 
 def _tls_arguments(site: SiteConfig) -> dict[str, Any]:

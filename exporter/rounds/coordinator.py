@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
 from exporter.collectors import default_collectors
 from exporter.collectors.context import Collector
-from exporter.config.model import ExporterConfig
+from exporter.config.model import ExporterConfig, SiteConfig
+from exporter.metrics import catalog
+from exporter.metrics.samples import sample
+from exporter.rounds.discovery import DatabaseDiscovery
+from exporter.rounds.lanes import Lanes
 from exporter.rounds.result import SiteResult
 from exporter.rounds.singleflight import SingleFlight
 from exporter.rounds.site_round import SiteRound
@@ -18,14 +23,21 @@ from exporter.sources.source import Clock
 DEFAULT_SCRAPE_TIMEOUT = 10.0
 # The least time a round may take before it skips what is left (see begin).
 MIN_ROUND_SECONDS = DEFAULT_SCRAPE_TIMEOUT - 0.5
-# Rounds of different sites run side by side, up to this many at once.
-MAX_PARALLEL_SITES = 16
 
 
 @dataclass(frozen=True)
 class PendingScrape:
     started: float
+    rounds: list[SiteRound]
     futures: list[Future[list[SiteResult]]]
+    # Discovery entries that found no database (or could not list them yet).
+    undiscovered: list[SiteResult]
+
+
+@dataclass
+class _Entry:
+    round: SiteRound
+    flight: SingleFlight[list[SiteResult]]
 
 
 class Coordinator:
@@ -35,25 +47,31 @@ class Coordinator:
         collectors: Sequence[Collector] | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        chosen = tuple(collectors) if collectors is not None else default_collectors()
+        self._collectors = tuple(collectors) if collectors is not None else default_collectors()
         self.config = config
         self._clock = clock
-        shard = config.shard
-        # A network (table_prefix: auto) is split by subsite, in its round; others here.
-        self.sites = [
-            SiteRound(site, chosen, clock, shard)
+        self._shard = config.shard
+        # Rounds run in their database server's lane, at most connections_per_server at once.
+        self.lanes = Lanes(config.connections_per_server)
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._discoveries = [
+            DatabaseDiscovery(site, self.lanes, clock)
             for site in config.sites
-            if site.discovers_prefixes or shard.owns(site.name)
+            if site.discovers_databases
         ]
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, min(len(self.sites), MAX_PARALLEL_SITES)),
-            thread_name_prefix="round",
-        )
-        self._flights = [SingleFlight(self._executor, site_round.run) for site_round in self.sites]
+        for site in config.sites:
+            if not site.discovers_databases:
+                self._add(site)
+
+    @property
+    def sites(self) -> list[SiteRound]:
+        with self._lock:
+            return [entry.round for entry in self._entries.values()]
 
     def scrape(self, timeout: float = DEFAULT_SCRAPE_TIMEOUT) -> list[SiteResult]:
         pending = self.begin(timeout)
-        wait(pending.futures, timeout=timeout)
+        wait(pending.futures, timeout=max(0.0, pending.started + timeout - self._clock()))
         return self.results(pending)
 
     def begin(self, timeout: float) -> PendingScrape:
@@ -63,20 +81,70 @@ class Coordinator:
         that starts it: a scrape with a tiny timeout gets what is read by then, and does
         not cut the round short for the scrapes that join it."""
         started = self._clock()
+        undiscovered = self._discover(timeout / 2)
         deadline = started + max(timeout, MIN_ROUND_SECONDS)
-        return PendingScrape(started, [flight.join(deadline) for flight in self._flights])
+        with self._lock:
+            entries = list(self._entries.values())
+        return PendingScrape(
+            started,
+            [entry.round for entry in entries],
+            [entry.flight.join(deadline) for entry in entries],
+            undiscovered,
+        )
 
     def results(self, pending: PendingScrape) -> list[SiteResult]:
         """What the rounds found; a round still running counts as past the deadline."""
-        results: list[SiteResult] = []
-        for site_round, future in zip(self.sites, pending.futures, strict=True):
-            if future.done():
+        results: list[SiteResult] = list(pending.undiscovered)
+        for site_round, future in zip(pending.rounds, pending.futures, strict=True):
+            if future.done() and not future.cancelled():
                 results.extend(future.result())
             else:
                 results.extend(site_round.timed_out(self._clock() - pending.started))
         return results
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for discovery in self._discoveries:
+            discovery.close()
         for site_round in self.sites:
             site_round.close()
+        self.lanes.close()
+
+    def _add(self, site: SiteConfig) -> None:
+        # A network (table_prefix: auto) is split by subsite in its round; others here.
+        if not (site.discovers_prefixes or self._shard.owns(site.name)):
+            return
+        site_round = SiteRound(site, self._collectors, self._clock, self._shard, self.lanes)
+        flight = SingleFlight(self.lanes.for_site(site).rounds, site_round.run)
+        with self._lock:
+            self._entries[site.name] = _Entry(site_round, flight)
+
+    def _discover(self, budget: float) -> list[SiteResult]:
+        """Adds the rounds of databases found since the last scrape and drops those of
+        databases gone; an entry that found none is reported as down (on one shard)."""
+        undiscovered: list[SiteResult] = []
+        for discovery in self._discoveries:
+            sites, found = discovery.sites(budget)
+            prefix = f"{discovery.entry.name}:"
+            wanted = {site.name: site for site in sites}
+            with self._lock:
+                known = {name for name in self._entries if name.startswith(prefix)}
+                gone = [self._entries.pop(name) for name in known - wanted.keys()]
+            for entry in gone:
+                entry.round.close()
+            for name in sorted(wanted.keys() - known):
+                self._add(wanted[name])
+            if not sites and self._shard.owns(discovery.entry.name):
+                problem = found.problem or (
+                    f"no database matching {discovery.entry.database_pattern!r} has "
+                    "Action Scheduler tables that the exporter's user can see"
+                    if found.listed
+                    else "the databases are being listed"
+                )
+                undiscovered.append(_down(discovery.entry, problem))
+        return undiscovered
+
+
+def _down(entry: SiteConfig, problem: str) -> SiteResult:
+    result = SiteResult(entry.name, entry.labels, up=False, problems=[problem])
+    result.samples.append(sample(catalog.UP, False))
+    return result

@@ -21,6 +21,7 @@ from exporter.db.session import Session
 from exporter.db.tables import TableNames
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
+from exporter.rounds.lanes import Lanes
 from exporter.rounds.observer import Observer
 from exporter.sources.background import BackgroundRefresh
 from exporter.sources.source import NOT_READ, Reading, SourceError
@@ -37,8 +38,10 @@ class HeavyTier:
         collectors: Sequence[Collector],
         observer: Observer,
         ledgers: Ledgers,
+        lanes: Lanes | None = None,
     ) -> None:
         self._site = site
+        self._lanes = lanes
         self.collectors = tuple(collectors)
         self._observer = observer
         self._ledgers = ledgers
@@ -49,7 +52,11 @@ class HeavyTier:
         self._prefixes: tuple[str, ...] = ()
         self._labels: dict[str, str] = {}
         self._refresh = BackgroundRefresh[Readings](
-            f"heavy-{site.name}", site.heavy_interval, self._read_all, observer.clock
+            f"heavy-{site.name}",
+            site.heavy_interval,
+            self._read_all,
+            observer.clock,
+            executor=lanes.for_site(site).refreshes if lanes else None,
         )
 
     def samples(self, labels: dict[str, str], budget: float) -> dict[str, list[Sample]]:
@@ -148,8 +155,8 @@ class HeavyTier:
         site = dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout)
         replica = site.replica
         if replica is None:
-            return Session(site, check_grants=False)
-        session = Session(site.on_replica(), check_grants=False)
+            return self._new_session(site)
+        session = self._new_session(site.on_replica())
         try:
             lag = replica_lag(session)
             self._replica_lag = lag
@@ -171,5 +178,11 @@ class HeavyTier:
         session.close()
         if replica.fallback == "primary":
             self._replica_problem += "; the totals were read from the primary"
-            return Session(site, check_grants=False)
+            return self._new_session(site)
         return None
+
+    def _new_session(self, site: SiteConfig) -> Session:
+        """A session of the refresh's own: borrowed from the server's pool when there is
+        one, else a connection closed when the refresh ends."""
+        pool = self._lanes.for_site(site).pool if self._lanes else None
+        return Session(site, check_grants=False, pool=pool)

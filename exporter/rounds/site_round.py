@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from exporter.metrics.samples import sample
 from exporter.rounds.counters import SiteCounters
 from exporter.rounds.deadline import Deadline
 from exporter.rounds.heavy_tier import HeavyTier
+from exporter.rounds.lanes import Lane, Lanes
 from exporter.rounds.observer import Observer
 from exporter.rounds.result import SiteResult
 from exporter.rounds.scheduled import ScheduledSource
@@ -61,10 +63,14 @@ class SiteRound:
         collectors: Sequence[Collector],
         clock: Clock = time.monotonic,
         shard: Shard = ALL_SITES,
+        lanes: Lanes | None = None,
     ) -> None:
+        """`lanes`: borrow connections from the database server's pool (the exporter);
+        without, the site keeps a connection of its own (one-off checks, tests)."""
         self.site = site
         self._shard = shard
-        self.session = Session(site)
+        self._lane = lanes.for_site(site) if lanes else None
+        self.session = Session(site, pool=self._lane.pool if self._lane else None)
         self._clock = clock
         self._observer = Observer(SiteCounters(), clock)
         database: tuple[Collector, ...] = (*collectors, LogFollower(site, clock))
@@ -72,7 +78,9 @@ class SiteRound:
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
         heavy = tuple(c for c in database if c.freshness(site).background)
         self._ledgers = Ledgers(site.heavy_chunk_rows)
-        self._heavy = HeavyTier(site, heavy, self._observer, self._ledgers) if heavy else None
+        self._heavy = (
+            HeavyTier(site, heavy, self._observer, self._ledgers, lanes) if heavy else None
+        )
         self._site_sources: list[ScheduledSource[Any]] = [
             ScheduledSource(SiteSettings(), site, site, self._observer)
         ]
@@ -93,7 +101,10 @@ class SiteRound:
             self._in_flight = {}
             self._running = True
         try:
-            results = self._run_database(deadline)
+            try:
+                results = self._run_database(deadline)
+            finally:
+                self.session.release()
             # Independent of the database: reported whether the site is up or not, within
             # the time the round has left.
             self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
@@ -178,14 +189,14 @@ class SiteRound:
                 f"no table named *actionscheduler_actions in database {self.site.database}",
                 started,
             )
-        results: dict[str, SiteResult] = {}
-        for prefix in prefixes:
-            label = self.site_label(prefix)
-            if not self.session.connected and results:
-                problem = "the connection was lost earlier in this round"
-                results[prefix] = self._down(label, "connect", problem, started)
-            else:
-                results[prefix] = self._run_prefix(prefix, deadline)
+        if len(prefixes) > 1 and self._lane is not None:
+            # A network's subsites are read side by side on the server's connections.
+            self.session.release()
+            results = self._run_prefixes_in_lane(prefixes, deadline, self._lane, started)
+        else:
+            results = self._run_prefixes(iter(prefixes), deadline, self.session, started)
+        # Before waiting for the heavy tier, which may need a connection of the same pool.
+        self.session.release()
         if self._heavy is not None:
             up = {prefix: result.site for prefix, result in results.items() if result.up}
             budget = deadline.at - self._clock() - _HANDOVER_MARGIN
@@ -198,6 +209,58 @@ class SiteRound:
                 flight.done = True
         return list(results.values())
 
+    def _run_prefixes(
+        self,
+        prefixes: Iterator[str],
+        deadline: Deadline,
+        session: Session,
+        started: float,
+        results: dict[str, SiteResult] | None = None,
+    ) -> dict[str, SiteResult]:
+        """Reads the prefixes one after the other on one session; once its connection is
+        lost, the rest are reported down at once instead of each waiting to reconnect."""
+        results = {} if results is None else results
+        lost = False
+        for prefix in prefixes:
+            label = self.site_label(prefix)
+            if lost:
+                problem = "the connection was lost earlier in this round"
+                results[prefix] = self._down(label, "connect", problem, started, session)
+                continue
+            results[prefix] = self._run_prefix(prefix, deadline, session)
+            lost = not session.connected
+        return results
+
+    def _run_prefixes_in_lane(
+        self, prefixes: list[str], deadline: Deadline, lane: Lane, started: float
+    ) -> dict[str, SiteResult]:
+        pending = iter(prefixes)
+        lock = threading.Lock()
+        results: dict[str, SiteResult] = {}
+
+        def next_prefixes() -> Iterator[str]:
+            while True:
+                with lock:
+                    prefix = next(pending, None)
+                if prefix is None:
+                    return
+                yield prefix
+
+        def work() -> None:
+            session = Session(self.site, pool=lane.pool)
+            try:
+                self._run_prefixes(next_prefixes(), deadline, session, started, results)
+            finally:
+                session.release()
+
+        workers = [lane.prefixes.submit(work) for _ in range(min(lane.pool.size, len(prefixes)))]
+        wait(workers, timeout=max(0.0, deadline.at - self._clock()))
+        problem = "the round of queries ran past the scrape's deadline"
+        for prefix in prefixes:  # those no worker reached in time
+            if prefix not in results:
+                results[prefix] = self._down(self.site_label(prefix), "deadline", problem, started)
+        return {prefix: results[prefix] for prefix in prefixes}
+
     def _prefixes(self) -> list[str]:
         if self.site.discovers_prefixes:
             found = discover_prefixes(self.session)
@@ -206,17 +269,17 @@ class SiteRound:
             self._ledgers.keep(self._known_prefixes)
         return self._known_prefixes
 
-    def _run_prefix(self, prefix: str, deadline: Deadline) -> SiteResult:
+    def _run_prefix(self, prefix: str, deadline: Deadline, session: Session) -> SiteResult:
         started = self._clock()
         label = self.site_label(prefix)
         tables = TableNames(prefix)
-        spent = self.session.statement_seconds
+        spent = session.statement_seconds
         try:
-            stats = read_table_stats(self.session, tables)
+            stats = read_table_stats(session, tables)
         except QueryError as error:
-            return self._down(label, error.kind, error.message, started)
+            return self._down(label, error.kind, error.message, started, session)
         finally:
-            self._spent(label, "hot", spent)
+            self._spent(label, "hot", spent, session)
 
         result = SiteResult(label, self.site.labels, up=True)
         result.samples += [
@@ -227,26 +290,26 @@ class SiteRound:
             problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
             for collector in self._in_round:
                 result.samples += self._observer.report(collector, NOT_READ, aged=False)
-            return self._finish(result, started, failure=("missing_table", problem))
+            return self._finish(result, started, session, failure=("missing_table", problem))
 
         observer = self._observer
         # Read only when the heavy collectors run in the round (heavy_interval 0).
-        totals = self._ledgers.walk(prefix, self.session, tables)
-        context = DatabaseContext(self.session, tables, self.site, stats, totals=totals)
+        totals = self._ledgers.walk(prefix, session, tables)
+        context = DatabaseContext(session, tables, self.site, stats, totals=totals)
         flight = _InFlight(result, started)
         with self._in_flight_lock:
             self._in_flight[label] = flight
         for collector in self._in_round:
             reading = NOT_READ
-            if not self.session.connected:
+            if not session.connected:
                 pass  # reported as not read: the connection is gone
             elif self._clock() > deadline.at:
                 observer.count(label, collector, "deadline")
                 result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
             else:
-                spent = self.session.statement_seconds
+                spent = session.statement_seconds
                 reading = observer.read(collector, context, label)
-                self._spent(label, collector.tier, spent)
+                self._spent(label, collector.tier, spent, session)
                 if not reading.ok:
                     result.problems.append(f"{collector.name}: {reading.problem}")
             reported = observer.report(collector, reading, aged=False)
@@ -254,18 +317,19 @@ class SiteRound:
                 result.samples += reported
         with self._in_flight_lock:
             flight.finished = True
-            if not self.session.connected:
+            if not session.connected:
                 return self._finish(
                     result,
                     started,
+                    session,
                     failure=("connect", "the connection was lost during the round"),
                     counted=True,
                 )
-            return self._finish(result, started)
+            return self._finish(result, started, session)
 
-    def _spent(self, label: str, tier: str, before: float) -> None:
+    def _spent(self, label: str, tier: str, before: float, session: Session) -> None:
         """Counts the database time the session spent since `before`, for the tier."""
-        spent = self.session.statement_seconds - before
+        spent = session.statement_seconds - before
         self._observer.counters.add(label, catalog.DATABASE_SECONDS, tier, spent)
 
     def _whole_site_label(self) -> list[str]:
@@ -279,16 +343,24 @@ class SiteRound:
         labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
         return [self._down(label, kind, problem, started) for label in labels]
 
-    def _down(self, label: str, kind: str, problem: str, started: float) -> SiteResult:
+    def _down(
+        self,
+        label: str,
+        kind: str,
+        problem: str,
+        started: float,
+        session: Session | None = None,
+    ) -> SiteResult:
         result = SiteResult(label, self.site.labels, up=False)
         for collector in self._in_round:
             result.samples += self._observer.report(collector, NOT_READ, aged=False)
-        return self._finish(result, started, failure=(kind, problem))
+        return self._finish(result, started, session, failure=(kind, problem))
 
     def _finish(
         self,
         result: SiteResult,
         started: float,
+        session: Session | None = None,
         failure: tuple[str, str] | None = None,
         *,
         counted: bool = False,
@@ -309,8 +381,8 @@ class SiteRound:
                     result.samples += observer.report(collector, NOT_READ, aged=False)
         else:
             observer.problem(label, note)
-        if self.session.connected:
-            result.samples.append(sample(catalog.USER_CAN_WRITE, self.session.can_write))
+        if session is not None and session.connected:
+            result.samples.append(sample(catalog.USER_CAN_WRITE, session.can_write))
         result.samples += [
             sample(catalog.UP, result.up),
             sample(catalog.SCRAPE_DURATION, self._clock() - started),

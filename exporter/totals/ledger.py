@@ -7,14 +7,16 @@ each for as long as it took (so the walk uses at most half of one connection's t
 and remembers every chunk's counts.
 
 At the next refresh most chunks need no recount. Action Scheduler never changes a
-finished action (complete, failed, canceled) again; it only deletes it (the cleaner's
-purge). So a chunk whose ids were all handed out a refresh ago, and whose open actions
-(pending, in-progress) are few enough to remember by id, can only have changed if a row
-was deleted or one of those open actions moved on. Both are seen cheaply: its rows per
-group counted on the `group_id` index alone (an index-only range, no table row read),
-and the status of its remembered open actions read by primary key. Any difference, and
-the chunk is recounted. The totals are therefore exact, as of the walk that produced
-them: each row is counted once, in its own chunk, during that walk.
+finished action (complete, failed, canceled) again and never inserts below ids it has
+handed out; it only moves open actions (pending, in-progress) on and deletes finished
+ones (the cleaner's purge). So a chunk whose ids were handed out a refresh ago has
+changed only if its number of rows changed (a deletion) or its open actions' counts per
+status did (one moved on). Both are read without touching the table's rows: the rows on
+the `group_id` index (index-only, one range per chunk) and the open actions of the whole
+table, per chunk and status, on the `status_scheduled_date_gmt` index (one statement, as
+long as the queue, not the table). Any difference, and the chunk is recounted. The totals
+are therefore exact as of the walk that produced them: each row is counted once, in its
+own chunk, during that walk.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from exporter.collectors.groups import placeholders
 from exporter.db.session import Row, Session
 from exporter.db.tables import TableNames
 from exporter.sources.source import SourceError
-from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, MAX_OPEN_ROWS, Chunk
+from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
 
 # How long the walk rests after a statement, relative to the statement's own time.
 PAUSE_RATIO = 1.0
@@ -71,7 +73,7 @@ class ActionLedger:
     def refresh(self, session: Session, tables: TableNames) -> Totals:
         """Walks the table; raises QueryError (and keeps what it had) if a statement fails."""
         with self._lock:
-            walk = _Walk(session, tables, self._pause_ratio, self._sleep)
+            walk = _Walk(session, tables, self._chunk_rows, self._pause_ratio, self._sleep)
             max_id, now = walk.high_water()
             if max_id is None or (self._max_id is not None and max_id < self._max_id):
                 # Empty, or emptied and refilled: ids may have been handed out again.
@@ -91,8 +93,11 @@ class ActionLedger:
                     walk.recount(chunk, basis)
                     totals.recounted += 1
             end = self._chunks[-1].end if self._chunks else -1
+            size = self._chunk_rows
             while max_id is not None and (next_id := walk.next_id(end)) is not None:
-                chunk = Chunk(end + 1, max(next_id, end + 1) + self._chunk_rows - 1)
+                # From the last chunk's end (ids that come late in a gap are in it) to the
+                # end of the next id's cell of the grid.
+                chunk = Chunk(end + 1, (next_id // size + 1) * size - 1)
                 walk.recount(chunk, basis)
                 self._chunks.append(chunk)
                 totals.recounted += 1
@@ -109,15 +114,19 @@ class _Walk:
         self,
         session: Session,
         tables: TableNames,
+        chunk_rows: int,
         pause_ratio: float,
         sleep: Callable[[float], None],
     ) -> None:
         self._session = session
         self._actions = tables.actions
         self._groups = tables.groups
+        self._chunk_rows = chunk_rows
         self._pause_ratio = pause_ratio
         self._sleep = sleep
         self._known_groups: list[int] | None = None
+        # Open actions per grid cell (action_id // chunk_rows) and status, read once.
+        self._open_by_cell: dict[int, Counter[str]] | None = None
 
     def high_water(self) -> tuple[int | None, int]:
         """The highest action id, and the database's UTC clock as seconds since the floor."""
@@ -145,7 +154,6 @@ class _Walk:
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR, chunk.start, chunk.end),
         )
         counted = Chunk(chunk.start, chunk.end, basis=basis, counted=True)
-        open_by_status: Counter[str] = Counter()
         for raw_status, raw_group, raw_hook, raw_count, oldest in rows:
             status = label_value(raw_status).lower()
             group = None if raw_group is None else int(raw_group)
@@ -155,54 +163,43 @@ class _Walk:
             if status == "failed":
                 counted.failed_by_hook[label_value(raw_hook)] += count
             if status not in FINISHED:
-                open_by_status[status] += count
+                counted.open_by_status[status] += count
             if oldest is not None:
                 value = int(oldest)
                 if counted.oldest_finished is None or value < counted.oldest_finished:
                     counted.oldest_finished = value
-        open_total = sum(open_by_status.values())
-        if open_total > MAX_OPEN_ROWS:
-            counted.open_rows = None
-        elif open_total:
-            counted.open_rows = self._open_rows(chunk)
-            if Counter(counted.open_rows.values()) != open_by_status:
-                # An action moved on between the two statements: count it again next time.
-                counted.basis = -1
         _assign(chunk, counted)
 
     def unchanged(self, chunk: Chunk) -> bool:
-        # Its own groups, and every other group the site has (while they are few): a row
-        # committed late into the chunk is then seen as well as a deleted one.
-        own = {group for group, rows in chunk.rows_by_group.items() if rows and group is not None}
+        if self._open_in(chunk) != +chunk.open_by_status:
+            return False
+        # Its own groups and every other group the site has (while they are few): a row
+        # committed late into the chunk is counted as well as a deleted one is missed.
+        own = {group for group, rows in chunk.rows_by_group.items() if group is not None}
         groups = sorted({0, *own, *self._site_groups()})
-        if groups:
-            found = self._query(
-                f"SELECT group_id, COUNT(*) FROM {self._actions}"
-                f" WHERE group_id IN ({placeholders(groups)}) AND action_id BETWEEN %s AND %s"
-                " GROUP BY group_id",
-                [*groups, chunk.start, chunk.end],
-            )
-            expected = {group: rows for group, rows in chunk.rows_by_group.items() if rows}
-            if {int(group): int(count) for group, count in found} != expected:
-                return False
-        else:
-            (count,) = self._query(
-                f"SELECT COUNT(*) FROM {self._actions} WHERE action_id BETWEEN %s AND %s",
-                (chunk.start, chunk.end),
-            )[0]
-            if int(count):
-                return False
-        if chunk.open_rows:
-            ids = sorted(chunk.open_rows)
-            found = self._query(
-                f"SELECT action_id, status FROM {self._actions}"
-                f" WHERE action_id IN ({placeholders(ids)})",
-                ids,
-            )
-            current = {int(action_id): label_value(status).lower() for action_id, status in found}
-            if current != chunk.open_rows:
-                return False
-        return True
+        (count,) = self._query(
+            f"SELECT COUNT(*) FROM {self._actions}"
+            f" WHERE group_id IN ({placeholders(groups)}) AND action_id BETWEEN %s AND %s",
+            [*groups, chunk.start, chunk.end],
+        )[0]
+        return int(count) == chunk.rows
+
+    def _open_in(self, chunk: Chunk) -> Counter[str]:
+        if self._open_by_cell is None:
+            self._open_by_cell = {}
+            for cell, raw_status, count in self._query(
+                f"SELECT action_id DIV %s, status, COUNT(*) FROM {self._actions}"
+                f" WHERE status NOT IN ({_FINISHED_SQL}) GROUP BY 1, 2",
+                (self._chunk_rows,),
+            ):
+                by_status = self._open_by_cell.setdefault(int(cell), Counter())
+                by_status[label_value(raw_status).lower()] += int(count)
+        found: Counter[str] = Counter()
+        first, last = chunk.start // self._chunk_rows, chunk.end // self._chunk_rows
+        for cell, by_status in self._open_by_cell.items():
+            if first <= cell <= last:  # chunks are whole cells of the grid
+                found.update(by_status)
+        return +found
 
     def _site_groups(self) -> list[int]:
         """The groups table's ids, read once per walk; none when there are too many."""
@@ -213,14 +210,6 @@ class _Walk:
             ids = [int(group_id) for (group_id,) in found]
             self._known_groups = ids if len(ids) <= MAX_CHECKED_GROUPS else []
         return self._known_groups
-
-    def _open_rows(self, chunk: Chunk) -> dict[int, str]:
-        found = self._query(
-            f"SELECT action_id, status FROM {self._actions}"
-            f" WHERE action_id BETWEEN %s AND %s AND status NOT IN ({_FINISHED_SQL})",
-            (chunk.start, chunk.end),
-        )
-        return {int(action_id): label_value(status).lower() for action_id, status in found}
 
     def _query(self, sql: str, args: Sequence[object]) -> list[Row]:
         started = time.perf_counter()
@@ -236,7 +225,7 @@ def _assign(chunk: Chunk, counted: Chunk) -> None:
         "failed_by_hook",
         "oldest_finished",
         "rows_by_group",
-        "open_rows",
+        "open_by_status",
         "basis",
         "counted",
     ):

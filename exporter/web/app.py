@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import time
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
@@ -36,11 +37,16 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
         timeout = _scrape_timeout(request.headers.get(SCRAPE_TIMEOUT_HEADER))
         if isinstance(timeout, str):
             return PlainTextResponse(timeout, status_code=400)
-        # Waiting on the rounds holds no thread: any number of scrapes can share a round.
-        pending = coordinator.begin(timeout)
-        await asyncio.wait(
-            [asyncio.wrap_future(future) for future in pending.futures], timeout=timeout
-        )
+        # Joining the rounds may wait for a first listing of databases (database: auto):
+        # off the event loop. Waiting on the rounds holds no thread: any number of scrapes
+        # can share a round.
+        started = time.monotonic()
+        pending = await asyncio.to_thread(coordinator.begin, timeout)
+        if pending.futures:
+            await asyncio.wait(
+                [asyncio.wrap_future(future) for future in pending.futures],
+                timeout=max(0.0, timeout - (time.monotonic() - started)),
+            )
         body, content_type = render(coordinator.results(pending), request.headers.get("accept"))
         return Response(body, media_type=content_type)
 

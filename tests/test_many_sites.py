@@ -1,0 +1,199 @@
+"""Many sites in one exporter, on real MariaDB: connections bounded per server and shared by
+its sites (counted by the server, for the exporter's own user), one locked or unreachable
+site costing the others nothing, databases discovered as they appear and disappear, and one
+TLS context for all connections of the same TLS setting."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from exporter.config import ExporterConfig, SiteConfig
+from exporter.db import tls_contexts
+from exporter.metrics import catalog
+from exporter.rounds.coordinator import Coordinator
+from exporter.rounds.result import SiteResult
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.waiting import wait_until
+
+USER, PASSWORD = "as_many_sites", "many-sites-pw"
+DATABASES = [f"as_many_{index}" for index in range(24)]
+
+
+@pytest.fixture(scope="module")
+def databases(mariadb: Server) -> Iterator[list[str]]:
+    """Two dozen stores, a database each, with a due action per store number; read by a
+    user of the exporter's own, so that its connections can be counted by the server."""
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+        cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
+        for index, database in enumerate(DATABASES):
+            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+            cursor.execute(f"CREATE DATABASE `{database}`")
+            cursor.execute(f"GRANT SELECT ON `{database}`.* TO '{USER}'@'%'")
+            store = ActionSchedulerStore(mariadb.connect(database))
+            store.create_tables()
+            for number in range(index % 3 + 1):
+                store.create("woocommerce_deliver_webhook_async", args=[number])
+            store.connection.close()
+    yield DATABASES
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        for database in DATABASES:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+
+
+def store_site(mariadb: Server, database: str, **overrides: Any) -> SiteConfig:
+    fields: dict[str, Any] = {
+        "name": database,
+        "host": mariadb.host,
+        "port": mariadb.port,
+        "user": USER,
+        "password": PASSWORD,
+        "database": database,
+        "query_timeout": 2.0,
+    }
+    return SiteConfig(**(fields | overrides))
+
+
+def exporter_connections(mariadb: Server) -> int:
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (USER,)
+        )
+        return int(cursor.fetchone()[0])
+
+
+def due(result: SiteResult) -> float | None:
+    return result.value(catalog.DUE_ACTIONS.name, claim="unclaimed")
+
+
+def test_connections_are_bounded_per_server_and_shared_by_its_sites(
+    mariadb: Server, databases: list[str]
+) -> None:
+    config = ExporterConfig(
+        sites=tuple(store_site(mariadb, database) for database in databases),
+        connections_per_server=3,
+    )
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(exporter_connections(mariadb))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    coordinator = Coordinator(config)
+    try:
+        for _ in range(3):
+            results = {result.site: result for result in coordinator.scrape(10.0)}
+            for index, database in enumerate(databases):
+                assert results[database].up, results[database].problems
+                assert due(results[database]) == index % 3 + 1
+        assert sum(coordinator.lanes.open_connections().values()) <= 3
+    finally:
+        stop.set()
+        watcher.join()
+        coordinator.close()
+    assert seen and max(seen) <= 3, max(seen)
+    assert wait_until(lambda: exporter_connections(mariadb) == 0, 10)
+
+
+def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(
+    mariadb: Server,
+    databases: list[str],
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    locked, *others = databases[:8]
+    sites = [store_site(mariadb, database, query_timeout=1.0) for database in databases[:8]]
+    unreachable = store_site(mariadb, "as_many_gone", name="gone", port=1, query_timeout=1.0)
+    config = ExporterConfig(sites=(*sites, unreachable), connections_per_server=2)
+    blocker = connect()
+    with blocker.cursor() as cursor:  # holds the table until the test ends
+        cursor.execute(f"LOCK TABLES `{locked}`.wp_actionscheduler_actions WRITE")
+    coordinator = Coordinator(config)
+    try:
+        results = {result.site: result for result in coordinator.scrape(10.0)}
+    finally:
+        coordinator.close()
+        with blocker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+    for index, database in enumerate(others, start=1):
+        result = results[database]
+        assert result.up and due(result) == index % 3 + 1, result.problems
+        assert result.value(catalog.COLLECTOR_SUCCESS.name, collector="due") == 1.0
+    assert results[locked].value(catalog.COLLECTOR_SUCCESS.name, collector="due") == 0.0
+    assert any("due" in problem for problem in results[locked].problems)
+    assert not results["gone"].up
+
+
+def test_databases_are_discovered_as_they_appear_and_disappear(
+    mariadb: Server, databases: list[str]
+) -> None:
+    pattern = "as\\_many\\_1%"  # as_many_1, as_many_10 ... as_many_19
+    expected = {d for d in databases if d.startswith("as_many_1")}
+    entry = store_site(
+        mariadb, "auto", name="agency", database_pattern=pattern, discovery_interval=0.2
+    )
+    empty = store_site(
+        mariadb, "auto", name="none", database_pattern="as\\_nothing\\_%", discovery_interval=0.2
+    )
+    coordinator = Coordinator(ExporterConfig(sites=(entry, empty)))
+
+    def sites() -> dict[str, SiteResult]:
+        return {result.site: result for result in coordinator.scrape(10.0)}
+
+    try:
+        found = sites()
+        assert {name for name in found if name.startswith("agency:")} == {
+            f"agency:{database}" for database in expected
+        }
+        assert all(found[f"agency:{d}"].up for d in expected)
+        assert not found["none"].up and "no database matching" in found["none"].problems[0]
+
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("CREATE DATABASE as_many_1_new")
+            cursor.execute(f"GRANT SELECT ON as_many_1_new.* TO '{USER}'@'%'")
+            cursor.execute("CREATE DATABASE as_many_1_no_plugin")  # no Action Scheduler
+            cursor.execute(f"GRANT SELECT ON as_many_1_no_plugin.* TO '{USER}'@'%'")
+            cursor.execute("CREATE TABLE as_many_1_no_plugin.wp_posts (id INT)")
+        ActionSchedulerStore(mariadb.connect("as_many_1_new")).create_tables()
+        assert wait_until(lambda: "agency:as_many_1_new" in sites(), 10)
+        assert "agency:as_many_1_no_plugin" not in sites()
+
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("DROP DATABASE as_many_1_new")
+        assert wait_until(lambda: "agency:as_many_1_new" not in sites(), 10)
+    finally:
+        coordinator.close()
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("DROP DATABASE IF EXISTS as_many_1_new")
+            cursor.execute("DROP DATABASE IF EXISTS as_many_1_no_plugin")
+
+
+def test_connections_of_one_tls_setting_share_one_context(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """PyMySQL would build (and load the CA store into) a TLS context per connection."""
+    config = ExporterConfig(
+        sites=tuple(store_site(mariadb, database) for database in databases),
+        connections_per_server=8,
+    )
+    before = tls_contexts.shared_contexts()
+    coordinator = Coordinator(config)
+    try:
+        coordinator.scrape(10.0)
+        lane = coordinator.lanes.for_site(config.sites[0])
+        contexts = {
+            id(getattr(pooled.connection, "ctx", None)) for pooled in lane.pool.idle_connections()
+        }
+    finally:
+        coordinator.close()
+    assert len(contexts) == 1
+    assert tls_contexts.shared_contexts() <= before + 1
