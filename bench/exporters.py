@@ -11,6 +11,7 @@ import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -59,26 +60,25 @@ class Running:
 
 @contextlib.contextmanager
 def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Running]:
+    site = {
+        "name": "bench",
+        "host": server.host,
+        "port": server.port,
+        "user": server.user,
+        "password": server.password,
+        "database": database,
+        "heavy_interval": BENCH_HEAVY_INTERVAL,
+        "heavy_query_timeout": "10m",
+    }
+    with exporter_for({"sites": [site]}, workdir) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def exporter_for(document: dict[str, Any], workdir: Path) -> Iterator[Running]:
+    """Our exporter as a process, serving the given configuration file's content."""
     config = workdir / "exporter.yml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "sites": [
-                    {
-                        "name": "bench",
-                        "host": server.host,
-                        "port": server.port,
-                        "user": server.user,
-                        "password": server.password,
-                        "database": database,
-                        "heavy_interval": BENCH_HEAVY_INTERVAL,
-                        "heavy_query_timeout": "10m",
-                    }
-                ]
-            }
-        ),
-        encoding="utf-8",
-    )
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
     port = free_port()
     command = [
         sys.executable,
@@ -91,8 +91,6 @@ def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Runni
         f"127.0.0.1:{port}",
         "--log-level",
         "warning",
-        "--timeout",
-        "60",
     ]
     with _running(command, port, "/healthz") as running:
         yield running

@@ -22,6 +22,7 @@ from typing import Any
 from bench.cases import burst_case, store_case
 from bench.generate import generate, is_generated
 from bench.heavy import heavy_case
+from bench.many_sites import many_sites_case, prepare, second_server
 from bench.profile import StoreProfile
 from bench.server import BUFFER_POOL, ROOT, bench_server
 from testbed.mariadb import Server
@@ -37,6 +38,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100k,1m", help="comma-separated: 100k, 1m, 10m")
     parser.add_argument("--no-backlog", action="store_true", help="skip the 1M due backlog")
     parser.add_argument("--no-burst", action="store_true", help="skip the log burst")
+    parser.add_argument("--no-many-sites", action="store_true", help="skip the 1,000-site set-ups")
     arguments = parser.parse_args()
     profiles = [StoreProfile(SIZES[size.strip()]) for size in arguments.sizes.split(",")]
     workdir = ROOT / ".bench" / "work"
@@ -64,6 +66,12 @@ def main() -> None:
         if not arguments.no_burst:
             print(f"measuring a log burst on {profiles[-1].name} ...", flush=True)
             report["burst"] = burst_case(server, profiles[-1], workdir)
+        if not arguments.no_many_sites:
+            with second_server() as other:
+                print("preparing 1,000 subsites and 1,000 databases ...", flush=True)
+                prepare([server, other])
+                print("measuring many sites ...", flush=True)
+                report["many_sites"] = many_sites_case([server, other], workdir)
     print(summary(report))
     print(f"\nfull results: {path.relative_to(ROOT)}")
 
@@ -121,8 +129,30 @@ def summary(report: dict[str, Any]) -> str:
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
     lines += ["", *heavy_table(report.get("heavy", []))]
+    if "many_sites" in report:
+        lines += ["", *many_sites_table(report["many_sites"])]
     lines += ["", *targets(report), "", *plans(report["stores"][-1])]
     return "\n".join(lines)
+
+
+def many_sites_table(setups: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "Many sites (stores of 300 actions; steady scrapes back to back):",
+        "",
+        "| set-up | first scrape | sites up in it | steady median | p95 | RSS MiB "
+        "| most connections per server | heavy tier, every site refreshed after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, setup in setups.items():
+        heavy = setup["heavy_all_refreshed_s"]
+        connections = ", ".join(str(n) for n in setup["connections_per_server"].values())
+        lines.append(
+            f"| {name} | {setup['first_scrape_s']:.2f} s | {setup['first_scrape_sites_up']:,} "
+            f"of {setup['sites']:,} | {_ms(setup['steady_median_s'])} | "
+            f"{_ms(setup['steady_p95_s'])} | {setup['rss_mib']:.1f} | {connections} | "
+            + (f"{heavy:.1f} s |" if heavy is not None else "not within 10 min |")
+        )
+    return lines
 
 
 def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
@@ -252,6 +282,31 @@ def targets(report: dict[str, Any]) -> list[str]:
                 f"hot scrape during the first walk <= 1.5 x quiet at {heavy['store']}",
                 at_10m and during <= 1.5,
                 f"{during:.2f}x",
+            ),
+        ]
+    for name, setup in report.get("many_sites", {}).items():
+        if setup["sites"] < 1000:
+            continue
+        checks += [
+            (
+                f"{name}: steady scrape p95 <= 2 s",
+                setup["steady_p95_s"] <= 2.0,
+                _ms(setup["steady_p95_s"]),
+            ),
+            (
+                f"{name}: first scrape within 10 s",
+                setup["first_scrape_s"] <= 10.0,
+                f"{setup['first_scrape_s']:.2f} s",
+            ),
+            (
+                f"{name}: memory <= 150 MB",
+                setup["rss_mib"] <= 150 / 1.048576,
+                f"{setup['rss_mib']:.0f} MiB",
+            ),
+            (
+                f"{name}: connections per server <= connections_per_server (4)",
+                max(setup["connections_per_server"].values()) <= 4,
+                str(max(setup["connections_per_server"].values())),
             ),
         ]
     verdicts = {True: "PASS", False: "FAIL", None: "info, the target is at 10M"}

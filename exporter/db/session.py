@@ -79,6 +79,11 @@ class Session:
             finally:
                 self.statement_seconds += time.perf_counter() - started
 
+    def open(self) -> None:
+        """Connects (or borrows a connection) now; QueryError when it cannot."""
+        with self._lock:
+            self._connect()
+
     def release(self) -> None:
         """Ends the session's use of its connection: back to the pool, still open (a
         session without a pool keeps it for the next round)."""

@@ -9,6 +9,7 @@ from exporter.db.session import Session
 from exporter.metrics.catalog import TABLES
 
 ACTIONS_SUFFIX = "actionscheduler_actions"
+_TABLE_SUFFIX = "actionscheduler_"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
@@ -64,12 +65,20 @@ def read_table_stats(session: Session, tables: TableNames) -> dict[str, TableSta
     }
 
 
-def discover_prefixes(session: Session) -> list[str]:
-    """Every prefix in the database that has an actions table (multisite: wp_, wp_2_, ...)."""
+def discover_prefixes(session: Session) -> dict[str, dict[str, TableStats]]:
+    """Every prefix in the database that has an actions table (multisite: wp_, wp_2_, ...),
+    with its tables' statistics: one statement for the whole network, where a query per
+    subsite would make the server list the database's thousands of tables each time."""
     rows = session.query(
-        "SELECT TABLE_NAME FROM information_schema.TABLES"
+        "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
+        " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
+        " FROM information_schema.TABLES"
         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE %s",
-        ("%" + ACTIONS_SUFFIX.replace("_", "\\_"),),
+        ("%" + _TABLE_SUFFIX.replace("_", "\\_") + "%",),
     )
-    prefixes = {str(name)[: -len(ACTIONS_SUFFIX)] for (name,) in rows}
-    return sorted(prefix for prefix in prefixes if _SAFE_NAME.match(prefix + "x"))
+    found: dict[str, dict[str, TableStats]] = {}
+    for name, count, size in rows:
+        prefix, _, short = str(name).rpartition(_TABLE_SUFFIX)
+        if short in TABLES and _SAFE_NAME.match(prefix + "x"):
+            found.setdefault(prefix, {})[short] = TableStats(int(count), int(size))
+    return {prefix: found[prefix] for prefix in sorted(found) if "actions" in found[prefix]}

@@ -159,14 +159,19 @@ class LogStream:
         )
         start = 0 if restarted else cursor.position
 
-        fetched = [
-            _Row(int(log_id), int(action_id), label_value(message), _date(date))
-            for log_id, action_id, message, date in context.query(
-                f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}), log_date_gmt"
-                f" FROM {logs} WHERE log_id > %s ORDER BY log_id LIMIT %s",
-                (start, self.rows_per_scrape),
-            )
-        ]
+        # Nothing above the cursor (a quiet store): no second statement.
+        fetched = (
+            [
+                _Row(int(log_id), int(action_id), label_value(message), _date(date))
+                for log_id, action_id, message, date in context.query(
+                    f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
+                    f" log_date_gmt FROM {logs} WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                    (start, self.rows_per_scrape),
+                )
+            ]
+            if newest > start
+            else []
+        )
         rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
         tally = self._tally(context, rows)
 

@@ -1,0 +1,211 @@
+"""Many sites in one exporter, side by side with one site in the same run: a multisite
+network of 1,000 subsites in one database (`table_prefix: auto`), and 1,000 databases on
+two servers found by `database: auto`. Each store is small (a copy of one generated store
+of 300 actions), as in an agency's fleet.
+
+Per set-up: the first scrape after start (its duration, and how many sites it reported up
+within Prometheus' default 10 s timeout), steady scrapes (median, p95), the exporter's
+memory, the most connections it held on each server (counted by the server, for the
+exporter's own user), and how long the heavy tier took to refresh every site once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from bench.exporters import Running, exporter_for
+from bench.generate import PREFIX, generate, is_generated
+from bench.measure import metric_values, resident_mib
+from bench.profile import StoreProfile
+from bench.server import ROOT
+from testbed.mariadb import Server, start_private
+
+SITES = 1000
+TEMPLATE = StoreProfile(300, due=10)
+NETWORK = "many_network"
+DATABASE_PATTERN = "many\\_db\\_%"
+USER, PASSWORD = "as_bench", "as-bench"
+STEADY_SCRAPES = 20
+_TABLES = ("actions", "claims", "groups", "logs")
+
+
+@contextlib.contextmanager
+def second_server() -> Iterator[Server]:
+    """Another database server, so that 1,000 databases are spread over two."""
+    server = start_private(
+        ROOT / ".bench" / "mariadb-2", extra_arguments=["--innodb-buffer-pool-size=512M"]
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def prepare(servers: list[Server]) -> None:
+    """The template store, the network's subsites and the databases (once: kept in .bench)."""
+    for server in servers:
+        with server.connect(local_infile=True) as connection:
+            if not is_generated(connection, TEMPLATE):
+                generate(connection, TEMPLATE)
+            _grant_reader(connection)
+    with servers[0].connect() as connection:
+        _copies(connection, [(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)])
+    for position, server in enumerate(servers):
+        names = [f"many_db_{index}" for index in range(position, SITES, len(servers))]
+        with server.connect() as connection:
+            _copies(connection, [(name, PREFIX) for name in names])
+
+
+def many_sites_case(servers: list[Server], workdir: Path) -> dict[str, Any]:
+    first = servers[0]
+    site = {"host": first.host, "port": first.port, "user": USER, "password": PASSWORD}
+    setups = {
+        "one site": ({"sites": [{**site, "name": "one", "database": "many_db_0"}]}, 1),
+        f"{SITES} subsites in one database": (
+            {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]},
+            SITES,
+        ),
+        f"{SITES} databases on {len(servers)} servers": (
+            {
+                "sites": [
+                    {
+                        "name": f"server{index}",
+                        "host": server.host,
+                        "port": server.port,
+                        "user": USER,
+                        "password": PASSWORD,
+                        "database": "auto",
+                        "database_pattern": DATABASE_PATTERN,
+                    }
+                    for index, server in enumerate(servers)
+                ]
+            },
+            SITES,
+        ),
+    }
+    return {
+        name: _measure(document, expected, servers, workdir)
+        for name, (document, expected) in setups.items()
+    }
+
+
+def _measure(
+    document: dict[str, Any], expected: int, servers: list[Server], workdir: Path
+) -> dict[str, Any]:
+    with _connections_watched(servers) as most, exporter_for(document, workdir) as exporter:
+        started = time.perf_counter()
+        first = exporter.scrape()
+        first_s = time.perf_counter() - started
+        first_up = _sites_up(first)
+        timings = []
+        heavy_done_s = None
+        for _ in range(STEADY_SCRAPES):
+            started = time.perf_counter()
+            exposition = exporter.scrape()
+            timings.append(time.perf_counter() - started)
+            if heavy_done_s is None and _heavy_refreshed(exposition) >= expected:
+                heavy_done_s = time.perf_counter() - started
+        heavy_done_s = heavy_done_s or _wait_heavy(exporter, expected)
+        rss, peak = resident_mib(exporter.process.pid)
+        up = _sites_up(exposition)
+    timings.sort()
+    return {
+        "sites": expected,
+        "first_scrape_s": first_s,
+        "first_scrape_sites_up": first_up,
+        "steady_median_s": statistics.median(timings),
+        "steady_p95_s": timings[int(0.95 * (len(timings) - 1))],
+        "sites_up": up,
+        "rss_mib": rss,
+        "rss_peak_mib": peak,
+        "connections_per_server": most,
+        "heavy_all_refreshed_s": heavy_done_s,
+    }
+
+
+def _sites_up(exposition: str) -> int:
+    return sum(1 for value in metric_values(exposition, "actionscheduler_up").values() if value)
+
+
+def _heavy_refreshed(exposition: str) -> int:
+    ages = metric_values(exposition, "actionscheduler_exporter_collector_age_seconds")
+    return sum(1 for labels in ages if 'collector="status"' in labels)
+
+
+def _wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float | None:
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        if _heavy_refreshed(exporter.scrape()) >= expected:
+            return time.perf_counter() - started
+        time.sleep(1)
+    return None
+
+
+@contextlib.contextmanager
+def _connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
+    """The most connections of the exporter's user seen on each server, polled."""
+    most = {f"{server.host}:{server.port}": 0 for server in servers}
+    stop = threading.Event()
+
+    def watch() -> None:
+        connections = [server.connect() for server in servers]
+        try:
+            while not stop.is_set():
+                for server, connection in zip(servers, connections, strict=True):
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s",
+                            (USER,),
+                        )
+                        key = f"{server.host}:{server.port}"
+                        most[key] = max(most[key], int(cursor.fetchone()[0]))
+                stop.wait(0.05)
+        finally:
+            for connection in connections:
+                connection.close()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield most
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def _grant_reader(connection: pymysql.connections.Connection[Any]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
+        cursor.execute(f"GRANT SELECT ON *.* TO '{USER}'@'%'")
+
+
+def _copies(
+    connection: pymysql.connections.Connection[Any], targets: list[tuple[str, str]]
+) -> None:
+    """Copies of the template store's four tables, as (database, prefix); skips done ones."""
+    template = TEMPLATE.name
+    with connection.cursor() as cursor:
+        for database in sorted({database for database, _ in targets}):
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES"
+            " WHERE TABLE_NAME LIKE '%%actionscheduler\\_logs'"
+        )
+        done = {(str(schema), str(name)) for schema, name in cursor.fetchall()}
+        for database, prefix in targets:
+            if (database, f"{prefix}actionscheduler_logs") in done:
+                continue
+            for table in _TABLES:  # logs last: its presence marks a finished copy
+                target = f"`{database}`.{prefix}actionscheduler_{table}"
+                source = f"`{template}`.{PREFIX}actionscheduler_{table}"
+                cursor.execute(f"DROP TABLE IF EXISTS {target}")
+                cursor.execute(f"CREATE TABLE {target} LIKE {source}")
+                cursor.execute(f"INSERT INTO {target} SELECT * FROM {source}")
