@@ -29,7 +29,7 @@ from bench.profile import StoreProfile
 from exporter.collectors.context import VALID_DATE_FLOOR
 from exporter.db.session import Session
 from exporter.db.tables import TableNames
-from exporter.totals.ledger import ActionLedger, Totals
+from exporter.totals.ledger import ActionLedger
 from testbed.mariadb import Server
 
 INTERVAL = 300.0  # the default heavy_interval
@@ -60,16 +60,26 @@ def heavy_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
         result["one_statement"] = _costs(statements) | {"scrape_during_s": during_old}
 
         pauses = TimedPauses()
-        ledger = ActionLedger(site.heavy_chunk_rows, sleep=pauses)
+        ledger = ActionLedger(
+            site.heavy_chunk_rows, settled_check_every=site.heavy_settled_check_every, sleep=pauses
+        )
         first: dict[str, Any] = {}
         _, during_walk = _scrapes_while(lambda: _walk(site, ledger, pauses, first), exporter)
         result["walk_first"] = first | {"scrape_during_s": during_walk}
         _walk(site, ledger, pauses, {})  # the chunks near the highest id, counted again
         churn = max(10, round(profile.actions * INTERVAL / (RETENTION_DAYS * 86400)))
-        steady: dict[str, Any] = {}
-        with server.connect(database) as connection, _traffic(connection, churn):
-            _walk(site, ledger, pauses, steady)
-        result["walk_steady"] = steady | {"traffic_per_interval": churn}
+        # Steady refreshes, each after an interval's traffic: the default (settled chunks
+        # checked in turns) and every chunk checked at every refresh.
+        for key, every in (
+            ("walk_steady", site.heavy_settled_check_every),
+            ("walk_steady_every", 1),
+        ):
+            ledger.settled_check_every = every
+            walks = []
+            for _ in range(2):
+                with server.connect(database) as connection, _traffic(connection, churn):
+                    walks.append(_walk(site, ledger, pauses, {}))
+            result[key] = _mean(walks) | {"traffic_per_interval": churn, "check_every": every}
     return result
 
 
@@ -133,7 +143,16 @@ class TimedPauses:
         time.sleep(seconds)
 
 
-def _walk(site: Any, ledger: ActionLedger, pauses: TimedPauses, into: dict[str, Any]) -> Totals:
+def _mean(walks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The walks' average cost; their longest statement."""
+    mean = {key: statistics.mean(walk[key] for walk in walks) for key in walks[0]}
+    mean["longest_statement_s"] = max(walk["longest_statement_s"] for walk in walks)
+    return mean
+
+
+def _walk(
+    site: Any, ledger: ActionLedger, pauses: TimedPauses, into: dict[str, Any]
+) -> dict[str, Any]:
     pauses.durations = []
     session = Session(site, check_grants=False)
     started = time.perf_counter()
@@ -148,9 +167,10 @@ def _walk(site: Any, ledger: ActionLedger, pauses: TimedPauses, into: dict[str, 
             "chunks": totals.chunks,
             "recounted": totals.recounted,
             "checked": totals.checked,
+            "skipped": totals.skipped,
         }
     )
-    return totals
+    return into
 
 
 def _costs(durations: list[float]) -> dict[str, Any]:

@@ -167,7 +167,8 @@ def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
     ways = (
         ("one_statement", "one statement per collector (before)"),
         ("walk_first", "chunked walk, first refresh"),
-        ("walk_steady", "chunked walk, steady"),
+        ("walk_steady", "chunked walk, steady (settled chunks checked in turns)"),
+        ("walk_steady_every", "chunked walk, steady (every chunk checked each refresh)"),
     )
     for store in stores:
         quiet = store["quiet_scrape_s"]
@@ -175,12 +176,13 @@ def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
             way = store[key]
             during = way.get("scrape_during_s")
             detail = (
-                f" ({way['recounted']} of {way['chunks']} chunks recounted)"
+                f" ({way['recounted']:.0f} of {way['chunks']:.0f} chunks recounted,"
+                f" {way['skipped']:.0f} not due)"
                 if "chunks" in way
                 else ""
             )
             lines.append(
-                f"| {store['store']} | {name}{detail} | {way['statements']:,} | "
+                f"| {store['store']} | {name}{detail} | {way['statements']:,.0f} | "
                 f"{_ms(way['longest_statement_s'])} | {way['database_s']:.2f} s | "
                 f"{way['database_s_per_hour']:.1f} s | "
                 + (f"{way['wall_s']:.1f} s" if "wall_s" in way else "-")

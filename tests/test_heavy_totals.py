@@ -42,6 +42,19 @@ def history(store: ActionSchedulerStore, count: int = 240) -> None:
         store.create(hook, group=group, args=[index], scheduled=store.now() + dt.timedelta(days=9))
 
 
+def finished_history(store: ActionSchedulerStore, count: int = 200) -> None:
+    """Only finished actions (half past the retention period), then a few pending."""
+    for days in (40, 2):
+        with store.seconds_ago(days * DAY):
+            for index in range(count // 2):
+                hook, group = HOOKS[index % len(HOOKS)]
+                action_id = store.create(hook, group=group, args=[index])
+                store.start(action_id)
+                store.complete(action_id)
+    for index in range(5):
+        store.create(HOOKS[0][0], group=HOOKS[0][1], args=[index])
+
+
 def _run_some(store: ActionSchedulerStore, count: int) -> None:
     ids = []
     for index in range(count):
@@ -61,7 +74,8 @@ def _run_some(store: ActionSchedulerStore, count: int) -> None:
 
 @pytest.fixture
 def chunked_site(site: Callable[..., SiteConfig]) -> SiteConfig:
-    return site(heavy_interval=0, heavy_chunk_rows=CHUNK)
+    # Every chunk checked at every walk: every change counted by the next one.
+    return site(heavy_interval=0, heavy_chunk_rows=CHUNK, heavy_settled_check_every=1)
 
 
 @pytest.fixture
@@ -147,6 +161,33 @@ def test_a_quiet_table_is_checked_not_recounted(
     assert 0 < purged.recounted < purged.chunks
     again = ledger.refresh(session, tables)
     assert again.recounted == 1
+
+
+def test_settled_chunks_are_checked_in_turns(
+    store: ActionSchedulerStore,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """With settled_check_every 3, a chunk of finished actions only is checked at every
+    third walk: a purge in it shows within three walks, and is then exact."""
+    finished_history(store)
+    tables = TableNames("wp_")
+    ledger = ActionLedger(CHUNK, settled_check_every=3)
+    for _ in range(3):
+        ledger.refresh(session, tables)
+    quiet = [ledger.refresh(session, tables) for _ in range(3)]
+    # Each walk leaves about two thirds of the settled chunks for another turn, and the
+    # three walks between them check each once.
+    for walk in quiet:
+        assert 0 < walk.skipped < walk.chunks and walk.recounted <= 1
+    assert sum(walk.skipped for walk in quiet) % 2 == 0
+
+    assert store.purge() > 0  # the oldest chunks lose rows
+    first = ledger.refresh(session, tables)
+    expected = truth.compute(connect())
+    assert sum(first.by_status_group.values()) > sum(expected.statuses.values())  # not yet
+    ledger.refresh(session, tables)
+    assert_totals(ledger.refresh(session, tables), expected)  # within three walks
 
 
 def test_changes_during_a_walk_are_counted_by_the_next(

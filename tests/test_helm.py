@@ -84,6 +84,14 @@ VARIANTS = {
             "global": {"imageRegistry": "registry.example"},
         },
     ),
+    # Issue 16: the exporter's own TLS and basic auth, scraped with https.
+    "web-config": merged(
+        ALL_ON,
+        **{
+            "webConfig": {"existingSecret": "exporter-web", "tls": True},
+            "serviceMonitor": {**MONITOR_OPTIONS, "enabled": True},
+        },
+    ),
     # Issue 19: hundreds of sites split among three exporter pods.
     "sharded": merged(ALL_ON, **{"sharding": {"enabled": True, "shards": 3}}),
     "podmonitor-options": merged(
@@ -194,6 +202,11 @@ def test_templates_fail_with_a_clear_message() -> None:
             merged(ALL_ON, replicaCount=2, **{"sharding.enabled": True}),
             "leave replicaCount at 1",
         ),
+        (merged(ALL_ON, **{"webConfig.tls": True}), "webConfig.existingSecret is empty"),
+        (
+            merged(ALL_ON, webConfig={"existingSecret": "web", "tls": True}),
+            "serviceMonitor.scheme must be https",
+        ),
     ]:
         with pytest.raises(helm.HelmError, match=message):
             render(values)
@@ -277,6 +290,23 @@ def test_exporter_pod_is_locked_down() -> None:
     }
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_the_exporter_serves_its_web_config_and_its_probes_follow() -> None:
+    pod = find(render(VARIANTS["web-config"]), "Deployment", "exporter")["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    assert "--web.config.file=/etc/actionscheduler-exporter/web/web-config.yml" in container["args"]
+    assert {"name": "web", "mountPath": "/etc/actionscheduler-exporter/web", "readOnly": True} in (
+        container["volumeMounts"]
+    )
+    assert {"name": "web", "secret": {"secretName": "exporter-web", "defaultMode": 0o440}} in pod[
+        "spec"
+    ]["volumes"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    plain = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert plain["containers"][0]["livenessProbe"]["httpGet"]["scheme"] == "HTTP"
+    assert not [a for a in plain["containers"][0]["args"] if a.startswith("--web.config")]
 
 
 def test_a_sharded_exporter_is_a_statefulset_whose_pods_take_their_shard_from_their_name() -> None:

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pymysql
 import pytest
 
+from exporter.collectors import default_collectors
+from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.db import tls_contexts
 from exporter.metrics import catalog
+from exporter.metrics.samples import Sample
 from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server
@@ -197,3 +200,60 @@ def test_connections_of_one_tls_setting_share_one_context(
         coordinator.close()
     assert len(contexts) == 1
     assert tls_contexts.shared_contexts() <= before + 1
+
+
+def test_the_heavy_refreshes_of_a_server_run_one_at_a_time(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """A thousand sites must not start a thousand refreshes at once on their server."""
+    sleeping = SleepingHeavyCollector(0.3)
+    config = ExporterConfig(
+        sites=tuple(store_site(mariadb, database, heavy_interval=60) for database in databases[:6])
+    )
+    coordinator = Coordinator(config, (*default_collectors(), sleeping))
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            seen.append(sleeping_queries(mariadb))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        coordinator.scrape(10.0)  # starts every site's first refresh
+        assert wait_until(lambda: sleeping.runs == len(config.sites), 30)
+    finally:
+        stop.set()
+        watcher.join()
+        coordinator.close()
+    assert max(seen) == 1  # one after the other, never two at once
+
+
+class SleepingHeavyCollector(Collector):
+    """A heavy collector whose statement sleeps on the server, and counts its runs."""
+
+    name = "sleeping"
+    tier = "heavy"
+    metrics: ClassVar[tuple[catalog.MetricDef, ...]] = ()
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        context.query("SELECT SLEEP(%s)", (self.seconds,))
+        with self._lock:
+            self.runs += 1
+        yield from ()
+
+
+def sleeping_queries(mariadb: Server) -> int:
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+            " WHERE USER = %s AND INFO LIKE 'SELECT SLEEP%%'",
+            (USER,),
+        )
+        return int(cursor.fetchone()[0])

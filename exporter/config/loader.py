@@ -49,6 +49,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "heavy_interval": values.duration_or_zero,
     "heavy_query_timeout": values.duration,
     "heavy_chunk_rows": values.chunk_rows,
+    "heavy_settled_check_every": values.settled_check_every,
     "database_pattern": values.text,
     "discovery_interval": values.duration,
 }

@@ -112,6 +112,9 @@ class SiteConfig:
     discovery_interval: float = 60.0
     # Ids per statement of the heavy tier's walk (see totals/ledger.py).
     heavy_chunk_rows: int = 20_000
+    # Chunks of finished actions only (changed by nothing but a purge) are checked at
+    # every Nth refresh: 1 keeps every total exact within one refresh, at twice the cost.
+    heavy_settled_check_every: int = 2
     replica: ReplicaConfig | None = None
     alerts: AlertThresholds = AlertThresholds()
     workers: WorkersConfig | None = None

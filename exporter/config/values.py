@@ -20,6 +20,8 @@ MIN_CHUNK_ROWS = 10
 MAX_CHUNK_ROWS = 1_000_000
 # A database server allows 151 connections by default; the shops need most of them.
 MAX_CONNECTIONS_PER_SERVER = 64
+# A purge shows in the totals within this many heavy refreshes at most.
+MAX_SETTLED_CHECK_EVERY = 12
 
 
 def duration(value: object) -> float:
@@ -79,6 +81,13 @@ def connections_per_server(value: object) -> int:
     number = positive_int(value)
     if number > MAX_CONNECTIONS_PER_SERVER:
         raise ValueError(f"must be at most {MAX_CONNECTIONS_PER_SERVER}, got {value!r}")
+    return number
+
+
+def settled_check_every(value: object) -> int:
+    number = positive_int(value)
+    if number > MAX_SETTLED_CHECK_EVERY:
+        raise ValueError(f"must be at most {MAX_SETTLED_CHECK_EVERY}, got {value!r}")
     return number
 
 

@@ -38,15 +38,17 @@ def encode(
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
     for result in results:
-        site_labels: Labels = (("site", result.site), *result.labels)
+        site_pairs = _pairs((("site", result.site), *result.labels))
         for item in result.samples:
+            own = _pairs(item.labels)
+            labels = "{" + site_pairs + ("," + own if own else "") + "}"
             lines.setdefault(item.metric.name, []).append(
-                f"{item.name}{_label_text((*site_labels, *item.labels))} {_number(item.value)}\n"
+                f"{item.name}{labels} {_number(item.value)}\n"
             )
-    for metric, labels, value in extra:
-        lines.setdefault(metric.name, []).append(
-            f"{metric.sample_name}{_label_text(labels)} {_number(value)}\n"
-        )
+    for metric, extra_labels, value in extra:
+        own = _pairs(extra_labels)
+        labels = "{" + own + "}" if own else ""
+        lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
     out: list[str] = []
     for metric in definitions:
         samples = lines.get(metric.name)
@@ -66,13 +68,12 @@ def _header(metric: MetricDef, openmetrics: bool) -> str:
     return f"# HELP {name} {help_text}\n# TYPE {name} {_TEXT_TYPES[metric.kind]}\n"
 
 
-@functools.lru_cache(maxsize=16_384)
-def _label_text(labels: Labels) -> str:
-    """`{a="x",b="y"}`, names in order (as prometheus-client writes them), values escaped."""
-    if not labels:
-        return ""
-    pairs = ",".join(f'{name}="{_escape(value, quote=True)}"' for name, value in sorted(labels))
-    return "{" + pairs + "}"
+@functools.lru_cache(maxsize=65_536)
+def _pairs(labels: Labels) -> str:
+    """`a="x",b="y"`, names in order, values escaped. A site's labels and a sample's own are
+    written apart, each set once: a thousand sites times their samples' label sets would
+    not stay in any cache."""
+    return ",".join(f'{name}="{_escape(value, quote=True)}"' for name, value in sorted(labels))
 
 
 def _escape(text: str, *, quote: bool) -> str:
@@ -91,6 +92,7 @@ def encode_families(families: Iterable[Metric], *, openmetrics: bool) -> str:
         out.append(f"# HELP {name} {_escape(family.documentation, quote=openmetrics)}\n")
         out.append(f"# TYPE {name} {kind}\n")
         for item in family.samples:
-            labels: Labels = tuple(item.labels.items())
-            out.append(f"{item.name}{_label_text(labels)} {_number(item.value)}\n")
+            own = _pairs(tuple(item.labels.items()))
+            labels = "{" + own + "}" if own else ""
+            out.append(f"{item.name}{labels} {_number(item.value)}\n")
     return "".join(out)

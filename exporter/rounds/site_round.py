@@ -77,7 +77,7 @@ class SiteRound:
         self._database = database
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
         heavy = tuple(c for c in database if c.freshness(site).background)
-        self._ledgers = Ledgers(site.heavy_chunk_rows)
+        self._ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
         self._heavy = (
             HeavyTier(site, heavy, self._observer, self._ledgers, lanes) if heavy else None
         )
@@ -200,7 +200,9 @@ class SiteRound:
         self.session.release()
         if self._heavy is not None:
             up = {prefix: result.site for prefix, result in results.items() if result.up}
-            budget = deadline.at - self._clock() - _HANDOVER_MARGIN
+            # The first refresh is waited for with half the time left: a big network's
+            # first walk may take longer than a scrape, whose answer must not wait for it.
+            budget = (deadline.at - self._clock() - _HANDOVER_MARGIN) / 2
             for prefix, samples in self._heavy.samples(up, budget).items():
                 results[prefix].samples += samples
             for prefix in up:

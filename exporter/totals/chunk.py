@@ -24,7 +24,7 @@ class Chunk:
     failed_by_hook: Counter[str] = field(default_factory=Counter)
     # Seconds from 2000-01-01 to the oldest complete or canceled action's last attempt.
     oldest_finished: int | None = None
-    rows_by_group: Counter[int | None] = field(default_factory=Counter)
+    rows: int = 0
     # Open (not finished) rows by status: pending, in-progress, or an unknown status.
     open_by_status: Counter[str] = field(default_factory=Counter)
     # The highest action id that existed one refresh before this chunk was counted: when
@@ -34,8 +34,13 @@ class Chunk:
     counted: bool = False
 
     @property
-    def rows(self) -> int:
-        return sum(self.rows_by_group.values())
+    def groups(self) -> set[int | None]:
+        return {group for _, group in self.by_status_group}
+
+    @property
+    def settled(self) -> bool:
+        """Only finished actions: nothing but a deletion can change it."""
+        return self.checkable and not self.open_by_status
 
     @property
     def checkable(self) -> bool:
@@ -43,6 +48,6 @@ class Chunk:
         return (
             self.counted
             and self.end <= self.basis
-            and None not in self.rows_by_group
-            and len(self.rows_by_group) <= MAX_CHECKED_GROUPS
+            and None not in (groups := self.groups)
+            and len(groups) <= MAX_CHECKED_GROUPS
         )
