@@ -92,7 +92,7 @@ def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             body = response.read().decode()
         assert 'actionscheduler_up{site="shop"} 0.0' in body
-        assert 'actionscheduler_exporter_errors_total{kind="connect",site="shop"} 1.0' in body
+        assert 'actionscheduler_exporter_errors_total{site="shop",kind="connect"} 1.0' in body
         process.send_signal(signal.SIGTERM)
         started = time.monotonic()
         process.wait(timeout=10)

@@ -139,7 +139,8 @@ def test_a_ten_times_slower_server(
         assert proxy.queries >= 8
         assert slow_time >= proxy.queries * 2 * proxy.delay
 
-        (cut,) = scrape(site(host="127.0.0.1", port=proxy.port), timeout=slow_time / 3)
+        # Time for the connection and a few statements, not for the whole hot tier.
+        (cut,) = scrape(site(host="127.0.0.1", port=proxy.port), timeout=8 * 2 * proxy.delay)
         assert (
             not cut.up
             or cut.value("actionscheduler_exporter_collector_success", collector="tables") == 0
@@ -186,5 +187,6 @@ def test_200_concurrent_scrapes_cause_one_round(
     finally:
         proxy.close()
     assert statuses == [200] * 200
-    assert one_round >= 8
+    # Table statistics, due, in-progress, claims, the log's newest id: one statement each.
+    assert one_round >= 5
     assert rounds == 1, rounds

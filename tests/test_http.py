@@ -164,7 +164,7 @@ def test_concurrent_scrapes_share_one_round(
     many = selects() - before - 1
     admin.close()
     assert statuses == [200] * 50
-    assert one_round >= 5
+    assert one_round >= 4  # due, in-progress, claims, the log's newest id
     # Rounds overlap only when a scrape arrives just after the previous round finished.
     assert many <= one_round * 10, (many, one_round)
 

@@ -111,7 +111,7 @@ def test_adding_a_family_takes_the_catalog_a_collector_and_its_line(
     assert checked.returncode == 0, checked.stderr
     exposition = checked.stdout
     assert "# HELP actionscheduler_group_rows Rows in the groups table." in exposition
-    assert f'actionscheduler_group_rows{{recipe="example",site="shop"}} {groups:.1f}' in exposition
-    assert 'actionscheduler_exporter_collector_success{collector="group_rows",site="shop"} 1.0' in (
+    assert f'actionscheduler_group_rows{{site="shop",recipe="example"}} {groups:.1f}' in exposition
+    assert 'actionscheduler_exporter_collector_success{site="shop",collector="group_rows"} 1.0' in (
         exposition
     )
