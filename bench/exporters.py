@@ -75,9 +75,11 @@ def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Runni
 
 
 @contextlib.contextmanager
-def exporter_for(document: dict[str, Any], workdir: Path) -> Iterator[Running]:
+def exporter_for(
+    document: dict[str, Any], workdir: Path, *arguments: str, name: str = "exporter"
+) -> Iterator[Running]:
     """Our exporter as a process, serving the given configuration file's content."""
-    config = workdir / "exporter.yml"
+    config = workdir / f"{name}.yml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     port = free_port()
     command = [
@@ -91,6 +93,7 @@ def exporter_for(document: dict[str, Any], workdir: Path) -> Iterator[Running]:
         f"127.0.0.1:{port}",
         "--log-level",
         "warning",
+        *arguments,
     ]
     with _running(command, port, "/healthz") as running:
         yield running

@@ -91,9 +91,59 @@ def many_sites_case(servers: list[Server], workdir: Path) -> dict[str, Any]:
             SITES,
         ),
     }
-    return {
+    measured = {
         name: _measure(document, expected, servers, workdir)
         for name, (document, expected) in setups.items()
+    }
+    network = setups[f"{SITES} subsites in one database"][0]
+    measured[f"{SITES} subsites, 2 shards (each)"] = _measure_shards(network, 2, servers, workdir)
+    return measured
+
+
+def _measure_shards(
+    document: dict[str, Any], shards: int, servers: list[Server], workdir: Path
+) -> dict[str, Any]:
+    """Each shard as its own process, scraped in turn: the figures of the slowest."""
+    with contextlib.ExitStack() as stack:
+        most = stack.enter_context(_connections_watched(servers))
+        exporters = [
+            stack.enter_context(
+                exporter_for(
+                    document,
+                    workdir,
+                    f"--shard={index}",
+                    f"--total-shards={shards}",
+                    name=f"shard-{index}",
+                )
+            )
+            for index in range(shards)
+        ]
+        firsts: list[tuple[float, int]] = []
+        timings: list[float] = []
+        for exporter in exporters:
+            started = time.perf_counter()
+            first = exporter.scrape()
+            firsts.append((time.perf_counter() - started, _sites_up(first)))
+        for _ in range(STEADY_SCRAPES):
+            for exporter in exporters:
+                started = time.perf_counter()
+                exporter.scrape()
+                timings.append(time.perf_counter() - started)
+        up = sum(_sites_up(exporter.scrape()) for exporter in exporters)
+        rss = max(resident_mib(exporter.process.pid)[0] for exporter in exporters)
+    timings.sort()
+    return {
+        "sites": up,
+        "first_scrape_s": max(duration for duration, _ in firsts),
+        "first_scrape_sites_up": sum(count for _, count in firsts),
+        "steady_median_s": statistics.median(timings),
+        "steady_p95_s": timings[int(0.95 * (len(timings) - 1))],
+        "sites_up": up,
+        "rss_mib": rss,
+        "rss_peak_mib": rss,
+        "connections_per_server": most,
+        "heavy_all_refreshed_s": None,
+        "shards": shards,
     }
 
 
