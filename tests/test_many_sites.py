@@ -22,7 +22,7 @@ from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.waiting import wait_until
+from tests.waiting import sampled, wait_until
 
 USER, PASSWORD = "as_many_sites", "many-sites-pw"
 DATABASES = [f"as_many_{index}" for index in range(24)]
@@ -83,26 +83,16 @@ def test_connections_are_bounded_per_server_and_shared_by_its_sites(
         sites=tuple(store_site(mariadb, database) for database in databases),
         connections_per_server=3,
     )
-    seen: list[int] = []
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            seen.append(exporter_connections(mariadb))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     coordinator = Coordinator(config)
     try:
-        for _ in range(3):
-            results = {result.site: result for result in coordinator.scrape(10.0)}
-            for index, database in enumerate(databases):
-                assert results[database].up, results[database].problems
-                assert due(results[database]) == index % 3 + 1
+        with sampled(lambda: exporter_connections(mariadb)) as seen:
+            for _ in range(3):
+                results = {result.site: result for result in coordinator.scrape(10.0)}
+                for index, database in enumerate(databases):
+                    assert results[database].up, results[database].problems
+                    assert due(results[database]) == index % 3 + 1
         assert sum(coordinator.lanes.open_connections().values()) <= 3
     finally:
-        stop.set()
-        watcher.join()
         coordinator.close()
     assert seen and max(seen) <= 3, max(seen)
     assert wait_until(lambda: exporter_connections(mariadb) == 0, 10)
@@ -211,21 +201,11 @@ def test_the_heavy_refreshes_of_a_server_run_one_at_a_time(
         sites=tuple(store_site(mariadb, database, heavy_interval=60) for database in databases[:6])
     )
     coordinator = Coordinator(config, (*default_collectors(), sleeping))
-    seen: list[int] = []
-    stop = threading.Event()
-
-    def watch() -> None:
-        while not stop.is_set():
-            seen.append(sleeping_queries(mariadb))
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
     try:
-        coordinator.scrape(10.0)  # starts every site's first refresh
-        assert wait_until(lambda: sleeping.runs == len(config.sites), 30)
+        with sampled(lambda: sleeping_queries(mariadb)) as seen:
+            coordinator.scrape(10.0)  # starts every site's first refresh
+            assert wait_until(lambda: sleeping.runs == len(config.sites), 30)
     finally:
-        stop.set()
-        watcher.join()
         coordinator.close()
     assert max(seen) == 1  # one after the other, never two at once
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
@@ -24,3 +29,23 @@ def port_open(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def sampled(read: Callable[[], T]) -> Iterator[list[T]]:
+    """Reads over and over in a thread while the block runs: every reading, for the test
+    to look at afterwards (the most connections a server saw, say)."""
+    readings: list[T] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            readings.append(read())
+
+    thread = threading.Thread(target=poll, name="sampled")
+    thread.start()
+    try:
+        yield readings
+    finally:
+        stop.set()
+        thread.join()

@@ -18,6 +18,7 @@ import yaml
 from exporter.config import values
 from exporter.config.errors import ConfigError
 from exporter.config.model import (
+    CONNECTION_FIELDS,
     AlertThresholds,
     ExporterConfig,
     KubernetesConfig,
@@ -277,15 +278,7 @@ def _replica(source: str, key: str, raw: object, site: SiteConfig) -> ReplicaCon
     usage = _section(
         source, key, {k: v for k, v in section.items() if k in _REPLICA_KEYS}, _REPLICA_KEYS
     )
-    return ReplicaConfig(
-        host=parsed.host,
-        port=parsed.port,
-        user=parsed.user,
-        password=parsed.password,
-        unix_socket=parsed.unix_socket,
-        tls=parsed.tls,
-        **usage,
-    )
+    return ReplicaConfig(**{name: getattr(parsed, name) for name in CONNECTION_FIELDS}, **usage)
 
 
 def _merge_defaults(defaults: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:

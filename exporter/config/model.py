@@ -64,6 +64,10 @@ class KubernetesConfig:
     kubeconfig: str | None = None  # default: in-cluster service account
 
 
+# Where to connect and as whom: what a replica has of its own.
+CONNECTION_FIELDS = ("host", "port", "user", "password", "unix_socket", "tls")
+
+
 @dataclass(frozen=True)
 class ReplicaConfig:
     """A read replica for the heavy tier: the database's name and the site's other
@@ -133,16 +137,8 @@ class SiteConfig:
         replica = self.replica
         if replica is None:
             return self
-        return replace(
-            self,
-            host=replica.host,
-            port=replica.port,
-            user=replica.user,
-            password=replica.password,
-            unix_socket=replica.unix_socket,
-            tls=replica.tls,
-            replica=None,
-        )
+        connection = {name: getattr(replica, name) for name in CONNECTION_FIELDS}
+        return replace(self, **connection, replica=None)
 
     @property
     def endpoint(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from exporter.metrics import catalog
 
@@ -61,12 +62,22 @@ def positive_int(value: object) -> int:
     return value
 
 
-def rows_per_scrape(value: object) -> int:
-    """Log rows read in one scrape: each costs up to a few kilobytes of memory."""
-    number = positive_int(value)
-    if number > MAX_LOG_ROWS_PER_SCRAPE:
-        raise ValueError(f"must be at most {MAX_LOG_ROWS_PER_SCRAPE}, got {value!r}")
-    return number
+def whole_number_up_to(limit: int) -> Callable[[object], int]:
+    """A check for a whole number from 1 to `limit`."""
+
+    def check(value: object) -> int:
+        number = positive_int(value)
+        if number > limit:
+            raise ValueError(f"must be at most {limit}, got {value!r}")
+        return number
+
+    return check
+
+
+# Log rows read in one scrape: each costs up to a few kilobytes of memory.
+rows_per_scrape = whole_number_up_to(MAX_LOG_ROWS_PER_SCRAPE)
+connections_per_server = whole_number_up_to(MAX_CONNECTIONS_PER_SERVER)
+settled_check_every = whole_number_up_to(MAX_SETTLED_CHECK_EVERY)
 
 
 def chunk_rows(value: object) -> int:
@@ -74,20 +85,6 @@ def chunk_rows(value: object) -> int:
     number = positive_int(value)
     if not MIN_CHUNK_ROWS <= number <= MAX_CHUNK_ROWS:
         raise ValueError(f"must be from {MIN_CHUNK_ROWS} to {MAX_CHUNK_ROWS}, got {value!r}")
-    return number
-
-
-def connections_per_server(value: object) -> int:
-    number = positive_int(value)
-    if number > MAX_CONNECTIONS_PER_SERVER:
-        raise ValueError(f"must be at most {MAX_CONNECTIONS_PER_SERVER}, got {value!r}")
-    return number
-
-
-def settled_check_every(value: object) -> int:
-    number = positive_int(value)
-    if number > MAX_SETTLED_CHECK_EVERY:
-        raise ValueError(f"must be at most {MAX_SETTLED_CHECK_EVERY}, got {value!r}")
     return number
 
 
