@@ -27,6 +27,7 @@ from bench.exporters import Running, our_exporter
 from bench.generate import PREFIX
 from bench.profile import StoreProfile
 from exporter.collectors.context import VALID_DATE_FLOOR
+from exporter.collectors.groups import placeholders
 from exporter.db.session import Session
 from exporter.db.tables import TableNames
 from exporter.totals.ledger import ActionLedger
@@ -227,7 +228,7 @@ def _traffic(connection: pymysql.connections.Connection[Any], count: int) -> Ite
 
 def _set_status(cursor: Any, ids: list[int], status: str) -> None:
     if ids:
-        marks = ", ".join(["%s"] * len(ids))
+        marks = placeholders(ids)
         cursor.execute(
             f"UPDATE {_ACTIONS} SET status = %s WHERE action_id IN ({marks})", (status, *ids)
         )

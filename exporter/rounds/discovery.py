@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from exporter.collectors.groups import placeholders
 from exporter.config.model import SiteConfig
 from exporter.db.query_error import QueryError
 from exporter.db.session import Session
@@ -64,7 +65,7 @@ class DatabaseDiscovery:
             rows = self._session.query(
                 "SELECT DISTINCT TABLE_SCHEMA FROM information_schema.TABLES"
                 " WHERE TABLE_NAME LIKE %s AND TABLE_SCHEMA LIKE %s"
-                f" AND TABLE_SCHEMA NOT IN ({', '.join(['%s'] * len(_SYSTEM_SCHEMAS))})"
+                f" AND TABLE_SCHEMA NOT IN ({placeholders(_SYSTEM_SCHEMAS)})"
                 " ORDER BY TABLE_SCHEMA",
                 (
                     "%" + ACTIONS_SUFFIX.replace("_", "\\_"),
