@@ -205,7 +205,8 @@ def test_changes_during_a_walk_are_counted_by_the_next(
             statements.append(len(statements))
         if len(statements) == 5:  # behind the walk (an old chunk) and ahead of it (new rows)
             store.purge()
-            store.run_batch(10)
+            store.run_batch(10)  # completions
+            store.run_batch(5, outcome=lambda hook: "Supplier API unreachable")  # failures
             store.create(HOOKS[2][0], group=HOOKS[2][1])
 
     ledger = ActionLedger(CHUNK, sleep=meanwhile)
