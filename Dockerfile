@@ -11,7 +11,11 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY exporter ./exporter
 # Every dependency at the version CI tested (constraints.txt), not whatever resolves today.
-RUN python -m venv /opt/exporter \
+# A build behind a TLS-inspecting proxy passes its CA bundle as the secret pip_ca: it is
+# mounted for this step only, never stored in a layer.
+RUN --mount=type=secret,id=pip_ca,required=false \
+    if [ -f /run/secrets/pip_ca ]; then export PIP_CERT=/run/secrets/pip_ca; fi \
+    && python -m venv /opt/exporter \
     && /opt/exporter/bin/pip install --no-compile -c constraints.txt . \
     && find /opt/exporter -name '__pycache__' -prune -exec rm -rf {} +
 
