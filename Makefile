@@ -69,9 +69,11 @@ BENCH_SIZES ?= 100k,1m
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --sizes $(BENCH_SIZES)
 
-# Copies rules/ and dashboards/*.json into the Helm chart (a test keeps them equal).
-chart-files:
+# Copies rules/ and dashboards/*.json into the Helm chart, with the rules scoped for one
+# release beside them (tests keep them equal).
+chart-files: $(STAMP)
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
+	$(BIN)/python -m rules.scope
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
 
 clean:

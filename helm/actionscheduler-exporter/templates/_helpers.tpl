@@ -55,19 +55,27 @@ dashboards/queries.py (keda_query), which the overview dashboard shows; a test k
 {{- end -}}
 
 {{/*
-Label matchers that pick this release's exporter among others in the same Prometheus:
-keda.prometheus.seriesSelector, or the labels the Prometheus Operator gives the targets
-of the chart's own ServiceMonitor (namespace and service) or PodMonitor (namespace and job).
+Label matchers that pick this release's exporter among others in the same Prometheus: the
+labels the Prometheus Operator gives the targets of the chart's own ServiceMonitor
+(namespace and service) or PodMonitor (namespace and job); empty without either.
 */}}
-{{- define "ase.kedaScope" -}}
-{{- if .Values.keda.prometheus.seriesSelector -}}
-{{- .Values.keda.prometheus.seriesSelector -}}
-{{- else if .Values.serviceMonitor.enabled -}}
+{{- define "ase.targetScope" -}}
+{{- if .Values.serviceMonitor.enabled -}}
 {{- printf "namespace=%q,service=%q" .Release.Namespace (include "ase.fullname" .) -}}
 {{- else if .Values.podMonitor.enabled -}}
 {{- /* The operator names a PodMonitor target's job <monitor namespace>/<monitor name>. */ -}}
 {{- printf "namespace=%q,job=%q" .Release.Namespace (printf "%s/%s" (default .Release.Namespace .Values.podMonitor.namespace) (include "ase.fullname" .)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The KEDA query's matchers: keda.prometheus.seriesSelector, or the targets' labels. */}}
+{{- define "ase.kedaScope" -}}
+{{- .Values.keda.prometheus.seriesSelector | default (include "ase.targetScope" .) -}}
+{{- end -}}
+
+{{/* The per-release rules' matchers: prometheusRule.seriesSelector, or the targets' labels. */}}
+{{- define "ase.rulesScope" -}}
+{{- .Values.prometheusRule.seriesSelector | default (include "ase.targetScope" .) -}}
 {{- end -}}
 
 {{/* Whether the exporter reads the chart's worker from the Kubernetes API. */}}
