@@ -25,6 +25,7 @@ from testbed.image import (
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
+from tests.helm_chart import ALL_ON, find, merged, render
 from tests.scenarios import killed_worker
 from tests.truth import compute
 from tests.waiting import port_open, wait_until
@@ -198,3 +199,44 @@ def test_the_image_is_small_runs_as_non_root_and_holds_no_build_secret(
         package = line.split("==")[0].lower()
         if "==" in line and package != "actionscheduler-exporter":
             assert pinned.get(package) == line, f"{line} is not the version CI tested"
+
+
+def test_the_charts_helm_test_pod_passes_against_the_running_image(
+    podman: Podman,
+    image: tuple[str, dict[str, Any], dict[str, Any]],
+    container: tuple[str, int],
+    store: ActionSchedulerStore,
+) -> None:
+    """The chart's `helm test` pod (test-metrics), run as Kubernetes would run it: its
+    image, command and user, with the Service's name resolving to the exporter."""
+    store.create("woocommerce_deliver_webhook_async")
+    name, port = container
+    assert wait_until(lambda: port_open(port), timeout=60), podman.run("logs", name).stderr
+    repository, tag = image[0].rsplit(":", 1)
+    values = merged(ALL_ON, **{"service.port": port, "image.repository": repository,
+                               "image.tag": tag})  # fmt: skip
+    pod = find(render(values), "Pod", "test-metrics")
+    spec = pod["spec"]["containers"][0]
+    assert spec["image"] == image[0]
+    service = "shop-actionscheduler-exporter"  # the chart's Service in release "shop"
+    executable, *arguments = spec["command"]
+    ran = podman.run(
+        "run",
+        "--rm",
+        "--no-healthcheck",
+        "--read-only",
+        "--network",
+        "host",
+        "--add-host",
+        f"{service}:127.0.0.1",
+        "--user",
+        str(pod["spec"]["securityContext"]["runAsUser"]),
+        *CONTAINER_LIMITS,
+        "--entrypoint",
+        executable,
+        spec["image"],
+        *arguments,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert 'actionscheduler_up{site="shop"} 1.0' in ran.stdout
