@@ -22,8 +22,10 @@ class ActionScheduler_QueueRunner {
 }
 // Action Scheduler hooks its WP-Cron runner, as it does on every request.
 add_action( ActionScheduler_QueueRunner::WP_CRON_HOOK, array( ActionScheduler_QueueRunner::instance(), 'run' ) );
-require $argv[1];
+// argv[1]: the plugin ('-': none); argv[2], optional: PHP code run as `wp eval` runs it.
+if ( '-' !== $argv[1] ) { require $argv[1]; }
 do_action( 'init' );
+if ( isset( $argv[2] ) ) { eval( $argv[2] ); exit( 0 ); }
 echo json_encode( array(
 	'batches'   => apply_filters( 'action_scheduler_queue_runner_concurrent_batches', 1 ),
 	'async'     => apply_filters( 'action_scheduler_allow_async_request_runner', true ),
