@@ -22,16 +22,46 @@ _COLUMNS = (
 )
 
 
+_GROUP_COLUMNS = ("SITE", "GROUP", "DUE", "OLDEST DUE")
+# Groups listed per site: the ones waiting longest.
+WORST_GROUPS = 5
+
+
 def report(results: Sequence[SiteResult]) -> str:
-    rows = [_COLUMNS, *(_row(result) for result in results)]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(_COLUMNS))]
-    lines = [
+    lines = _table([_COLUMNS, *(_row(result) for result in results)])
+    for result in results:
+        lines.extend(f"{result.site}: {problem}" for problem in result.problems)
+    groups = [row for result in results for row in _worst_groups(result)]
+    if groups:
+        lines += ["", *_table([_GROUP_COLUMNS, *groups])]
+    return "\n".join(lines) + "\n"
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-    for result in results:
-        lines.extend(f"{result.site}: {problem}" for problem in result.problems)
-    return "\n".join(lines) + "\n"
+
+
+def _worst_groups(result: SiteResult) -> list[tuple[str, ...]]:
+    """The groups whose oldest due action has waited longest (the due backlog split)."""
+    due: dict[str, float] = {}
+    ages: dict[str, float] = {}
+    for item in result.samples:
+        if item.metric is catalog.DUE_BY_GROUP:
+            due[dict(item.labels)["group"]] = item.value
+        elif item.metric is catalog.OLDEST_DUE_AGE_BY_GROUP:
+            ages[dict(item.labels)["group"]] = item.value
+    waiting = sorted(
+        (group for group, count in due.items() if count > 0),
+        key=lambda group: (-ages.get(group, 0.0), -due[group], group),
+    )
+    return [
+        (result.site, group or '""', f"{due[group]:.0f}", format_age(ages.get(group, 0.0)))
+        for group in waiting[:WORST_GROUPS]
+    ]
 
 
 def healthy(results: Sequence[SiteResult]) -> bool:

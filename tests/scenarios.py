@@ -5,6 +5,7 @@ tests share."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 
 import pytest
 
@@ -67,8 +68,35 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
     assert value(catalog.OLDEST_FINISHED_AGE) == pytest.approx(
         truth.oldest_finished_age, abs=AGE_SLACK
     )
-    for collector in ("due", "in_progress", "claims", "status", "failures", "retention", "tables"):
+    split = {
+        metric: {dict(s.labels)[label]: s.value for s in result.samples if s.metric is metric}
+        for metric, label in (
+            (catalog.DUE_BY_GROUP, "group"),
+            (catalog.DUE_BY_HOOK, "hook"),
+            (catalog.OLDEST_DUE_AGE_BY_GROUP, "group"),
+        )
+    }
+    assert split[catalog.DUE_BY_GROUP] == top_20(truth.due_by_group)
+    assert split[catalog.DUE_BY_HOOK] == top_20(truth.due_by_hook)
+    assert split[catalog.OLDEST_DUE_AGE_BY_GROUP].keys() == top_20(truth.due_by_group).keys()
+    for group, age in split[catalog.OLDEST_DUE_AGE_BY_GROUP].items():
+        if group != catalog.OTHER:
+            expected = truth.oldest_due_age_by_group[group]
+            assert age == pytest.approx(expected, abs=AGE_SLACK), group
+    assert value(catalog.DUE_UNSPLIT) == 0
+    collectors = ("due", "due_split", "in_progress", "claims", "status", "failures", "retention")
+    for collector in (*collectors, "tables"):
         assert value(catalog.COLLECTOR_SUCCESS, collector=collector) == 1.0, collector
+
+
+def top_20(counts: Counter[str]) -> dict[str, float]:
+    """The default top-N folding, written out independently of the exporter's."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    folded: dict[str, float] = {value: count for value, count in ranked[:20]}
+    rest = sum(count for _, count in ranked[20:])
+    if len(ranked) > 20:
+        folded["other"] = rest
+    return folded
 
 
 def healthy_flow(store: ActionSchedulerStore) -> None:

@@ -52,6 +52,11 @@ def test_check_prints_the_queue_and_exits_0(
     assert cells[:4] == ["shop", "yes", "15", "5"]
     assert cells[4] == "15m" and cells[5] == "1" and cells[6] == "10m"
     assert cells[7] == "1/2" and cells[8] == "1" and cells[9] == "5"
+    # The worst groups: the killed worker's webhooks, 20 due, the oldest 15 minutes late.
+    lines = done.stdout.splitlines()
+    table = lines[lines.index("") + 1 :]
+    assert table[0].split() == ["SITE", "GROUP", "DUE", "OLDEST", "DUE"]
+    assert table[1].split() == ["shop", "woocommerce-webhooks", "20", "15m"]
 
 
 def test_check_exits_1_when_a_site_is_down_or_tables_are_missing(

@@ -7,6 +7,7 @@ handler counters), and no statement may scan the actions or logs table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +25,10 @@ from testbed.mariadb import Server
 
 DUE = 400
 SMALL, LARGE = 10_000, 40_000
+
+
+def shape(sql: str) -> str:
+    return re.sub(r"IN \((?:%s, )*%s\)", "IN (...)", sql)
 
 
 def rows_per_statement(server: Server, database: str) -> list[dict[str, Any]]:
@@ -50,12 +55,16 @@ def test_hot_statements_read_as_many_rows_at_four_times_the_table(
 ) -> None:
     small = rows_per_statement(mariadb, stores[SMALL])
     large = rows_per_statement(mariadb, stores[LARGE])
-    assert [item["sql"] for item in small] == [item["sql"] for item in large]
+    # Lookups of group slugs list as many ids as the backlog has groups.
+    assert [shape(item["sql"]) for item in small] == [shape(item["sql"]) for item in large]
     for in_small, in_large in zip(small, large, strict=True):
         sql, rows = in_large["sql"], in_large["rows_examined"]
         # The due backlog and the running batch are the same in both stores.
         assert rows <= in_small["rows_examined"] + 10, f"grows with the table: {sql}"
-        assert rows <= 2 * (DUE + StoreProfile.batch_size) + 50, f"reads too much: {sql}"
+        # The split by group reads each due row (no index holds the group), through a
+        # derived table: written once and read once more.
+        per_due = 4 if "AS oldest" in sql else 2
+        assert rows <= per_due * (DUE + StoreProfile.batch_size) + 50, f"reads too much: {sql}"
 
 
 def test_no_hot_statement_scans_a_big_table(mariadb: Server, stores: dict[int, str]) -> None:

@@ -35,6 +35,9 @@ class Truth:
     stale_claimed: int
     failed_by_hook: Counter[str]
     oldest_finished_age: float
+    due_by_group: Counter[str]
+    due_by_hook: Counter[str]
+    oldest_due_age_by_group: dict[str, float]
 
 
 def _valid(value: Any) -> dt.datetime | None:
@@ -74,6 +77,9 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
     failed_by_hook: Counter[str] = Counter()
     due_unclaimed = due_claimed = zero_dated = null_dated = in_progress = stale = 0
     due_dates: list[dt.datetime] = []
+    due_by_group: Counter[str] = Counter()
+    due_by_hook: Counter[str] = Counter()
+    due_dates_by_group: dict[str, list[dt.datetime]] = {}
     running_since: list[dt.datetime] = []
     finished_dates: list[dt.datetime] = []
     open_claims: set[int] = set()
@@ -105,12 +111,18 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
             due_claimed += 1
         else:
             due_unclaimed += 1
+        group = slugs.get(group_id, "")
+        due_by_group[group] += 1
+        due_by_hook[hook] += 1
+        group_dates = due_dates_by_group.setdefault(group, [])
         if date is None:
             zero_dated += 1
             if action_id in first_log:
                 due_dates.append(first_log[action_id])
+                group_dates.append(first_log[action_id])
         else:
             due_dates.append(date)
+            group_dates.append(date)
 
     claim_dates = [date for _, date in claims if _valid(date)]
     orphaned = sum(
@@ -135,4 +147,9 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
         stale_claimed=stale,
         failed_by_hook=failed_by_hook,
         oldest_finished_age=_age(now, finished_dates),
+        due_by_group=due_by_group,
+        due_by_hook=due_by_hook,
+        oldest_due_age_by_group={
+            group: _age(now, dates) for group, dates in due_dates_by_group.items()
+        },
     )

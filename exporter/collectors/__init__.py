@@ -3,6 +3,7 @@
 from exporter.collectors.claims import ClaimsCollector
 from exporter.collectors.context import Collector
 from exporter.collectors.due import DueCollector
+from exporter.collectors.due_split import DueSplitCollector
 from exporter.collectors.failures import FailuresCollector
 from exporter.collectors.in_progress import InProgressCollector
 from exporter.collectors.retention import RetentionCollector
@@ -14,6 +15,7 @@ def default_collectors() -> tuple[Collector, ...]:
     """Every collector, in the order a round runs them: the autoscaling signal first."""
     return (
         DueCollector(),
+        DueSplitCollector(),
         InProgressCollector(),
         ClaimsCollector(),
         StatusCollector(),

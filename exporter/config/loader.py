@@ -21,6 +21,7 @@ from exporter.config.model import (
     CONNECTION_FIELDS,
     AlertThresholds,
     ExporterConfig,
+    GroupConfig,
     KubernetesConfig,
     ReplicaConfig,
     SiteConfig,
@@ -51,6 +52,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "heavy_query_timeout": values.duration,
     "heavy_chunk_rows": values.chunk_rows,
     "heavy_settled_check_every": values.settled_check_every,
+    "due_split_rows": values.due_split_rows,
     "database_pattern": values.text,
     "discovery_interval": values.duration,
 }
@@ -74,6 +76,10 @@ _ALERT_KEYS: dict[str, Callable[[Any], Any]] = {
     "failure_ratio": values.ratio,
     "failure_rate": values.positive_number,
     "restarts": values.positive_number,
+}
+# A group's own thresholds: the delays that differ per kind of work.
+_GROUP_ALERT_KEYS = {
+    name: _ALERT_KEYS[name] for name in ("oldest_due_warning", "oldest_due_critical")
 }
 _WORKER_KEYS: dict[str, Callable[[Any], Any]] = {
     "namespace": values.text,
@@ -107,6 +113,8 @@ _SITE_KEYS = {
     "tls",
     "labels",
     "alerts",
+    "groups",
+    "hooks",
     "workers",
     "kubernetes",
     "replica",
@@ -244,6 +252,10 @@ def _site(
                 ("namespace", "selector"),
             )
         )
+    if "groups" in raw:
+        fields["groups"] = _groups(source, f"{key}.groups", raw["groups"])
+    if "hooks" in raw:
+        fields["hooks"] = _hooks(source, f"{key}.hooks", raw["hooks"])
     fields["password"] = _password(source, key, raw, fields.pop("password", ""))
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
 
@@ -381,6 +393,27 @@ def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
         except UnicodeDecodeError:
             raise ConfigError(source, f"{key}.password_file", f"{path} is not UTF-8 text") from None
     return from_dsn
+
+
+def _groups(source: str, key: str, raw: object) -> tuple[GroupConfig, ...]:
+    """`groups: {slug: {alerts: {oldest_due_warning: 2h}}}`; a group may map to nothing."""
+    groups = []
+    for slug, section in _mapping(source, key, raw).items():
+        where = f"{key}.{slug}"
+        name = _checked(source, where, values.text, slug)
+        settings = _mapping(source, where, section if section is not None else {})
+        _reject_unknown(source, where, settings, {"alerts"})
+        alerts = _section(source, f"{where}.alerts", settings.get("alerts", {}), _GROUP_ALERT_KEYS)
+        groups.append(GroupConfig(name, **alerts))
+    return tuple(groups)
+
+
+def _hooks(source: str, key: str, raw: object) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(source, key, "must be a list of hook names")
+    return tuple(
+        _checked(source, f"{key}[{index}]", values.text, hook) for index, hook in enumerate(raw)
+    )
 
 
 def _labels(source: str, key: str, raw: object) -> tuple[tuple[str, str], ...]:

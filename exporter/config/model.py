@@ -37,6 +37,20 @@ class AlertThresholds:
 
 
 @dataclass(frozen=True)
+class GroupConfig:
+    """A group the site names: never folded into "other", and optionally alerted on with
+    thresholds of its own (a slow export group may wait hours, a webhook group minutes)."""
+
+    slug: str
+    oldest_due_warning: float | None = None  # None: no threshold of its own
+    oldest_due_critical: float | None = None
+
+    @property
+    def has_thresholds(self) -> bool:
+        return self.oldest_due_warning is not None or self.oldest_due_critical is not None
+
+
+@dataclass(frozen=True)
 class WorkersConfig:
     """Where the site's queue workers run in Kubernetes, for joining kube-state-metrics."""
 
@@ -120,9 +134,27 @@ class SiteConfig:
     # every Nth refresh: 1 keeps every total exact within one refresh, at twice the cost.
     heavy_settled_check_every: int = 2
     replica: ReplicaConfig | None = None
+    # The due backlog split by group and hook reads at most this many of the oldest due
+    # actions per scrape (0: no split); a larger backlog's rest is reported unsplit.
+    due_split_rows: int = 10_000
+    # Groups and hooks named here are always their own series (worker pools scale on them).
+    groups: tuple[GroupConfig, ...] = ()
+    hooks: tuple[str, ...] = ()
     alerts: AlertThresholds = AlertThresholds()
     workers: WorkersConfig | None = None
     kubernetes: KubernetesConfig | None = None
+
+    def group_thresholds(self) -> dict[str, tuple[float, float]]:
+        """(warning, critical) per group with thresholds of its own; a threshold the group
+        leaves out is the site's."""
+        return {
+            group.slug: (
+                group.oldest_due_warning or self.alerts.oldest_due_warning,
+                group.oldest_due_critical or self.alerts.oldest_due_critical,
+            )
+            for group in self.groups
+            if group.has_thresholds
+        }
 
     @property
     def discovers_prefixes(self) -> bool:

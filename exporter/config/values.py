@@ -23,6 +23,8 @@ MAX_CHUNK_ROWS = 1_000_000
 MAX_CONNECTIONS_PER_SERVER = 64
 # A purge shows in the totals within this many heavy refreshes at most.
 MAX_SETTLED_CHECK_EVERY = 12
+# Due actions split by group per scrape: a statement of a few hundred milliseconds at most.
+MAX_DUE_SPLIT_ROWS = 100_000
 
 
 def duration(value: object) -> float:
@@ -78,6 +80,18 @@ def whole_number_up_to(limit: int) -> Callable[[object], int]:
 rows_per_scrape = whole_number_up_to(MAX_LOG_ROWS_PER_SCRAPE)
 connections_per_server = whole_number_up_to(MAX_CONNECTIONS_PER_SERVER)
 settled_check_every = whole_number_up_to(MAX_SETTLED_CHECK_EVERY)
+
+
+def due_split_rows(value: object) -> int:
+    """0 (no split) or a whole number of rows up to MAX_DUE_SPLIT_ROWS."""
+    problem = f"must be a whole number from 0 (no split) to {MAX_DUE_SPLIT_ROWS}, got {value!r}"
+    if isinstance(value, str) and value.strip().isdigit():  # a DSN parameter
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(problem)
+    if not 0 <= value <= MAX_DUE_SPLIT_ROWS:
+        raise ValueError(problem)
+    return value
 
 
 def chunk_rows(value: object) -> int:

@@ -143,6 +143,53 @@ OLDEST_DUE_AGE = _define(
     "found by position, so translated sites work); one with no log row is counted above "
     "but gives no age.",
 )
+DUE_BY_GROUP = _define(
+    "actionscheduler_due_actions_by_group",
+    "gauge",
+    "Due pending actions by group (top-N groups and the configured ones, the rest folded "
+    'into group="other").',
+    tier="hot",
+    section="queue",
+    labels=("group",),
+    meaning="Due pending actions (claimed or not, as `actionscheduler_due_actions` counts "
+    "them) per group, from the oldest `due_split_rows` due actions. The `top_groups` groups "
+    "with the largest backlog and the groups named in the site's `groups:` keep their slug "
+    "(a named group is exported at 0 when nothing of it is due); the rest are summed under "
+    '`group="other"`; actions without a group have `group=""`. Due actions beyond '
+    "`due_split_rows` are in `actionscheduler_due_actions_unsplit` instead.",
+)
+DUE_BY_HOOK = _define(
+    "actionscheduler_due_actions_by_hook",
+    "gauge",
+    "Due pending actions by hook (top-N hooks and the configured ones, the rest folded into "
+    'hook="other").',
+    tier="hot",
+    section="queue",
+    labels=("hook",),
+    meaning="Due pending actions per hook, from the same oldest `due_split_rows` due actions "
+    "as the groups; `top_hooks` hooks and those named in the site's `hooks:` keep their name.",
+)
+OLDEST_DUE_AGE_BY_GROUP = _define(
+    "actionscheduler_oldest_due_action_age_seconds_by_group",
+    "gauge",
+    "Seconds since the oldest due pending action of the group was scheduled; 0 when none is due.",
+    tier="hot",
+    section="queue",
+    labels=("group",),
+    meaning="`actionscheduler_oldest_due_action_age_seconds` per group (same groups and "
+    "folding; `other` has the oldest of the folded groups). Zero-dated actions take their "
+    "age from their first log row, as for the site.",
+)
+DUE_UNSPLIT = _define(
+    "actionscheduler_due_actions_unsplit",
+    "gauge",
+    "Due pending actions beyond the due_split_rows oldest: counted, not split by group.",
+    tier="hot",
+    section="queue",
+    meaning="Due actions newer than the oldest `due_split_rows` (0 while the backlog fits). "
+    "The per-group and per-hook series leave them out; the chart's per-pool autoscaling "
+    "queries count them in every pool, so a large backlog scales every pool up.",
+)
 IN_PROGRESS = _define(
     "actionscheduler_in_progress_actions",
     "gauge",
@@ -256,6 +303,27 @@ THRESHOLD_OLDEST_DUE_CRITICAL = _define(
     tier="none",
     section="settings",
     meaning="`alerts.oldest_due_critical` (default 24h, Action Scheduler's own past-due notice).",
+)
+THRESHOLD_GROUP_OLDEST_DUE_WARNING = _define(
+    "actionscheduler_alert_threshold_group_oldest_due_warning_seconds",
+    "gauge",
+    "Alert threshold of a group with its own: age of its oldest due action that warns "
+    "(groups.<slug>.alerts.oldest_due_warning).",
+    tier="none",
+    section="settings",
+    labels=("group",),
+    meaning="Exported for each group of the site's `groups:` that has thresholds of its own "
+    "(the one it leaves out is the site's). The site's alerts leave such groups to the "
+    "per-group alerts.",
+)
+THRESHOLD_GROUP_OLDEST_DUE_CRITICAL = _define(
+    "actionscheduler_alert_threshold_group_oldest_due_critical_seconds",
+    "gauge",
+    "Alert threshold of a group with its own: age of its oldest due action that pages "
+    "(groups.<slug>.alerts.oldest_due_critical).",
+    tier="none",
+    section="settings",
+    labels=("group",),
 )
 THRESHOLD_DRAIN_TARGET = _define(
     "actionscheduler_alert_threshold_drain_target_seconds",

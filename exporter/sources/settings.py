@@ -17,6 +17,8 @@ class SiteSettings(Source[SiteConfig]):
         catalog.HEAVY_INTERVAL,
         catalog.THRESHOLD_OLDEST_DUE_WARNING,
         catalog.THRESHOLD_OLDEST_DUE_CRITICAL,
+        catalog.THRESHOLD_GROUP_OLDEST_DUE_WARNING,
+        catalog.THRESHOLD_GROUP_OLDEST_DUE_CRITICAL,
         catalog.THRESHOLD_DRAIN_TARGET,
         catalog.THRESHOLD_FAILURE_RATIO,
         catalog.THRESHOLD_FAILURE_RATE,
@@ -40,6 +42,11 @@ class SiteSettings(Source[SiteConfig]):
             sample(catalog.THRESHOLD_FAILURE_RATE, alerts.failure_rate),
             sample(catalog.THRESHOLD_RESTARTS, alerts.restarts),
         ]
+        for group, (warning, critical) in sorted(context.group_thresholds().items()):
+            samples.append(sample(catalog.THRESHOLD_GROUP_OLDEST_DUE_WARNING, warning, group=group))
+            samples.append(
+                sample(catalog.THRESHOLD_GROUP_OLDEST_DUE_CRITICAL, critical, group=group)
+            )
         if context.concurrent_batches_limit is not None:
             samples.append(
                 sample(catalog.CONCURRENT_BATCHES_LIMIT, context.concurrent_batches_limit)

@@ -209,6 +209,27 @@ def test_environment_gives_one_site() -> None:
             "sites[0].heavy_chunk_rows",
             "1000000",
         ),
+        # issue 15: the due split, named groups and hooks
+        ("sites:\n  - {database: x, due_split_rows: 200000}", "sites[0].due_split_rows", "100000"),
+        ("sites:\n  - {database: x, due_split_rows: -1}", "sites[0].due_split_rows", "from 0"),
+        ("sites:\n  - {database: x, groups: [reports]}", "sites[0].groups", "mapping"),
+        (
+            "sites:\n  - {database: x, groups: {reports: {alerts: {restarts: 2}}}}",
+            "sites[0].groups.reports.alerts.restarts",
+            "not a known key",
+        ),
+        (
+            "sites:\n  - {database: x, groups: {reports: {alert: {}}}}",
+            "sites[0].groups.reports.alert",
+            "not a known key",
+        ),
+        (
+            "sites:\n  - {database: x, groups: {reports: {alerts: {oldest_due_warning: soon}}}}",
+            "sites[0].groups.reports.alerts.oldest_due_warning",
+            "duration",
+        ),
+        ("sites:\n  - {database: x, hooks: a_hook}", "sites[0].hooks", "list of hook names"),
+        ("sites:\n  - {database: x, hooks: ['']}", "sites[0].hooks[0]", "non-empty"),
         ("sites:\n  - {database: x, replica: db2}", "sites[0].replica", "mapping"),
         (
             "sites:\n  - {database: x, replica: {host: r, lag: 5}}",
@@ -385,3 +406,25 @@ def test_a_bad_listen_address_type_is_a_config_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "listen_address: must be a string" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
+    """Issue 15: groups with thresholds of their own (the rest from the site), named hooks,
+    and the split's cap (0 turns it off)."""
+    text = (
+        "defaults: {alerts: {oldest_due_critical: 6h}}\n"
+        "sites:\n"
+        "  - database: shop\n"
+        "    due_split_rows: 0\n"
+        "    hooks: [woocommerce_deliver_webhook_async]\n"
+        "    groups:\n"
+        "      reports: {alerts: {oldest_due_warning: 2h}}\n"
+        "      woocommerce-webhooks:\n"
+        "  - {database: blog}\n"
+    )
+    shop, blog = load_file(write(tmp_path, text)).sites
+    assert shop.due_split_rows == 0 and blog.due_split_rows == 10_000
+    assert shop.hooks == ("woocommerce_deliver_webhook_async",)
+    assert [group.slug for group in shop.groups] == ["reports", "woocommerce-webhooks"]
+    assert shop.group_thresholds() == {"reports": (7200.0, 21600.0)}
+    assert blog.groups == () and blog.group_thresholds() == {}

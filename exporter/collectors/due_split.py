@@ -1,0 +1,133 @@
+"""The due backlog split by group and by hook, for dedicated runners and their autoscaling.
+
+Action Scheduler's indexes hold no group next to the due date, so the split reads rows: the
+oldest `due_split_rows` due actions, in the order of the (status, scheduled_date_gmt)
+index, one statement. The oldest actions are the ones that are late, so every group's
+oldest due age is exact as long as it has one of them; beyond the cap the backlog is only
+counted (`actionscheduler_due_actions_unsplit`), on that index alone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+from exporter.collectors.context import (
+    VALID_DATE_FLOOR,
+    Collector,
+    DatabaseContext,
+    label_value,
+    seconds,
+)
+from exporter.collectors.folding import top_values
+from exporter.collectors.groups import group_slugs
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample, sample
+
+NO_GROUP = ""
+
+
+class DueSplitCollector(Collector):
+    name = "due_split"
+    metrics = (
+        catalog.DUE_BY_GROUP,
+        catalog.OLDEST_DUE_AGE_BY_GROUP,
+        catalog.DUE_BY_HOOK,
+        catalog.DUE_UNSPLIT,
+    )
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        limit = context.site.due_split_rows
+        if limit == 0:
+            return
+        actions = context.tables.actions
+        rows = context.query(
+            "SELECT group_id, hook, COUNT(*),"
+            " TIMESTAMPDIFF(SECOND, MIN(IF(scheduled_date_gmt >= %s, scheduled_date_gmt, NULL)),"
+            " UTC_TIMESTAMP()), SUM(scheduled_date_gmt < %s)"
+            " FROM (SELECT group_id, hook, scheduled_date_gmt"
+            f" FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+            " ORDER BY scheduled_date_gmt LIMIT %s) AS oldest"
+            " GROUP BY group_id, hook",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR, limit),
+        )
+        group_ids = {int(group_id or 0) for group_id, *_ in rows}
+        slugs = group_slugs(context, group_ids)
+        by_group: Counter[str] = Counter()
+        by_hook: Counter[str] = Counter()
+        age_by_group: dict[str, float] = {}
+        split = 0
+        zero_dated = 0
+        for group_id, hook, count, age, zeros in rows:
+            group = slugs.get(int(group_id or 0), NO_GROUP)
+            by_group[group] += int(count)
+            by_hook[label_value(hook)] += int(count)
+            age_by_group[group] = max(age_by_group.get(group, 0.0), seconds(age))
+            split += int(count)
+            zero_dated += int(zeros or 0)
+        if zero_dated:
+            for group, age in self._zero_dated_ages(context, slugs):
+                age_by_group[group] = max(age_by_group.get(group, 0.0), age)
+
+        named_groups = {group.slug for group in context.site.groups}
+        yield from _folded(
+            catalog.DUE_BY_GROUP,
+            "group",
+            by_group,
+            context.site.top_groups,
+            named_groups,
+            ages=(catalog.OLDEST_DUE_AGE_BY_GROUP, age_by_group),
+        )
+        yield from _folded(
+            catalog.DUE_BY_HOOK, "hook", by_hook, context.site.top_hooks, set(context.site.hooks)
+        )
+        unsplit = self._due_total(context) - split if split >= limit else 0
+        yield sample(catalog.DUE_UNSPLIT, max(0, unsplit))
+
+    @staticmethod
+    def _due_total(context: DatabaseContext) -> int:
+        """Every due action, counted on the (status, scheduled_date_gmt) index alone."""
+        (total,) = context.one(
+            f"SELECT COUNT(*) FROM {context.tables.actions}"
+            " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+        )
+        return int(total or 0)
+
+    @staticmethod
+    def _zero_dated_ages(
+        context: DatabaseContext, slugs: dict[int, str]
+    ) -> Iterable[tuple[str, float]]:
+        """Zero-dated due actions are as old as their first log row ("action created")."""
+        tables = context.tables
+        for group_id, age in context.query(
+            "SELECT a.group_id, TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
+            f" FROM {tables.actions} a JOIN {tables.logs} l ON l.action_id = a.action_id"
+            " WHERE a.status = 'pending' AND a.scheduled_date_gmt < %s"
+            " AND l.log_date_gmt >= %s GROUP BY a.group_id",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
+        ):
+            yield slugs.get(int(group_id or 0), NO_GROUP), seconds(age)
+
+
+def _folded(
+    metric: catalog.MetricDef,
+    label: str,
+    counts: Counter[str],
+    limit: int,
+    named: set[str],
+    ages: tuple[catalog.MetricDef, dict[str, float]] | None = None,
+) -> Iterator[Sample]:
+    """The top `limit` values and the named ones (0 when absent) keep their label; the rest
+    are summed under "other" (their ages: the oldest)."""
+    kept = top_values(counts, limit) | named
+    folded: Counter[str] = Counter(dict.fromkeys(named, 0))
+    folded_ages: dict[str, float] = dict.fromkeys(named, 0.0)
+    for value, count in counts.items():
+        key = value if value in kept else catalog.OTHER
+        folded[key] += count
+        if ages is not None:
+            folded_ages[key] = max(folded_ages.get(key, 0.0), ages[1].get(value, 0.0))
+    for value, count in sorted(folded.items()):
+        yield sample(metric, count, **{label: value})
+        if ages is not None:
+            yield sample(ages[0], folded_ages[value], **{label: value})

@@ -1,0 +1,157 @@
+"""The due backlog per group and per hook (issue 15) against ground truth, as the queue
+moves, folded, capped, and the groups' own alert thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from exporter.config.model import GroupConfig
+from exporter.metrics import catalog
+from exporter.rounds.result import SiteResult
+from testbed.schema import ZERO_DATE
+from testbed.store import ActionSchedulerStore
+from tests.conftest import Scrape, SiteFactory
+from tests.scenarios import AGE_SLACK
+from tests.truth import compute
+
+SiteScrape = Callable[..., SiteResult]
+
+
+def series(result: SiteResult, metric: catalog.MetricDef, label: str) -> dict[str, float]:
+    return {dict(s.labels)[label]: s.value for s in result.samples if s.metric is metric}
+
+
+@pytest.fixture
+def scrape_site(scrape: Scrape, site: SiteFactory) -> SiteScrape:
+    def run(**settings: object) -> SiteResult:
+        (result,) = scrape(site(**settings))
+        assert result.up, result.problems
+        return result
+
+    return run
+
+
+def assert_split_is_true(result: SiteResult, store: ActionSchedulerStore) -> None:
+    truth = compute(store.connection)
+    assert series(result, catalog.DUE_BY_GROUP, "group") == dict(truth.due_by_group)
+    assert series(result, catalog.DUE_BY_HOOK, "hook") == dict(truth.due_by_hook)
+    ages = series(result, catalog.OLDEST_DUE_AGE_BY_GROUP, "group")
+    assert ages.keys() == truth.due_by_group.keys()
+    for group, age in ages.items():
+        assert age == pytest.approx(truth.oldest_due_age_by_group[group], abs=AGE_SLACK), group
+    assert result.value("actionscheduler_due_actions_unsplit") == 0
+
+
+def test_the_split_follows_claims_runs_failures_resets_and_the_cleaner(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    with store.seconds_ago(1800):
+        for index in range(12):
+            store.create("wc_export_report", group="reports", args=[index])
+    with store.seconds_ago(600):
+        for index in range(20):
+            store.create("woocommerce_deliver_webhook_async", group="webhooks", args=[index])
+        for index in range(3):
+            store.create("woocommerce_cleanup_sessions", args=[index])  # no group
+    assert_split_is_true(scrape_site(), store)
+
+    claim = store.stake_claim(10)  # claimed actions are still due
+    assert_split_is_true(scrape_site(), store)
+
+    store.start(claim.action_ids[0])
+    store.complete(claim.action_ids[0])
+    store.start(claim.action_ids[1])
+    store.fail(claim.action_ids[1], "boom")
+    assert_split_is_true(scrape_site(), store)
+
+    with store.seconds_ago(900):
+        store.kill_worker_mid_batch(batch_size=8, finished=2)
+    assert_split_is_true(scrape_site(), store)
+
+    store.cleaner_reset()
+    store.cleaner_mark_failed()
+    assert_split_is_true(scrape_site(), store)
+
+    store.run_batch(40)
+    assert_split_is_true(scrape_site(), store)
+
+
+def test_small_groups_and_hooks_fold_into_other_but_named_ones_stay(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    sizes = {"big": 5, "middle": 3, "small": 2, "tiny": 1}
+    for rank, (group, size) in enumerate(sizes.items()):
+        with store.seconds_ago(3600 - 600 * rank):  # "tiny" is the newest, "big" the oldest
+            for index in range(size):
+                store.create(f"hook_{group}", group=group, args=[index])
+    result = scrape_site(
+        top_groups=2,
+        top_hooks=1,
+        groups=(GroupConfig("tiny"), GroupConfig("exports")),
+        hooks=("hook_small",),
+    )
+    assert series(result, catalog.DUE_BY_GROUP, "group") == {
+        "big": 5, "middle": 3, "tiny": 1, "exports": 0, "other": 2,
+    }  # fmt: skip
+    ages = series(result, catalog.OLDEST_DUE_AGE_BY_GROUP, "group")
+    assert ages["exports"] == 0  # named, nothing due
+    assert ages["other"] == pytest.approx(3600 - 600 * 2, abs=AGE_SLACK)  # "small"
+    assert ages["big"] == pytest.approx(3600, abs=AGE_SLACK)
+    assert series(result, catalog.DUE_BY_HOOK, "hook") == {
+        "hook_big": 5, "hook_small": 2, "other": 4,
+    }  # fmt: skip
+
+
+def test_a_backlog_beyond_the_cap_is_split_from_its_oldest_and_counted_unsplit(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    with store.seconds_ago(7200):
+        for index in range(6):
+            store.create("wc_export_report", group="reports", args=[index])
+    with store.seconds_ago(60):
+        for index in range(19):
+            store.create("woocommerce_deliver_webhook_async", group="webhooks", args=[index])
+    result = scrape_site(due_split_rows=10)
+    assert series(result, catalog.DUE_BY_GROUP, "group") == {"reports": 6, "webhooks": 4}
+    assert result.value("actionscheduler_due_actions_unsplit") == 15
+    ages = series(result, catalog.OLDEST_DUE_AGE_BY_GROUP, "group")
+    assert ages["reports"] == pytest.approx(7200, abs=AGE_SLACK)
+    assert ages["webhooks"] == pytest.approx(60, abs=AGE_SLACK)
+
+    off = scrape_site(due_split_rows=0)
+    assert not series(off, catalog.DUE_BY_GROUP, "group")
+    assert off.value("actionscheduler_due_actions_unsplit") is None
+
+
+def test_zero_dated_actions_take_their_groups_age_from_the_log(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    with store.seconds_ago(5400):
+        store.create("wc_admin_async", group="imports", scheduled=ZERO_DATE)
+    with store.seconds_ago(120):
+        store.create("wc_admin_async", group="imports")
+        store.create("woocommerce_deliver_webhook_async", group="webhooks")
+    result = scrape_site()
+    assert series(result, catalog.DUE_BY_GROUP, "group") == {"imports": 2, "webhooks": 1}
+    ages = series(result, catalog.OLDEST_DUE_AGE_BY_GROUP, "group")
+    assert ages["imports"] == pytest.approx(5400, abs=AGE_SLACK)
+    assert ages["webhooks"] == pytest.approx(120, abs=AGE_SLACK)
+    assert_split_is_true(result, store)
+
+
+def test_groups_with_thresholds_of_their_own_export_them(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    result = scrape_site(
+        groups=(
+            GroupConfig("reports", oldest_due_warning=7200.0, oldest_due_critical=43200.0),
+            GroupConfig("imports", oldest_due_warning=1800.0),  # critical: the site's
+            GroupConfig("webhooks"),  # kept as a series, no thresholds of its own
+        )
+    )
+    warning = series(result, catalog.THRESHOLD_GROUP_OLDEST_DUE_WARNING, "group")
+    critical = series(result, catalog.THRESHOLD_GROUP_OLDEST_DUE_CRITICAL, "group")
+    assert warning == {"reports": 7200.0, "imports": 1800.0}
+    assert critical == {"reports": 43200.0, "imports": 86400.0}
