@@ -137,7 +137,7 @@ def scraped_queue(
         site(
             name=SITE,
             concurrent_batches_limit=2,
-            workers=WorkersConfig("shop", "shop-worker"),
+            workers=(WorkersConfig("shop", "shop-worker"),),
             heavy_interval=2.0,
         )
     )

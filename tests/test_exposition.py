@@ -43,7 +43,7 @@ def test_every_family_is_emitted_and_only_declared_ones(
                     concurrent_batches_limit=2,
                     labels=(("team", "checkout"),),
                     heavy_interval=0.05,
-                    workers=WorkersConfig("shop", "shop-worker"),
+                    workers=(WorkersConfig("shop", "shop-worker"),),
                     kubernetes=kubernetes_config(api),
                 ),
             )

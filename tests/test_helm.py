@@ -251,8 +251,9 @@ def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> Non
     assert shop.password == "pw-shop" and network.discovers_prefixes
     # The worker's limit and the exporter's come from one value.
     assert shop.concurrent_batches_limit == ALL_ON["worker"].get("concurrentBatches", 3)
-    assert shop.workers is not None
-    assert shop.workers.deployment == "shop-actionscheduler-exporter-worker"
+    assert [workers.deployment for workers in shop.workers] == [
+        "shop-actionscheduler-exporter-worker"
+    ]
     assert shop.alerts.oldest_due_warning == 600
     worker = find(objects, "Deployment", "-worker")
     container = worker["spec"]["template"]["spec"]["containers"][0]

@@ -37,7 +37,7 @@ def test_series_and_rules_under_the_operators_relabeling(
     objects = render(merged(ALL_ON, **{"serviceMonitor.honorLabels": honor_labels}))
     monitor, service = find(objects, "ServiceMonitor"), find(objects, "Service", "exporter")
     store.create("woocommerce_deliver_webhook_async")
-    running = exporter_http(site(workers=WORKERS, kubernetes=kubernetes_config(api)))
+    running = exporter_http(site(workers=(WORKERS,), kubernetes=kubernetes_config(api)))
     configs = service_monitor_scrape_configs(
         monitor, service, f"127.0.0.1:{running.port}", EXPORTER_POD, "exporter"
     )

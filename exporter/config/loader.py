@@ -237,11 +237,7 @@ def _site(
         **_section(source, f"{key}.alerts", raw.get("alerts", {}), _ALERT_KEYS)
     )
     if "workers" in raw:
-        fields["workers"] = WorkersConfig(
-            **_section(
-                source, f"{key}.workers", raw["workers"], _WORKER_KEYS, ("namespace", "deployment")
-            )
-        )
+        fields["workers"] = _workers(source, f"{key}.workers", raw["workers"])
     if "kubernetes" in raw:
         fields["kubernetes"] = KubernetesConfig(
             **_section(
@@ -393,6 +389,23 @@ def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
         except UnicodeDecodeError:
             raise ConfigError(source, f"{key}.password_file", f"{path} is not UTF-8 text") from None
     return from_dsn
+
+
+def _workers(source: str, key: str, raw: object) -> tuple[WorkersConfig, ...]:
+    """One Deployment of workers (a mapping), or several (a list: worker pools)."""
+    entries = raw if isinstance(raw, list) else [raw]
+    return tuple(
+        WorkersConfig(
+            **_section(
+                source,
+                f"{key}[{index}]" if isinstance(raw, list) else key,
+                entry,
+                _WORKER_KEYS,
+                ("namespace", "deployment"),
+            )
+        )
+        for index, entry in enumerate(entries)
+    )
 
 
 def _groups(source: str, key: str, raw: object) -> tuple[GroupConfig, ...]:

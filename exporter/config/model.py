@@ -141,7 +141,8 @@ class SiteConfig:
     groups: tuple[GroupConfig, ...] = ()
     hooks: tuple[str, ...] = ()
     alerts: AlertThresholds = AlertThresholds()
-    workers: WorkersConfig | None = None
+    # Where the site's workers run: one entry per Deployment (a pool of runners each).
+    workers: tuple[WorkersConfig, ...] = ()
     kubernetes: KubernetesConfig | None = None
 
     def group_thresholds(self) -> dict[str, tuple[float, float]]:

@@ -51,8 +51,7 @@ class SiteSettings(Source[SiteConfig]):
             samples.append(
                 sample(catalog.CONCURRENT_BATCHES_LIMIT, context.concurrent_batches_limit)
             )
-        if context.workers is not None:
-            workers = context.workers
+        for workers in context.workers:
             samples.append(
                 sample(
                     catalog.WORKER_INFO,

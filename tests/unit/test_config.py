@@ -71,8 +71,8 @@ sites:
     assert shop.alerts.oldest_due_warning == 300 and shop.alerts.failure_ratio == 0.5
     assert shop.alerts.drain_target == 7200 and shop.alerts.oldest_due_critical == 86400
     assert blog.alerts.oldest_due_warning == 600
-    assert shop.workers is not None and shop.workers.hpa == "keda-hpa-shop-as-worker"
-    assert blog.workers is None
+    assert [workers.hpa for workers in shop.workers] == ["keda-hpa-shop-as-worker"]
+    assert blog.workers == ()
     assert shop.kubernetes is not None and shop.kubernetes.cache == 30
     assert shop.kubernetes.container == "worker" and blog.kubernetes is None
     assert (blog.user, blog.password, blog.host, blog.database) == ("reader", "p@ss", "db2", "blog")

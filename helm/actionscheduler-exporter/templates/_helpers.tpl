@@ -16,8 +16,47 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The worker Deployment: <fullname>-worker, or <fullname>-worker-<pool> for a pool. */}}
 {{- define "ase.workerName" -}}
+{{- $name := printf "%s-worker" (include "ase.fullname" .) -}}
+{{- with .pool }}{{ $name = printf "%s-%s" $name .name }}{{ end -}}
+{{- $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* What all pools share: the loop's ConfigMap and KEDA's TriggerAuthentication. */}}
+{{- define "ase.workerBaseName" -}}
 {{- printf "%s-worker" (include "ase.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The worker's render contexts, set as .contexts of the dict given ({"root": $}): the root
+context itself, or with worker.pools one per pool, whose .Values.worker and .Values.keda
+carry the pool's own settings and runner arguments and whose .pool is the pool.
+*/}}
+{{- define "ase.workerContexts" -}}
+{{- $root := .root -}}
+{{- $contexts := list $root -}}
+{{- if $root.Values.worker.pools -}}
+{{- $contexts = list -}}
+{{- range $pool := $root.Values.worker.pools -}}
+{{- $worker := deepCopy $root.Values.worker -}}
+{{- $_ := unset $worker "pools" -}}
+{{- range $key := list "batchSize" "longestActionSeconds" "idleSleepSeconds" "maxFailures" "replicas" "resources" "podDisruptionBudget" "env" -}}
+{{- if hasKey $pool $key -}}{{- $_ := set $worker $key (index $pool $key) -}}{{- end -}}
+{{- end -}}
+{{- $args := list -}}
+{{- with $pool.group -}}{{- $args = append $args (printf "--group=%s" .) -}}{{- end -}}
+{{- with $pool.excludeGroups -}}{{- $args = append $args (printf "--exclude-groups=%s" (join "," .)) -}}{{- end -}}
+{{- with $pool.hooks -}}{{- $args = append $args (printf "--hooks=%s" (join "," .)) -}}{{- end -}}
+{{- $_ := set $worker "extraArgs" (concat $args (default list $pool.extraArgs)) -}}
+{{- $keda := mergeOverwrite (deepCopy $root.Values.keda) (deepCopy (default dict $pool.keda)) -}}
+{{- $values := deepCopy $root.Values -}}
+{{- $_ := set $values "worker" $worker -}}
+{{- $_ := set $values "keda" $keda -}}
+{{- $contexts = append $contexts (dict "Values" $values "Release" $root.Release "Chart" $root.Chart "Files" $root.Files "Capabilities" $root.Capabilities "Template" $root.Template "pool" $pool) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set . "contexts" $contexts -}}
 {{- end -}}
 
 {{- define "ase.labels" -}}
@@ -38,6 +77,9 @@ app.kubernetes.io/component: exporter
 app.kubernetes.io/name: {{ include "ase.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: worker
+{{- with .pool }}
+actionscheduler.org/worker-pool: {{ .name }}
+{{- end }}
 {{- end -}}
 
 {{- define "ase.image" -}}
@@ -51,7 +93,66 @@ dashboards/queries.py (keda_query), which the overview dashboard shows; a test k
 {{- define "ase.kedaQuery" -}}
 {{- $selector := printf "site=%q" .Values.keda.site -}}
 {{- with include "ase.kedaScope" . -}}{{- $selector = printf "%s,%s" $selector . -}}{{- end -}}
-{{- printf "max(sum by (job, instance) (actionscheduler_due_actions{%s}) + sum by (job, instance) (actionscheduler_in_progress_actions{%s}))" $selector $selector -}}
+{{- $site := printf "sum by (job, instance) (actionscheduler_due_actions{%s}) + sum by (job, instance) (actionscheduler_in_progress_actions{%s})" $selector $selector -}}
+{{- /* Due actions beyond the split's cap are not attributed: every pool counts them. */ -}}
+{{- $unsplit := printf "sum by (job, instance) (actionscheduler_due_actions_unsplit{%s})" $selector -}}
+{{- $pool := default dict .pool -}}
+{{- if $pool.group -}}
+{{- printf "max(sum by (job, instance) (actionscheduler_due_actions_by_group{%s,group=%q}) + %s)" $selector $pool.group $unsplit -}}
+{{- else if $pool.excludeGroups -}}
+{{- $excluded := include "ase.alternatives" $pool.excludeGroups -}}
+{{- printf "max(%s - (sum by (job, instance) (actionscheduler_due_actions_by_group{%s,group=~%q}) or 0 * %s))" $site $selector $excluded $unsplit -}}
+{{- else if $pool.hooks -}}
+{{- printf "max(sum by (job, instance) (actionscheduler_due_actions_by_hook{%s,hook=~%q}) + %s)" $selector (include "ase.alternatives" $pool.hooks) $unsplit -}}
+{{- else -}}
+{{- printf "max(%s)" $site -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Render-time checks of worker.pools: names, runner arguments, and the site's concurrent-batches
+limit, which all pools share: every pool at its most plus one surge pod each (a rolling
+update of all pools at once) must fit, or runners are turned away.
+*/}}
+{{- define "ase.checkWorkerPools" -}}
+{{- with .Values.worker.pools -}}
+{{- if ne $.Values.worker.kind "Deployment" -}}
+{{- fail "worker.pools need worker.kind Deployment: each pool is a Deployment of its own" -}}
+{{- end -}}
+{{- if and $.Values.keda.enabled (ne $.Values.keda.trigger "prometheus") -}}
+{{- fail "worker.pools need keda.trigger prometheus: each pool scales on its own backlog, which the exporter's metrics split by group and hook" -}}
+{{- end -}}
+{{- if and $.Values.keda.enabled $.Values.keda.scaleTargetName -}}
+{{- fail "worker.pools and keda.scaleTargetName do not go together: the chart scales the pools' own Deployments" -}}
+{{- end -}}
+{{- $names := list -}}
+{{- $most := 0 -}}
+{{- range $index, $pool := . -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$" (toString (default "" $pool.name))) -}}
+{{- fail (printf "worker.pools[%d].name %q must be a short DNS label (a-z, 0-9, -; up to 20 characters): it names the pool's Deployment" $index (toString (default "" $pool.name))) -}}
+{{- end -}}
+{{- if has $pool.name $names -}}
+{{- fail (printf "worker.pools: two pools are named %q" $pool.name) -}}
+{{- end -}}
+{{- $names = append $names $pool.name -}}
+{{- if and $pool.group $pool.excludeGroups -}}
+{{- fail (printf "worker.pools %s: give group (a pool for one group) or excludeGroups (a pool for the rest), not both" $pool.name) -}}
+{{- end -}}
+{{- $keda := mergeOverwrite (deepCopy $.Values.keda) (deepCopy (default dict $pool.keda)) -}}
+{{- $pods := ternary $keda.maxReplicaCount (default $.Values.worker.replicas $pool.replicas) $.Values.keda.enabled -}}
+{{- $most = add $most (int $pods) 1 -}}
+{{- end -}}
+{{- if gt (int $most) (int $.Values.worker.concurrentBatches) -}}
+{{- fail (printf "worker.concurrentBatches (%d) is below what the pools may run (%d: every pool's maximum replicas plus one surge pod each): raise it or lower the pools' maxReplicaCount" (int $.Values.worker.concurrentBatches) (int $most)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A regular expression matching exactly the given names. */}}
+{{- define "ase.alternatives" -}}
+{{- $quoted := list -}}
+{{- range . }}{{ $quoted = append $quoted (regexQuoteMeta .) }}{{ end -}}
+{{- join "|" $quoted -}}
 {{- end -}}
 
 {{/*
@@ -108,17 +209,40 @@ true
 {{- if and $.Values.worker.enabled (eq $site.name $.Values.worker.site) -}}
 {{- $_ := set $site "concurrent_batches_limit" $.Values.worker.concurrentBatches -}}
 {{- if eq $.Values.worker.kind "Deployment" -}}
-{{- $workers := dict "namespace" $.Release.Namespace "deployment" (include "ase.workerName" $) "container" "worker" -}}
-{{- if include "ase.workerHPA" $ -}}
-{{- $_ := set $workers "horizontalpodautoscaler" (include "ase.workerHPA" $) -}}
+{{- $contexts := dict "root" $ -}}
+{{- $_ := include "ase.workerContexts" $contexts -}}
+{{- $entries := list -}}
+{{- range $contexts.contexts -}}
+{{- $workers := dict "namespace" $.Release.Namespace "deployment" (include "ase.workerName" .) "container" "worker" -}}
+{{- if include "ase.workerHPA" . -}}
+{{- $_ := set $workers "horizontalpodautoscaler" (include "ase.workerHPA" .) -}}
 {{- end -}}
-{{- $_ := set $site "workers" $workers -}}
+{{- $entries = append $entries $workers -}}
+{{- end -}}
+{{- $_ := set $site "workers" (ternary $entries (first $entries) (gt (len $entries) 1)) -}}
+{{- end -}}
+{{- with $.Values.worker.pools -}}
+{{- /* The pools' groups and hooks always have series of their own: they scale on them. */ -}}
+{{- $groups := deepCopy (default dict $site.groups) -}}
+{{- $hooks := default list $site.hooks -}}
+{{- range . -}}
+{{- range (concat (compact (list (default "" .group))) (default list .excludeGroups)) -}}
+{{- if not (hasKey $groups .) }}{{ $_ := set $groups . dict }}{{ end -}}
+{{- end -}}
+{{- range (default list .hooks) }}{{ if not (has . $hooks) }}{{ $hooks = append $hooks . }}{{ end }}{{ end -}}
+{{- end -}}
+{{- if $groups }}{{ $_ := set $site "groups" $groups }}{{ end -}}
+{{- if $hooks }}{{ $_ := set $site "hooks" $hooks }}{{ end -}}
 {{- end -}}
 {{- if include "ase.kubernetesSource" $ -}}
 {{- $selector := printf "app.kubernetes.io/name=%s,app.kubernetes.io/instance=%s,app.kubernetes.io/component=worker" (include "ase.name" $) $.Release.Name -}}
-{{- $source := dict "namespace" $.Release.Namespace "selector" $selector "container" "worker" "deployment" (include "ase.workerName" $) "cache" $.Values.kubernetesSource.cache -}}
+{{- $source := dict "namespace" $.Release.Namespace "selector" $selector "container" "worker" "cache" $.Values.kubernetesSource.cache -}}
+{{- /* With pools, the source counts every pool's pods; each pool's replicas come from kube-state-metrics. */ -}}
+{{- if not $.Values.worker.pools -}}
+{{- $_ := set $source "deployment" (include "ase.workerName" $) -}}
 {{- if include "ase.workerHPA" $ -}}
 {{- $_ := set $source "horizontalpodautoscaler" (include "ase.workerHPA" $) -}}
+{{- end -}}
 {{- end -}}
 {{- $_ := set $site "kubernetes" $source -}}
 {{- end -}}

@@ -90,7 +90,7 @@ spec:
   volumes:
     - name: loop
       configMap:
-        name: {{ include "ase.workerName" . }}
+        name: {{ include "ase.workerBaseName" . }}
     - name: tmp
       emptyDir:
         sizeLimit: 256Mi
