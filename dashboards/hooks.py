@@ -36,6 +36,60 @@ def panels() -> list[Panel]:
             runbook="backlog-not-draining.md",
         ),
         Panel(
+            "Due backlog by group",
+            "timeseries",
+            "Due actions per group (claimed or not), from the oldest due_split_rows due "
+            "actions: the backlog a dedicated pool of that group scales on. Beyond the cap, "
+            "the rest is counted as unsplit.",
+            [
+                Query(
+                    f"sum by (site, group) (actionscheduler_due_actions_by_group{{{SITE}, {GROUP}}})",
+                    "{{site}} {{group}}",
+                ),
+                Query(
+                    f"sum by (site) (actionscheduler_due_actions_unsplit{{{SITE}}}) > 0",
+                    "{{site}} unsplit",
+                    may_be_empty="only while the backlog exceeds due_split_rows",
+                ),
+            ],
+            runbook="group-oldest-due-action-late.md",
+        ),
+        Panel(
+            "Oldest due action by group",
+            "timeseries",
+            "How long each group's oldest due action has waited, next to the thresholds of "
+            "groups that have their own (groups: in the site's config). A group that grows "
+            "old alone while others drain needs runners of its own (worker pools).",
+            [
+                Query(
+                    "max by (site, group) (actionscheduler_oldest_due_action_age_seconds_by_group"
+                    f"{{{SITE}, {GROUP}}})",
+                    "{{site}} {{group}}",
+                ),
+                Query(
+                    "max by (site, group) ("
+                    "actionscheduler_alert_threshold_group_oldest_due_warning_seconds"
+                    f"{{{SITE}, {GROUP}}})",
+                    "{{site}} {{group}} warning",
+                    may_be_empty="only for groups with thresholds of their own",
+                ),
+            ],
+            unit="s",
+            runbook="group-oldest-due-action-late.md",
+        ),
+        Panel(
+            "Due backlog by hook",
+            "timeseries",
+            "Due actions per hook, the top hooks and those named in the site's hooks: "
+            '(a pool with --hooks scales on them); the rest are summed as "other".',
+            [
+                Query(
+                    f"sum by (site, hook) (actionscheduler_due_actions_by_hook{{{SITE}, {HOOK}}})",
+                    "{{site}} {{hook}}",
+                )
+            ],
+        ),
+        Panel(
             "Completions by hook",
             "timeseries",
             "Runs completed per second, per hook. A hook that drops to zero while its "

@@ -310,6 +310,36 @@ def panels() -> list[Panel]:
             repeat="site",
         ),
         Panel(
+            "Worker pools: each pool's signal and replicas ($site)",
+            "timeseries",
+            "With the chart's worker.pools, each pool is a Deployment scaled by a "
+            "ScaledObject of its own on its own backlog: the value KEDA reads for each "
+            "pool, and the pool's replicas. A pool whose signal grows while it runs at its "
+            "maximum needs a higher maxReplicaCount (and concurrentBatches).",
+            [
+                Query(
+                    "max by (scaledObject) (keda_scaler_metrics_value"
+                    " * on (namespace, scaledObject) group_left (site)"
+                    " max by (namespace, scaledObject, site) (label_replace("
+                    f'site_workload:actionscheduler_worker_info:max{{site="$site", {NAMESPACE}}},'
+                    ' "scaledObject", "$1", "deployment", "(.+)")))',
+                    "{{scaledObject}} signal",
+                    may_be_empty="needs KEDA's operator metrics and the chart's workers",
+                ),
+                Query(
+                    "max by (deployment) (kube_deployment_status_replicas"
+                    " * on (namespace, deployment) group_left (site)"
+                    " max by (namespace, deployment, site)"
+                    f' (site_workload:actionscheduler_worker_info:max{{site="$site", {NAMESPACE}}}))',
+                    "{{deployment}} replicas",
+                    may_be_empty=NO_KSM,
+                ),
+            ],
+            width=12,
+            runbook="group-oldest-due-action-late.md",
+            repeat="site",
+        ),
+        Panel(
             "Firing Action Scheduler alerts",
             "table",
             "Alerts of this bundle that fire now, per site. Empty when all is well.",
