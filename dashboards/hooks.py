@@ -43,7 +43,8 @@ def panels() -> list[Panel]:
             "the rest is counted as unsplit.",
             [
                 Query(
-                    f"sum by (site, group) (actionscheduler_due_actions_by_group{{{SITE}, {GROUP}}})",
+                    "sum by (site, group) (actionscheduler_due_actions_by_group"
+                    f"{{{SITE}, {GROUP}}})",
                     "{{site}} {{group}}",
                 ),
                 Query(

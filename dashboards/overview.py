@@ -329,8 +329,8 @@ def panels() -> list[Panel]:
                 Query(
                     "max by (deployment) (kube_deployment_status_replicas"
                     " * on (namespace, deployment) group_left (site)"
-                    " max by (namespace, deployment, site)"
-                    f' (site_workload:actionscheduler_worker_info:max{{site="$site", {NAMESPACE}}}))',
+                    " max by (namespace, deployment, site) (site_workload:"
+                    f'actionscheduler_worker_info:max{{site="$site", {NAMESPACE}}}))',
                     "{{deployment}} replicas",
                     may_be_empty=NO_KSM,
                 ),
