@@ -128,11 +128,36 @@ def summary(report: dict[str, Any]) -> str:
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
+    lines += ["", *hot_cost_table(report["stores"])]
     lines += ["", *heavy_table(report.get("heavy", []))]
     if "many_sites" in report:
         lines += ["", *many_sites_table(report["many_sites"])]
     lines += ["", *targets(report), "", *plans(report["stores"][-1])]
     return "\n".join(lines)
+
+
+# Prometheus Operator's and the chart's default scrape interval.
+SCRAPES_PER_HOUR = 120
+
+
+def hot_cost_table(stores: list[dict[str, Any]]) -> list[str]:
+    """Per store: the hot tier's longest statement and its database time per hour."""
+    lines = [
+        "Hot tier (every scrape; database time at one scrape per 30 s):",
+        "",
+        "| store | longest statement | its median | database time per scrape | per hour |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for store in stores:
+        if "hot_statement_medians" not in store:
+            continue
+        longest = max(store["hot_statement_medians"], key=lambda item: item["median_s"])
+        per_scrape = store["hot_db_seconds_per_scrape"]
+        lines.append(
+            f"| {store['store']} | `{longest['sql'][:60]}…` | {_ms(longest['median_s'])} "
+            f"| {_ms(per_scrape)} | {per_scrape * SCRAPES_PER_HOUR:.1f} s |"
+        )
+    return lines
 
 
 def many_sites_table(setups: dict[str, dict[str, Any]]) -> list[str]:
