@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bench import hot_sql
 from exporter.config.model import GroupConfig
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
@@ -155,3 +156,20 @@ def test_groups_with_thresholds_of_their_own_export_them(
     critical = series(result, catalog.THRESHOLD_GROUP_OLDEST_DUE_CRITICAL, "group")
     assert warning == {"reports": 7200.0, "imports": 1800.0}
     assert critical == {"reports": 43200.0, "imports": 86400.0}
+
+
+def test_with_nothing_due_the_split_sends_no_statement(
+    store: ActionSchedulerStore, site: SiteFactory
+) -> None:
+    """Most scrapes of a healthy store find nothing due: the split then costs nothing, and
+    beyond its cap it takes the due collector's total instead of counting again."""
+    later = store.now().replace(year=store.now().year + 1)
+    store.create("woocommerce_scheduled_subscription_payment", scheduled=later)
+    quiet = hot_sql.hot_statements(site())
+    assert not [sql for sql, _ in quiet if "AS oldest" in sql]
+    for index in range(12):
+        store.create("woocommerce_deliver_webhook_async", args=[index])
+    busy = [sql for sql, _ in hot_sql.hot_statements(site(due_split_rows=10))]
+    assert len([sql for sql in busy if "AS oldest" in sql]) == 1
+    due_counts = [sql for sql in busy if "scheduled_date_gmt <= UTC_TIMESTAMP()" in sql]
+    assert len(due_counts) == 2  # the due collector's and the split's: no third count

@@ -11,7 +11,7 @@ whole table, and are refreshed in the background (`rounds.heavy_tier`) from the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from exporter.config.model import SiteConfig
@@ -35,6 +35,9 @@ class DatabaseContext:
     table_stats: Mapping[str, TableStats]
     # The whole table's counts, walked at most once per round or refresh (heavy tier).
     totals: Callable[[], Totals] | None = None
+    # What a collector found that a later one of the same round may use instead of asking
+    # again (the due collector's total for the split); collectors of a round run in order.
+    found: dict[str, float] = field(default_factory=dict)
 
     def action_totals(self) -> Totals:
         if self.totals is None:

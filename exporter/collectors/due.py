@@ -8,6 +8,9 @@ from exporter.collectors.context import VALID_DATE_FLOOR, Collector, DatabaseCon
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 
+# The key under which the round's other collectors find the due total (DatabaseContext.found).
+DUE_TOTAL = "due_total"
+
 
 class DueCollector(Collector):
     """Pending actions Action Scheduler would claim now: scheduled_date_gmt <= UTC now.
@@ -30,6 +33,7 @@ class DueCollector(Collector):
             claimed_age,
             null_dated,
         ) = context.one(*self._statement(context.tables.actions))
+        context.found[DUE_TOTAL] = float(int(unclaimed or 0) + int(claimed or 0))
         oldest = max(seconds(unclaimed_age), seconds(claimed_age))
         zero_dated = int(unclaimed_zero) + int(claimed_zero)
         if zero_dated:

@@ -4,7 +4,8 @@ Action Scheduler's indexes hold no group next to the due date, so the split read
 oldest `due_split_rows` due actions, in the order of the (status, scheduled_date_gmt)
 index, one statement. The oldest actions are the ones that are late, so every group's
 oldest due age is exact as long as it has one of them; beyond the cap the backlog is only
-counted (`actionscheduler_due_actions_unsplit`), on that index alone.
+counted (`actionscheduler_due_actions_unsplit`), from the due collector's total of the
+same round. With nothing due (that total is 0) the split sends no statement.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from exporter.collectors.context import (
     label_value,
     seconds,
 )
+from exporter.collectors.due import DUE_TOTAL
 from exporter.collectors.folding import top_values
 from exporter.collectors.groups import group_slugs
 from exporter.metrics import catalog
@@ -40,17 +42,8 @@ class DueSplitCollector(Collector):
         limit = context.site.due_split_rows
         if limit == 0:
             return
-        actions = context.tables.actions
-        rows = context.query(
-            "SELECT group_id, hook, COUNT(*),"
-            " TIMESTAMPDIFF(SECOND, MIN(IF(scheduled_date_gmt >= %s, scheduled_date_gmt, NULL)),"
-            " UTC_TIMESTAMP()), SUM(scheduled_date_gmt < %s)"
-            " FROM (SELECT group_id, hook, scheduled_date_gmt"
-            f" FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
-            " ORDER BY scheduled_date_gmt LIMIT %s) AS oldest"
-            " GROUP BY group_id, hook",
-            (VALID_DATE_FLOOR, VALID_DATE_FLOOR, limit),
-        )
+        due_total = context.found.get(DUE_TOTAL)  # the due collector's, when it ran first
+        rows = [] if due_total == 0 else context.query(*self._statement(context, limit))
         group_ids = {int(group_id or 0) for group_id, *_ in rows}
         slugs = group_slugs(context, group_ids)
         by_group: Counter[str] = Counter()
@@ -81,12 +74,34 @@ class DueSplitCollector(Collector):
         yield from _folded(
             catalog.DUE_BY_HOOK, "hook", by_hook, context.site.top_hooks, set(context.site.hooks)
         )
-        unsplit = self._due_total(context) - split if split >= limit else 0
-        yield sample(catalog.DUE_UNSPLIT, max(0, unsplit))
+        unsplit = 0
+        if split >= limit:
+            total = self._due_total(context) if due_total is None else int(due_total)
+            unsplit = max(0, total - split)
+        yield sample(catalog.DUE_UNSPLIT, unsplit)
+
+    @staticmethod
+    def _statement(context: DatabaseContext, limit: int) -> tuple[str, tuple[object, ...]]:
+        """Per group and hook among the `limit` oldest due actions: how many, the age of
+        the oldest validly dated one, and how many are zero-dated."""
+        oldest = (
+            "SELECT group_id, hook, scheduled_date_gmt"
+            f" FROM {context.tables.actions}"
+            " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+            " ORDER BY scheduled_date_gmt LIMIT %s"
+        )
+        valid_date = "IF(scheduled_date_gmt >= %s, scheduled_date_gmt, NULL)"
+        return (
+            f"SELECT group_id, hook, COUNT(*),"
+            f" TIMESTAMPDIFF(SECOND, MIN({valid_date}), UTC_TIMESTAMP()),"
+            f" SUM(scheduled_date_gmt < %s) FROM ({oldest}) AS oldest GROUP BY group_id, hook",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR, limit),
+        )
 
     @staticmethod
     def _due_total(context: DatabaseContext) -> int:
-        """Every due action, counted on the (status, scheduled_date_gmt) index alone."""
+        """Every due action, counted on the (status, scheduled_date_gmt) index alone (when
+        the due collector did not count them in this round)."""
         (total,) = context.one(
             f"SELECT COUNT(*) FROM {context.tables.actions}"
             " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
