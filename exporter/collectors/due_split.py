@@ -22,11 +22,8 @@ from exporter.collectors.context import (
 )
 from exporter.collectors.due import DUE_TOTAL
 from exporter.collectors.folding import top_values
-from exporter.collectors.groups import group_slugs
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
-
-NO_GROUP = ""
 
 
 class DueSplitCollector(Collector):
@@ -44,22 +41,20 @@ class DueSplitCollector(Collector):
             return
         due_total = context.found.get(DUE_TOTAL)  # the due collector's, when it ran first
         rows = [] if due_total == 0 else context.query(*self._statement(context, limit))
-        group_ids = {int(group_id or 0) for group_id, *_ in rows}
-        slugs = group_slugs(context, group_ids)
         by_group: Counter[str] = Counter()
         by_hook: Counter[str] = Counter()
         age_by_group: dict[str, float] = {}
         split = 0
         zero_dated = 0
-        for group_id, hook, count, age, zeros in rows:
-            group = slugs.get(int(group_id or 0), NO_GROUP)
+        for slug, hook, count, age, zeros in rows:
+            group = label_value(slug)  # NULL (no group, or a deleted one): ""
             by_group[group] += int(count)
             by_hook[label_value(hook)] += int(count)
             age_by_group[group] = max(age_by_group.get(group, 0.0), seconds(age))
             split += int(count)
             zero_dated += int(zeros or 0)
         if zero_dated:
-            for group, age in self._zero_dated_ages(context, slugs):
+            for group, age in self._zero_dated_ages(context):
                 age_by_group[group] = max(age_by_group.get(group, 0.0), age)
 
         named_groups = {group.slug for group in context.site.groups}
@@ -91,10 +86,17 @@ class DueSplitCollector(Collector):
             " ORDER BY scheduled_date_gmt LIMIT %s"
         )
         valid_date = "IF(scheduled_date_gmt >= %s, scheduled_date_gmt, NULL)"
+        counted = (
+            f"SELECT group_id, hook, COUNT(*) AS actions,"
+            f" TIMESTAMPDIFF(SECOND, MIN({valid_date}), UTC_TIMESTAMP()) AS age,"
+            f" SUM(scheduled_date_gmt < %s) AS zero_dated FROM ({oldest}) AS oldest"
+            " GROUP BY group_id, hook"
+        )
+        # The slugs joined to the counts, not looked up apart: one round trip per scrape.
         return (
-            f"SELECT group_id, hook, COUNT(*),"
-            f" TIMESTAMPDIFF(SECOND, MIN({valid_date}), UTC_TIMESTAMP()),"
-            f" SUM(scheduled_date_gmt < %s) FROM ({oldest}) AS oldest GROUP BY group_id, hook",
+            "SELECT g.slug, c.hook, c.actions, c.age, c.zero_dated"
+            f" FROM ({counted}) AS c LEFT JOIN {context.tables.groups} g"
+            " ON g.group_id = c.group_id",
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR, limit),
         )
 
@@ -109,19 +111,18 @@ class DueSplitCollector(Collector):
         return int(total or 0)
 
     @staticmethod
-    def _zero_dated_ages(
-        context: DatabaseContext, slugs: dict[int, str]
-    ) -> Iterable[tuple[str, float]]:
+    def _zero_dated_ages(context: DatabaseContext) -> Iterable[tuple[str, float]]:
         """Zero-dated due actions are as old as their first log row ("action created")."""
         tables = context.tables
-        for group_id, age in context.query(
-            "SELECT a.group_id, TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
+        for slug, age in context.query(
+            "SELECT g.slug, TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
             f" FROM {tables.actions} a JOIN {tables.logs} l ON l.action_id = a.action_id"
+            f" LEFT JOIN {tables.groups} g ON g.group_id = a.group_id"
             " WHERE a.status = 'pending' AND a.scheduled_date_gmt < %s"
-            " AND l.log_date_gmt >= %s GROUP BY a.group_id",
+            " AND l.log_date_gmt >= %s GROUP BY a.group_id, g.slug",
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         ):
-            yield slugs.get(int(group_id or 0), NO_GROUP), seconds(age)
+            yield label_value(slug), seconds(age)
 
 
 def _folded(
