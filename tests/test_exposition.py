@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.config.model import WorkersConfig
+from exporter.config.model import GroupConfig, WorkersConfig
 from exporter.exposition.negotiation import render
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
@@ -44,6 +44,7 @@ def test_every_family_is_emitted_and_only_declared_ones(
                     labels=(("team", "checkout"),),
                     heavy_interval=0.05,
                     workers=(WorkersConfig("shop", "shop-worker"),),
+                    groups=(GroupConfig("reports", oldest_due_warning=3600.0),),
                     kubernetes=kubernetes_config(api),
                 ),
             )

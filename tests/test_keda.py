@@ -4,26 +4,16 @@ backlog the writer created, and the replicas KEDA would run follow from it."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Any
 
 from exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
+from tests.autoscaling import keda_replicas, wait_for_value
 from tests.helm_chart import ALL_ON, find, merged, render
 from tests.http_server import RunningExporter
 from tests.operator_scrape import service_monitor_scrape_configs
 from tests.prometheus import Prometheus
-from tests.waiting import wait_until
-
-
-def keda_replicas(
-    value: float, threshold: float, activation: float, minimum: int, maximum: int
-) -> int:
-    """What KEDA and the HPA do with an AverageValue metric."""
-    if value <= activation and minimum == 0:
-        return 0
-    return min(maximum, max(minimum, math.ceil(value / threshold), 1))
 
 
 def test_scaled_object_query_drives_the_replicas(
@@ -64,7 +54,7 @@ def test_scaled_object_query_drives_the_replicas(
             due = _due(store)
             for index in range(backlog - due):
                 store.create("woocommerce_deliver_webhook_async", args=[index])
-            value = _wait_for_value(prometheus, query, backlog)
+            value = wait_for_value(prometheus, query, backlog)
             replicas = keda_replicas(
                 value, threshold, activation, scaled["minReplicaCount"], scaled["maxReplicaCount"]
             )
@@ -82,20 +72,6 @@ def _due(store: ActionSchedulerStore) -> int:
             " AND scheduled_date_gmt <= UTC_TIMESTAMP()"
         )
         return int(cursor.fetchone()[0])
-
-
-def _wait_for_value(prometheus: Prometheus, query: str, expected: float) -> float:
-    value = -1.0
-
-    def reached() -> bool:
-        nonlocal value
-        result = prometheus.query(query)
-        if result:
-            value = float(result[0]["value"][1])
-        return value == expected
-
-    wait_until(reached, 30, interval=0.5)
-    return value
 
 
 def operator_scrape(
@@ -153,6 +129,6 @@ def test_two_stores_in_one_cluster_each_scale_on_their_own_backlog(
         for release, objects in releases.items():
             (trigger,) = find(objects, "ScaledObject")["spec"]["triggers"]
             query = trigger["metadata"]["query"]
-            assert _wait_for_value(prometheus, query, backlogs[release]) == backlogs[release]
+            assert wait_for_value(prometheus, query, backlogs[release]) == backlogs[release]
     finally:
         prometheus.stop()

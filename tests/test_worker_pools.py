@@ -4,7 +4,6 @@ and the exporter configuration the chart derives from the pools."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,11 @@ from exporter.config import SiteConfig
 from exporter.config.loader import load_file
 from exporter.config.model import GroupConfig
 from testbed.store import ActionSchedulerStore
+from tests.autoscaling import scaled_object_replicas, wait_for_value
 from tests.helm_chart import ALL_ON, find, merged, notes, render, validate
 from tests.http_server import RunningExporter
 from tests.operator_scrape import service_monitor_scrape_configs
 from tests.prometheus import Prometheus
-from tests.waiting import wait_until
 
 POOLS: list[dict[str, Any]] = [
     # webhooks and e-mails: everything but the slow groups
@@ -38,16 +37,6 @@ WITH_POOLS = merged(
     **{"worker.pools": POOLS, "worker.concurrentBatches": 8, "keda.prometheus.threshold": 40},
 )
 WORKER = "shop-actionscheduler-exporter-worker"
-
-
-def keda_replicas(value: float, spec: dict[str, Any]) -> int:
-    """What KEDA and the HPA do with an AverageValue metric."""
-    metadata = spec["triggers"][0]["metadata"]
-    threshold, activation = float(metadata["threshold"]), float(metadata["activationThreshold"])
-    if value <= activation and spec["minReplicaCount"] == 0:
-        return 0
-    wanted = max(spec["minReplicaCount"], math.ceil(value / threshold), 1)
-    return int(min(spec["maxReplicaCount"], wanted))
 
 
 def test_each_pool_is_a_deployment_with_its_runner_arguments_and_a_scaled_object() -> None:
@@ -165,26 +154,12 @@ def test_each_pool_scales_on_its_own_backlog_through_prometheus(
             backlog = {"fast": created["webhooks"], "reports": created["reports"]}
             for pool, spec in scaled.items():
                 query = spec["triggers"][0]["metadata"]["query"]
-                value = _wait_for_value(prometheus, query, backlog[pool])
-                observed.append((pool, backlog[pool], value, keda_replicas(value, spec)))
+                value = wait_for_value(prometheus, query, backlog[pool])
+                observed.append((pool, backlog[pool], value, scaled_object_replicas(value, spec)))
                 assert value == backlog[pool], observed
-                assert keda_replicas(value, spec) == expected[pool], observed
+                assert scaled_object_replicas(value, spec) == expected[pool], observed
     finally:
         prometheus.stop()
-
-
-def _wait_for_value(prometheus: Prometheus, query: str, expected: float) -> float:
-    value = -1.0
-
-    def reached() -> bool:
-        nonlocal value
-        result = prometheus.query(query)
-        if result:
-            value = float(result[0]["value"][1])
-        return value == expected
-
-    wait_until(reached, 30, interval=0.5)
-    return value
 
 
 def test_the_notes_name_the_pools() -> None:
