@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.cases import burst_case, store_case
+from bench.due_split import due_split_case
+from bench.due_split import table as due_split_table
 from bench.generate import generate, is_generated
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
@@ -60,6 +63,13 @@ def main() -> None:
             )
             print(f"measuring the heavy tier on {profile.name} ...", flush=True)
             report.setdefault("heavy", []).append(heavy_case(server, profile, workdir))
+        # The due backlog split by group (issue 15): the largest store, with its 20,000 due
+        # actions and with a million (generated once, like the others).
+        split_stores = [profiles[-1], dataclasses.replace(profiles[-1], due=1_000_000)]
+        for profile in split_stores:
+            report["generated"][profile.name] = _ensure(server, profile)
+            print(f"measuring the due split on {profile.name} ...", flush=True)
+            report.setdefault("due_split", []).append(due_split_case(server, profile.name))
         if not arguments.no_backlog:
             print(f"measuring {BACKLOG.name} ...", flush=True)
             report["backlog"] = store_case(server, BACKLOG, workdir, generic_scrapes=0)
@@ -129,6 +139,13 @@ def summary(report: dict[str, Any]) -> str:
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
     lines += ["", *hot_cost_table(report["stores"])]
+    if "due_split" in report:
+        lines += [
+            "",
+            "The due backlog split by group and hook, per cap:",
+            "",
+            *due_split_table(report["due_split"]),
+        ]
     lines += ["", *heavy_table(report.get("heavy", []))]
     if "many_sites" in report:
         lines += ["", *many_sites_table(report["many_sites"])]
