@@ -340,6 +340,23 @@ def panels() -> list[Panel]:
             repeat="site",
         ),
         Panel(
+            "Worker pools: what each runs",
+            "table",
+            "Each pool of dedicated runners (the chart's worker.pools): its Deployment and "
+            "the groups or hooks it runs. A group that no pool runs, or that two pools run, "
+            "is a configuration mistake.",
+            [
+                Query(
+                    "max by (site, deployment, runs) (actionscheduler_worker_info"
+                    f'{{{SITE}, runs!=""}})',
+                    instant=True,
+                    may_be_empty="without worker pools (runs: in the site's workers:)",
+                )
+            ],
+            unit="none",
+            width=12,
+        ),
+        Panel(
             "Firing Action Scheduler alerts",
             "table",
             "Alerts of this bundle that fire now, per site. Empty when all is well.",

@@ -84,6 +84,10 @@ def test_the_exporter_keeps_the_pools_groups_and_knows_their_deployments(tmp_pat
         f"{WORKER}-fast",
         f"{WORKER}-reports",
     ]
+    assert [workers.runs for workers in shop.workers] == [
+        "all groups but reports, imports",
+        "group reports",
+    ]
     assert shop.kubernetes is not None and shop.kubernetes.deployment == ""
 
 

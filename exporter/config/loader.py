@@ -86,6 +86,7 @@ _WORKER_KEYS: dict[str, Callable[[Any], Any]] = {
     "deployment": values.text,
     "container": values.text,
     "horizontalpodautoscaler": values.text,
+    "runs": values.text,
 }
 _KUBERNETES_KEYS: dict[str, Callable[[Any], Any]] = {
     "namespace": values.text,

@@ -58,6 +58,7 @@ class WorkersConfig:
     deployment: str
     container: str = "worker"
     horizontalpodautoscaler: str = ""  # default: keda-hpa-<deployment>, as KEDA names it
+    runs: str = ""  # what a pool of dedicated runners runs ("group reports"); "": everything
 
     @property
     def hpa(self) -> str:

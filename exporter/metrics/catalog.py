@@ -366,8 +366,16 @@ WORKER_INFO = _define(
     "kube-state-metrics series to the site.",
     tier="none",
     section="settings",
-    labels=("worker_namespace", "deployment", "worker_container", "horizontalpodautoscaler"),
-    meaning="Where the site's workers run (`workers:` setting; the HPA defaults to "
+    labels=(
+        "worker_namespace",
+        "deployment",
+        "worker_container",
+        "horizontalpodautoscaler",
+        "runs",
+    ),
+    meaning="Where the site's workers run (`workers:` setting, one entry per Deployment: "
+    "the chart writes one per worker pool; `runs` says what the pool runs, from the "
+    "entry's `runs:`, empty for all; the HPA defaults to "
     "`keda-hpa-<deployment>`, KEDA's name). Joins kube-state-metrics series to the site, "
     "through the recording rule `site_workload:actionscheduler_worker_info:max`, which "
     "names the labels as kube-state-metrics does. `worker_namespace` and "

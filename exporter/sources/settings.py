@@ -60,6 +60,7 @@ class SiteSettings(Source[SiteConfig]):
                     deployment=workers.deployment,
                     worker_container=workers.container,
                     horizontalpodautoscaler=workers.hpa,
+                    runs=workers.runs,
                 )
             )
         return samples

@@ -217,6 +217,13 @@ true
 {{- if include "ase.workerHPA" . -}}
 {{- $_ := set $workers "horizontalpodautoscaler" (include "ase.workerHPA" .) -}}
 {{- end -}}
+{{- with .pool -}}
+{{- $runs := list -}}
+{{- with .group }}{{ $runs = append $runs (printf "group %s" .) }}{{ end -}}
+{{- with .excludeGroups }}{{ $runs = append $runs (printf "all groups but %s" (join ", " .)) }}{{ end -}}
+{{- with .hooks }}{{ $runs = append $runs (printf "hooks %s" (join ", " .)) }}{{ end -}}
+{{- $_ := set $workers "runs" (join "; " $runs | default "everything") -}}
+{{- end -}}
 {{- $entries = append $entries $workers -}}
 {{- end -}}
 {{- $_ := set $site "workers" (ternary $entries (first $entries) (gt (len $entries) 1)) -}}
