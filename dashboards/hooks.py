@@ -91,6 +91,20 @@ def panels() -> list[Panel]:
             ],
         ),
         Panel(
+            "Oldest due action by hook",
+            "timeseries",
+            "How long each hook's oldest due action has waited: a hook that grows old while "
+            "the others run is starved (or its pool, with --hooks, is too small).",
+            [
+                Query(
+                    "max by (site, hook) (actionscheduler_oldest_due_action_age_seconds_by_hook"
+                    f"{{{SITE}, {HOOK}}})",
+                    "{{site}} {{hook}}",
+                )
+            ],
+            unit="s",
+        ),
+        Panel(
             "Completions by hook",
             "timeseries",
             "Runs completed per second, per hook. A hook that drops to zero while its "

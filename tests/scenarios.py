@@ -74,6 +74,7 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
             (catalog.DUE_BY_GROUP, "group"),
             (catalog.DUE_BY_HOOK, "hook"),
             (catalog.OLDEST_DUE_AGE_BY_GROUP, "group"),
+            (catalog.OLDEST_DUE_AGE_BY_HOOK, "hook"),
         )
     }
     assert split[catalog.DUE_BY_GROUP] == top_20(truth.due_by_group)
@@ -83,6 +84,11 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
         if group != catalog.OTHER:
             expected = truth.oldest_due_age_by_group[group]
             assert age == pytest.approx(expected, abs=AGE_SLACK), group
+    assert split[catalog.OLDEST_DUE_AGE_BY_HOOK].keys() == top_20(truth.due_by_hook).keys()
+    for hook, age in split[catalog.OLDEST_DUE_AGE_BY_HOOK].items():
+        if hook != catalog.OTHER:
+            expected = truth.oldest_due_age_by_hook[hook]
+            assert age == pytest.approx(expected, abs=AGE_SLACK), hook
     assert value(catalog.DUE_UNSPLIT) == 0
     collectors = ("due", "due_split", "in_progress", "claims", "status", "failures", "retention")
     for collector in (*collectors, "tables"):

@@ -42,6 +42,10 @@ def assert_split_is_true(result: SiteResult, store: ActionSchedulerStore) -> Non
     assert ages.keys() == truth.due_by_group.keys()
     for group, age in ages.items():
         assert age == pytest.approx(truth.oldest_due_age_by_group[group], abs=AGE_SLACK), group
+    hook_ages = series(result, catalog.OLDEST_DUE_AGE_BY_HOOK, "hook")
+    assert hook_ages.keys() == truth.due_by_hook.keys()
+    for hook, age in hook_ages.items():
+        assert age == pytest.approx(truth.oldest_due_age_by_hook[hook], abs=AGE_SLACK), hook
     assert result.value("actionscheduler_due_actions_unsplit") == 0
 
 

@@ -38,6 +38,7 @@ class Truth:
     due_by_group: Counter[str]
     due_by_hook: Counter[str]
     oldest_due_age_by_group: dict[str, float]
+    oldest_due_age_by_hook: dict[str, float]
 
 
 def _valid(value: Any) -> dt.datetime | None:
@@ -80,6 +81,7 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
     due_by_group: Counter[str] = Counter()
     due_by_hook: Counter[str] = Counter()
     due_dates_by_group: dict[str, list[dt.datetime]] = {}
+    due_dates_by_hook: dict[str, list[dt.datetime]] = {}
     running_since: list[dt.datetime] = []
     finished_dates: list[dt.datetime] = []
     open_claims: set[int] = set()
@@ -115,14 +117,17 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
         due_by_group[group] += 1
         due_by_hook[hook] += 1
         group_dates = due_dates_by_group.setdefault(group, [])
+        hook_dates = due_dates_by_hook.setdefault(hook, [])
         if date is None:
             zero_dated += 1
             if action_id in first_log:
                 due_dates.append(first_log[action_id])
                 group_dates.append(first_log[action_id])
+                hook_dates.append(first_log[action_id])
         else:
             due_dates.append(date)
             group_dates.append(date)
+            hook_dates.append(date)
 
     claim_dates = [date for _, date in claims if _valid(date)]
     orphaned = sum(
@@ -151,5 +156,8 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
         due_by_hook=due_by_hook,
         oldest_due_age_by_group={
             group: _age(now, dates) for group, dates in due_dates_by_group.items()
+        },
+        oldest_due_age_by_hook={
+            hook: _age(now, dates) for hook, dates in due_dates_by_hook.items()
         },
     )

@@ -32,6 +32,7 @@ class DueSplitCollector(Collector):
         catalog.DUE_BY_GROUP,
         catalog.OLDEST_DUE_AGE_BY_GROUP,
         catalog.DUE_BY_HOOK,
+        catalog.OLDEST_DUE_AGE_BY_HOOK,
         catalog.DUE_UNSPLIT,
     )
 
@@ -44,18 +45,22 @@ class DueSplitCollector(Collector):
         by_group: Counter[str] = Counter()
         by_hook: Counter[str] = Counter()
         age_by_group: dict[str, float] = {}
+        age_by_hook: dict[str, float] = {}
         split = 0
         zero_dated = 0
         for slug, hook, count, age, zeros in rows:
             group = label_value(slug)  # NULL (no group, or a deleted one): ""
             by_group[group] += int(count)
-            by_hook[label_value(hook)] += int(count)
+            hook_name = label_value(hook)
+            by_hook[hook_name] += int(count)
             age_by_group[group] = max(age_by_group.get(group, 0.0), seconds(age))
+            age_by_hook[hook_name] = max(age_by_hook.get(hook_name, 0.0), seconds(age))
             split += int(count)
             zero_dated += int(zeros or 0)
         if zero_dated:
-            for group, age in self._zero_dated_ages(context):
+            for group, hook_name, age in self._zero_dated_ages(context):
                 age_by_group[group] = max(age_by_group.get(group, 0.0), age)
+                age_by_hook[hook_name] = max(age_by_hook.get(hook_name, 0.0), age)
 
         named_groups = {group.slug for group in context.site.groups}
         yield from _folded(
@@ -67,7 +72,12 @@ class DueSplitCollector(Collector):
             ages=(catalog.OLDEST_DUE_AGE_BY_GROUP, age_by_group),
         )
         yield from _folded(
-            catalog.DUE_BY_HOOK, "hook", by_hook, context.site.top_hooks, set(context.site.hooks)
+            catalog.DUE_BY_HOOK,
+            "hook",
+            by_hook,
+            context.site.top_hooks,
+            set(context.site.hooks),
+            ages=(catalog.OLDEST_DUE_AGE_BY_HOOK, age_by_hook),
         )
         unsplit = 0
         if split >= limit:
@@ -111,18 +121,19 @@ class DueSplitCollector(Collector):
         return int(total or 0)
 
     @staticmethod
-    def _zero_dated_ages(context: DatabaseContext) -> Iterable[tuple[str, float]]:
+    def _zero_dated_ages(context: DatabaseContext) -> Iterable[tuple[str, str, float]]:
         """Zero-dated due actions are as old as their first log row ("action created")."""
         tables = context.tables
-        for slug, age in context.query(
-            "SELECT g.slug, TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
+        for slug, hook, age in context.query(
+            "SELECT g.slug, a.hook,"
+            " TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
             f" FROM {tables.actions} a JOIN {tables.logs} l ON l.action_id = a.action_id"
             f" LEFT JOIN {tables.groups} g ON g.group_id = a.group_id"
             " WHERE a.status = 'pending' AND a.scheduled_date_gmt < %s"
-            " AND l.log_date_gmt >= %s GROUP BY a.group_id, g.slug",
+            " AND l.log_date_gmt >= %s GROUP BY a.group_id, g.slug, a.hook",
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         ):
-            yield label_value(slug), seconds(age)
+            yield label_value(slug), label_value(hook), seconds(age)
 
 
 def _folded(

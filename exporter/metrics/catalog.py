@@ -180,6 +180,16 @@ OLDEST_DUE_AGE_BY_GROUP = _define(
     "folding; `other` has the oldest of the folded groups). Zero-dated actions take their "
     "age from their first log row, as for the site.",
 )
+OLDEST_DUE_AGE_BY_HOOK = _define(
+    "actionscheduler_oldest_due_action_age_seconds_by_hook",
+    "gauge",
+    "Seconds since the oldest due pending action of the hook was scheduled; 0 when none is due.",
+    tier="hot",
+    section="queue",
+    labels=("hook",),
+    meaning="`actionscheduler_oldest_due_action_age_seconds` per hook, for the same hooks as "
+    "`actionscheduler_due_actions_by_hook` (`other`: the oldest of the folded hooks).",
+)
 DUE_UNSPLIT = _define(
     "actionscheduler_due_actions_unsplit",
     "gauge",
