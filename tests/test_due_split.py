@@ -8,11 +8,16 @@ from collections.abc import Callable
 import pytest
 
 from bench import hot_sql
+from exporter.collectors.context import DatabaseContext
+from exporter.collectors.due import DUE_TOTAL
+from exporter.collectors.due_split import DueSplitCollector
 from exporter.config.model import GroupConfig
+from exporter.db.tables import TableNames, read_table_stats
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
+from tests.clock import FakeClock
 from tests.conftest import Scrape, SiteFactory
 from tests.scenarios import AGE_SLACK
 from tests.truth import compute
@@ -177,3 +182,43 @@ def test_with_nothing_due_the_split_sends_no_statement(
     assert len([sql for sql in busy if "AS oldest" in sql]) == 1
     due_counts = [sql for sql in busy if "scheduled_date_gmt <= UTC_TIMESTAMP()" in sql]
     assert len(due_counts) == 2  # the due collector's and the split's: no third count
+
+
+def test_a_split_interval_serves_the_last_reading_between_refreshes(
+    store: ActionSchedulerStore, site: SiteFactory
+) -> None:
+    """due_split_interval: re-read at most every interval (here 60 s, staggered by at most
+    a quarter), the last reading served in between; nothing due is always current."""
+    clock = FakeClock()
+    collector = DueSplitCollector(clock)
+    config = site(due_split_interval=60.0)
+    session = hot_sql.RecordingSession(config)
+    tables = TableNames(config.table_prefix)
+
+    def read(due_total: float) -> dict[str, float]:
+        context = DatabaseContext(
+            session, tables, config, read_table_stats(session, tables), found={DUE_TOTAL: due_total}
+        )
+        session.statements.clear()
+        samples = list(collector.read(context))
+        return {
+            dict(s.labels)["group"]: s.value for s in samples if s.metric is catalog.DUE_BY_GROUP
+        }
+
+    def sent() -> int:
+        return len([sql for sql, _ in session.statements if "AS oldest" in sql])
+
+    try:
+        for index in range(3):
+            store.create("wc_export_report", group="reports", args=[index])
+        assert read(3) == {"reports": 3} and sent() == 1
+        for index in range(2):
+            store.create("wc_export_report", group="reports", args=[10 + index])
+        clock.advance(40)  # within the interval's shortest stagger (45 s)
+        assert read(5) == {"reports": 3} and sent() == 0
+        clock.advance(40)  # past its longest (75 s)
+        assert read(5) == {"reports": 5} and sent() == 1
+        store.run_batch(10)
+        assert read(0) == {} and sent() == 0  # nothing due: current, without a statement
+    finally:
+        session.close()

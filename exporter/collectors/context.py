@@ -5,7 +5,8 @@ one table prefix's table names, the site's settings and the tables' statistics),
 queries and returns samples. Its `tier` says what its queries cost: hot collectors read
 index ranges bounded by the queue and run in every round; heavy ones report totals over the
 whole table, and are refreshed in the background (`rounds.heavy_tier`) from the chunked totals of
-`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state.
+`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state, but for
+the due split's last reading per site when `due_split_interval` spaces its refreshes.
 """
 
 from __future__ import annotations
