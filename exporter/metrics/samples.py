@@ -9,7 +9,8 @@ from exporter.metrics.catalog import MetricDef
 Labels = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+# Slots: a scrape of a thousand sites holds a couple of hundred thousand samples.
+@dataclass(frozen=True, slots=True)
 class Sample:
     metric: MetricDef
     value: float
