@@ -220,5 +220,7 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
         assert read(5) == {"reports": 5} and sent() == 1
         store.run_batch(10)
         assert read(0) == {} and sent() == 0  # nothing due: current, without a statement
+        store.create("wc_export_report", group="reports", args=[99])
+        assert read(1) == {"reports": 1} and sent() == 1  # a new backlog: split at once
     finally:
         session.close()

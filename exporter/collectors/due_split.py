@@ -9,8 +9,8 @@ same round. With nothing due (that total is 0) the split sends no statement.
 
 With `due_split_interval` above 0 a site's split is re-read at most that often (each
 prefix at its own point of the interval, so that a network's subsites do not all refresh
-in one scrape) and served from its last reading in between; nothing due is always
-current.
+in one scrape) and served from its last reading in between. Nothing due is always
+current, and a backlog that appears after it is split at once.
 """
 
 from __future__ import annotations
@@ -69,7 +69,10 @@ class DueSplitCollector(Collector):
         samples = tuple(self._split(context, due_total))
         if interval > 0:
             with self._lock:
-                self._kept[key] = (now + interval * _stagger(key), samples)
+                if due_total == 0:  # so that a backlog appearing is split at once
+                    self._kept.pop(key, None)
+                else:
+                    self._kept[key] = (now + interval * _stagger(key), samples)
         return samples
 
     def _split(self, context: DatabaseContext, due_total: float | None) -> Iterator[Sample]:

@@ -416,7 +416,7 @@ def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
         "sites:\n"
         "  - database: shop\n"
         "    due_split_rows: 0\n"
-        "    due_split_interval: 30s\n"
+        "    due_split_interval: 0s\n"
         "    hooks: [woocommerce_deliver_webhook_async]\n"
         "    groups:\n"
         "      reports: {alerts: {oldest_due_warning: 2h}}\n"
@@ -425,7 +425,7 @@ def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
     )
     shop, blog = load_file(write(tmp_path, text)).sites
     assert shop.due_split_rows == 0 and blog.due_split_rows == 10_000
-    assert shop.due_split_interval == 30.0 and blog.due_split_interval == 0.0
+    assert shop.due_split_interval == 0.0 and blog.due_split_interval == 30.0
     assert shop.hooks == ("woocommerce_deliver_webhook_async",)
     assert [group.slug for group in shop.groups] == ["reports", "woocommerce-webhooks"]
     assert shop.group_thresholds() == {"reports": (7200.0, 21600.0)}

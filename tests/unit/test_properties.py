@@ -129,3 +129,19 @@ def test_any_configuration_file_loads_or_names_its_problem(document: Any) -> Non
         else:
             assert config.sites
             assert all(site.name and site.database for site in config.sites)
+
+
+def test_label_texts_are_shared_up_to_a_bound() -> None:
+    """Equal texts from different rows are one object (a thousand sites name the same
+    hooks), but hostile data cannot grow the shared set past its bound."""
+    from exporter.collectors import context
+
+    first, second = (
+        label_value(b"woocommerce_deliver_webhook_async"),
+        label_value("woocommerce_deliver_webhook_async"),
+    )
+    assert first is second
+    for index in range(context.MAX_SHARED_TEXTS + 10):
+        label_value(f"hostile_hook_{index}")
+    assert len(context._SHARED_TEXTS) == context.MAX_SHARED_TEXTS
+    assert label_value("one more hook") == "one more hook"
