@@ -69,11 +69,11 @@ def heavy_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
         result["walk_first"] = first | {"scrape_during_s": during_walk}
         _walk(site, ledger, pauses, {})  # the chunks near the highest id, counted again
         churn = max(10, round(profile.actions * INTERVAL / (RETENTION_DAYS * 86400)))
-        # Steady refreshes, each after an interval's traffic: the default (settled chunks
-        # checked in turns) and every chunk checked at every refresh.
+        # Steady refreshes, each after an interval's traffic: the default (every chunk
+        # checked at every refresh) and chunks of finished actions checked in turns.
         for key, every in (
             ("walk_steady", site.heavy_settled_check_every),
-            ("walk_steady_every", 1),
+            ("walk_steady_in_turns", 2),
         ):
             ledger.settled_check_every = every
             walks = []

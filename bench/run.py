@@ -209,8 +209,8 @@ def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
     ways = (
         ("one_statement", "one statement per collector (before)"),
         ("walk_first", "chunked walk, first refresh"),
-        ("walk_steady", "chunked walk, steady (settled chunks checked in turns)"),
-        ("walk_steady_every", "chunked walk, steady (every chunk checked each refresh)"),
+        ("walk_steady", "chunked walk, steady (default: every chunk checked each refresh)"),
+        ("walk_steady_in_turns", "chunked walk, steady (settled chunks every 2nd refresh)"),
     )
     for store in stores:
         quiet = store["quiet_scrape_s"]
