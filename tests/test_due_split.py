@@ -19,7 +19,7 @@ from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
 from tests.clock import FakeClock
 from tests.conftest import Scrape, SiteFactory
-from tests.scenarios import AGE_SLACK
+from tests.scenarios import AGE_SLACK, NASTY_HOOKS
 from tests.truth import compute
 
 SiteScrape = Callable[..., SiteResult]
@@ -224,3 +224,16 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
         assert read(1) == {"reports": 1} and sent() == 1  # a new backlog: split at once
     finally:
         session.close()
+
+
+def test_hostile_hook_names_are_split_intact(
+    store: ActionSchedulerStore, scrape_site: SiteScrape
+) -> None:
+    for index, hook in enumerate(NASTY_HOOKS):
+        store.create(hook, group=f"grp {index} ü", args=[index])
+    result = scrape_site()
+    assert series(result, catalog.DUE_BY_HOOK, "hook") == dict.fromkeys(NASTY_HOOKS, 1.0)
+    assert set(series(result, catalog.DUE_BY_GROUP, "group")) == {
+        f"grp {index} ü" for index in range(len(NASTY_HOOKS))
+    }
+    assert_split_is_true(result, store)
