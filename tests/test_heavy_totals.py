@@ -74,8 +74,14 @@ def _run_some(store: ActionSchedulerStore, count: int) -> None:
 
 @pytest.fixture
 def chunked_site(site: Callable[..., SiteConfig]) -> SiteConfig:
-    # Every chunk checked at every walk: every change counted by the next one.
-    return site(heavy_interval=0, heavy_chunk_rows=CHUNK, heavy_settled_check_every=1)
+    # Every chunk checked at every walk: every change counted by the next one; the due
+    # split too (it is compared with the truth at every scrape of one coordinator).
+    return site(
+        heavy_interval=0,
+        heavy_chunk_rows=CHUNK,
+        heavy_settled_check_every=1,
+        due_split_interval=0,
+    )
 
 
 @pytest.fixture
