@@ -29,7 +29,7 @@ from exporter.collectors.context import (
     seconds,
 )
 from exporter.collectors.due import DUE_TOTAL
-from exporter.collectors.folding import top_values
+from exporter.collectors.folding import fold, fold_oldest
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.sources.source import Clock
@@ -184,19 +184,12 @@ def _folded(
     counts: Counter[str],
     limit: int,
     named: set[str],
-    ages: tuple[catalog.MetricDef, dict[str, float]] | None = None,
+    ages: tuple[catalog.MetricDef, dict[str, float]],
 ) -> Iterator[Sample]:
     """The top `limit` values and the named ones (0 when absent) keep their label; the rest
     are summed under "other" (their ages: the oldest)."""
-    kept = top_values(counts, limit) | named
-    folded: Counter[str] = Counter(dict.fromkeys(named, 0))
-    folded_ages: dict[str, float] = dict.fromkeys(named, 0.0)
-    for value, count in counts.items():
-        key = value if value in kept else catalog.OTHER
-        folded[key] += count
-        if ages is not None:
-            folded_ages[key] = max(folded_ages.get(key, 0.0), ages[1].get(value, 0.0))
+    folded, _ = fold(counts, limit, named)
+    oldest = fold_oldest(ages[1], folded)
     for value, count in sorted(folded.items()):
         yield sample(metric, count, **{label: value})
-        if ages is not None:
-            yield sample(ages[0], folded_ages[value], **{label: value})
+        yield sample(ages[0], oldest[value], **{label: value})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from exporter.metrics.catalog import OTHER
 
@@ -13,14 +13,27 @@ def top_values(totals: Mapping[str, float], limit: int) -> set[str]:
     return {value for value, _ in ranked[:limit]}
 
 
-def fold(counts: Mapping[str, float], limit: int) -> tuple[dict[str, float], int]:
-    """Keeps the top `limit` values and sums the rest under "other".
+def fold(
+    counts: Mapping[str, float], limit: int, keep: Collection[str] = ()
+) -> tuple[dict[str, float], int]:
+    """Keeps the top `limit` values, and those in `keep` (0 when absent), and sums the rest
+    under "other".
 
     Returns the folded counts and how many distinct values went into "other".
     """
-    kept = top_values(counts, limit)
-    folded: dict[str, float] = {}
+    kept = top_values(counts, limit) | set(keep)
+    folded: dict[str, float] = dict.fromkeys(keep, 0.0)
     for value, count in counts.items():
         key = value if value in kept else OTHER
         folded[key] = folded.get(key, 0.0) + count
-    return folded, len(counts) - len(kept)
+    return folded, len(counts.keys() - kept)
+
+
+def fold_oldest(ages: Mapping[str, float], folded: Mapping[str, float]) -> dict[str, float]:
+    """Ages for the values of a fold's result: their own, the oldest of those folded into
+    "other", 0 for a kept value that has none."""
+    oldest: dict[str, float] = dict.fromkeys(folded, 0.0)
+    for value, age in ages.items():
+        key = value if value in folded and value != OTHER else OTHER
+        oldest[key] = max(oldest.get(key, 0.0), age)
+    return oldest
