@@ -70,21 +70,15 @@ class Podman:
     def run(
         self, *args: str, check: bool = True, timeout: float = 600, input: bytes | None = None
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            self.command(*args),
-            capture_output=True,
-            text=input is None,
-            input=input,
-            timeout=timeout,
-            check=False,
+        done = subprocess.run(
+            self.command(*args), capture_output=True, input=input, timeout=timeout, check=False
         )
-        if isinstance(result.stdout, bytes):
-            result = subprocess.CompletedProcess(
-                result.args,
-                result.returncode,
-                result.stdout.decode(errors="replace"),
-                result.stderr.decode(errors="replace"),
-            )
+        result = subprocess.CompletedProcess(
+            done.args,
+            done.returncode,
+            done.stdout.decode(errors="replace"),
+            done.stderr.decode(errors="replace"),
+        )
         if check and result.returncode != 0:
             raise RuntimeError(f"podman {' '.join(args[:2])} failed: {result.stderr.strip()}")
         return result
