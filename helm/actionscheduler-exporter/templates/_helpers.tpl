@@ -138,8 +138,11 @@ update of all pools at once) must fit, or runners are turned away.
 {{- if and $pool.group $pool.excludeGroups -}}
 {{- fail (printf "worker.pools %s: give group (a pool for one group) or excludeGroups (a pool for the rest), not both" $pool.name) -}}
 {{- end -}}
-{{- $keda := mergeOverwrite (deepCopy $.Values.keda) (deepCopy (default dict $pool.keda)) -}}
-{{- $pods := ternary $keda.maxReplicaCount (default $.Values.worker.replicas $pool.replicas) $.Values.keda.enabled -}}
+{{- end -}}
+{{- $workers := dict "root" $ -}}
+{{- $_ := include "ase.workerContexts" $workers -}}
+{{- range $workers.contexts -}}
+{{- $pods := ternary .Values.keda.maxReplicaCount .Values.worker.replicas .Values.keda.enabled -}}
 {{- $most = add $most (int $pods) 1 -}}
 {{- end -}}
 {{- if gt (int $most) (int $.Values.worker.concurrentBatches) -}}
