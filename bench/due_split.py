@@ -19,9 +19,10 @@ from typing import Any
 from bench import hot_sql
 from bench.measure import session_rows_examined, timed, timed_side_by_side
 from bench.server import bench_server
-from exporter.collectors.context import DatabaseContext
 from exporter.collectors.due_split import DueSplitCollector
-from exporter.db.tables import TableNames, read_table_stats
+from exporter.db.schema import TableNames
+from exporter.db.tables import read_table_stats
+from exporter.sources.database import DatabaseContext
 from testbed.mariadb import Server
 
 CAPS = (10_000, 20_000, 100_000)

@@ -26,10 +26,8 @@ from bench import hot_sql
 from bench.exporters import Running, our_exporter
 from bench.generate import PREFIX
 from bench.profile import StoreProfile
-from exporter.collectors.context import VALID_DATE_FLOOR
-from exporter.collectors.groups import placeholders
+from exporter.db.schema import VALID_DATE_FLOOR, TableNames, placeholders
 from exporter.db.session import Session
-from exporter.db.tables import TableNames
 from exporter.totals.ledger import ActionLedger
 from testbed.mariadb import Server
 

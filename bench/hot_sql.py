@@ -15,11 +15,12 @@ import pymysql
 from bench.generate import PREFIX
 from bench.measure import session_rows_examined
 from exporter.collectors import default_collectors
-from exporter.collectors.context import DatabaseContext
 from exporter.config.model import SiteConfig
+from exporter.db.schema import TableNames
 from exporter.db.session import Row, Session
-from exporter.db.tables import TableNames, read_table_stats
-from exporter.events.follower import LogFollower
+from exporter.db.tables import read_table_stats
+from exporter.log_events.collector import LogEventsCollector
+from exporter.sources.database import DatabaseContext
 from testbed.mariadb import Server
 
 Statement = tuple[str, tuple[object, ...] | None]
@@ -54,7 +55,7 @@ def hot_statements(site: SiteConfig) -> list[Statement]:
     session = RecordingSession(site)
     try:
         tables = TableNames(site.table_prefix)
-        follower = LogFollower(site)
+        follower = LogEventsCollector(site)
         hot = [c for c in default_collectors() if c.tier == "hot"]
         context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
         list(follower.read(context))  # the first read places the log cursor

@@ -10,7 +10,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector as PrometheusCollector
 
-from exporter.exposition.negotiation import BUILD_LABELS
+from exporter.exposition.render import BUILD_LABELS
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
 

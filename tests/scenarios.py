@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from exporter.db.schema import STATUSES
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
 from testbed.schema import ZERO_DATE
@@ -37,7 +38,7 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
         assert found is not None, f"{metric.name}{labels} missing"
         return found
 
-    for status in catalog.STATUSES:
+    for status in STATUSES:
         assert value(catalog.ACTIONS, status=status) == truth.statuses[status], status
     grouped = {
         (dict(s.labels)["status"], dict(s.labels)["group"]): s.value

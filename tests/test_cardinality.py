@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from exporter.config import SiteConfig
-from exporter.exposition.negotiation import render
+from exporter.exposition.render import render
 from exporter.metrics import catalog
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape

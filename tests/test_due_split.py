@@ -8,13 +8,14 @@ from collections.abc import Callable
 import pytest
 
 from bench import hot_sql
-from exporter.collectors.context import DatabaseContext
 from exporter.collectors.due import DUE_TOTAL
 from exporter.collectors.due_split import DueSplitCollector
 from exporter.config.model import GroupConfig
-from exporter.db.tables import TableNames, read_table_stats
+from exporter.db.schema import TableNames
+from exporter.db.tables import read_table_stats
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
+from exporter.sources.database import DatabaseContext
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
 from tests.clock import FakeClock

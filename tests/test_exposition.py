@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import GroupConfig, WorkersConfig
-from exporter.exposition.negotiation import render
+from exporter.exposition.render import render
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore

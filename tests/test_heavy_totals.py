@@ -12,8 +12,8 @@ import pymysql
 import pytest
 
 from exporter.config import ExporterConfig, SiteConfig
+from exporter.db.schema import STATUSES, TableNames
 from exporter.db.session import Session
-from exporter.db.tables import TableNames
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
 from exporter.totals.ledger import ActionLedger, Totals
@@ -294,7 +294,7 @@ def test_database_time_is_counted_per_tier(
 
 
 def assert_totals(totals: Totals, expected: truth.Truth) -> None:
-    statuses = {status: 0 for status in catalog.STATUSES}
+    statuses = {status: 0 for status in STATUSES}
     for (status, _), count in totals.by_status_group.items():
         statuses[status] = statuses.get(status, 0) + count
     assert statuses == dict(expected.statuses)

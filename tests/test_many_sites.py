@@ -13,13 +13,13 @@ import pymysql
 import pytest
 
 from exporter.collectors import default_collectors
-from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.db import tls_contexts
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample
 from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
+from exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.waiting import sampled, wait_until

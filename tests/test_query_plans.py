@@ -18,8 +18,8 @@ from bench.generate import PREFIX, generate
 from bench.measure import session_rows_read
 from bench.profile import StoreProfile
 from exporter.config.model import SiteConfig
+from exporter.db.schema import TableNames
 from exporter.db.session import Session
-from exporter.db.tables import TableNames
 from exporter.totals.ledger import ActionLedger
 from testbed.mariadb import Server
 

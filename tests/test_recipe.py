@@ -26,7 +26,7 @@ GROUP_ROWS = _define(
 COLLECTOR = """
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext
+from exporter.sources.database import Collector, DatabaseContext
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 
@@ -42,7 +42,7 @@ class GroupRowsCollector(Collector):
 CHECK = """
 import sys
 from exporter.config import ExporterConfig, SiteConfig
-from exporter.exposition.negotiation import render
+from exporter.exposition.render import render
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
 

@@ -11,11 +11,11 @@ from typing import Any, ClassVar
 import pymysql
 
 from exporter.collectors import default_collectors
-from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.coordinator import Coordinator
+from exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
 from tests.waiting import wait_until
 

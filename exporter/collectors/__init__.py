@@ -1,7 +1,6 @@
 """One module per group of metric families, all behind the Collector interface."""
 
 from exporter.collectors.claims import ClaimsCollector
-from exporter.collectors.context import Collector
 from exporter.collectors.due import DueCollector
 from exporter.collectors.due_split import DueSplitCollector
 from exporter.collectors.failures import FailuresCollector
@@ -9,6 +8,7 @@ from exporter.collectors.in_progress import InProgressCollector
 from exporter.collectors.retention import RetentionCollector
 from exporter.collectors.status import StatusCollector
 from exporter.collectors.table_sizes import TableSizesCollector
+from exporter.sources.database import Collector
 
 
 def default_collectors() -> tuple[Collector, ...]:

@@ -21,17 +21,12 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from exporter.collectors.context import (
-    VALID_DATE_FLOOR,
-    Collector,
-    DatabaseContext,
-    label_value,
-    seconds,
-)
 from exporter.collectors.due import DUE_TOTAL
-from exporter.collectors.folding import fold, fold_oldest
+from exporter.db.schema import VALID_DATE_FLOOR, label_value, seconds
 from exporter.metrics import catalog
+from exporter.metrics.folding import fold, fold_oldest
 from exporter.metrics.samples import Sample, sample
+from exporter.sources.database import Collector, DatabaseContext
 from exporter.sources.source import Clock
 
 # A reading kept for a site's prefix: (clock time it is due again, its samples).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext
-from exporter.collectors.folding import fold
 from exporter.metrics import catalog
+from exporter.metrics.folding import fold
 from exporter.metrics.samples import Sample, sample
+from exporter.sources.database import Collector, DatabaseContext
 
 
 class FailuresCollector(Collector):

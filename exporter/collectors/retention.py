@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext, seconds
+from exporter.db.schema import seconds
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
+from exporter.sources.database import Collector, DatabaseContext
 
 
 class RetentionCollector(Collector):

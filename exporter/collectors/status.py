@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from exporter.collectors.context import Collector, DatabaseContext
-from exporter.collectors.folding import top_values
-from exporter.collectors.groups import group_slugs
+from exporter.db.schema import STATUSES
+from exporter.db.tables import group_slugs
 from exporter.metrics import catalog
+from exporter.metrics.catalog import OTHER
+from exporter.metrics.folding import fold
 from exporter.metrics.samples import Sample, sample
+from exporter.sources.database import Collector, DatabaseContext
 
 # A status Action Scheduler does not write (a plugin's own, or corrupted data) is counted
 # under this name instead of being dropped or creating unbounded series.
@@ -24,14 +26,14 @@ class StatusCollector(Collector):
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         totals = context.action_totals().by_status_group
-        slugs = group_slugs(context, (group or 0 for _, group in totals))
+        slugs = group_slugs(context.session, context.tables, (group or 0 for _, group in totals))
 
-        by_status: Counter[str] = Counter(dict.fromkeys(catalog.STATUSES, 0))
+        by_status: Counter[str] = Counter(dict.fromkeys(STATUSES, 0))
         by_status_group: Counter[tuple[str, str]] = Counter()
         for (raw_status, group_id), count in totals.items():
             # Lowercased by the ledger: the column's collation is case-insensitive, so
             # Action Scheduler's own queries (status = 'pending') take 'PENDING' too.
-            status = raw_status if raw_status in catalog.STATUSES else UNKNOWN_STATUS
+            status = raw_status if raw_status in STATUSES else UNKNOWN_STATUS
             group = slugs.get(group_id or 0, NO_GROUP)
             by_status[status] += count
             by_status_group[(status, group)] += count
@@ -42,10 +44,10 @@ class StatusCollector(Collector):
         group_totals: Counter[str] = Counter()
         for (_, group), count in by_status_group.items():
             group_totals[group] += count
-        kept = top_values(group_totals, context.site.top_groups)
+        kept, folded_values = fold(group_totals, context.site.top_groups)
         folded: Counter[tuple[str, str]] = Counter()
         for (status, group), count in by_status_group.items():
-            folded[(status, group if group in kept else catalog.OTHER)] += count
+            folded[(status, group if group in kept else OTHER)] += count
         for (status, group), count in sorted(folded.items()):
             yield sample(catalog.ACTIONS_BY_GROUP, count, status=status, group=group)
-        yield sample(catalog.FOLDED_LABEL_VALUES, len(group_totals) - len(kept), label="group")
+        yield sample(catalog.FOLDED_LABEL_VALUES, folded_values, label="group")

@@ -6,7 +6,7 @@ import re
 
 import pymysql.err
 
-from exporter.sources.source import SourceError
+from exporter.errors import SourceError
 
 # Server error codes after which the connection is still usable.
 _TIMEOUT_CODES = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from exporter.db.query_error import QueryError
 from exporter.db.session import Session
-from exporter.sources.source import SourceError
+from exporter.errors import SourceError
 
 # MariaDB 10.5+ and MySQL 8.0.22+ say REPLICA; older servers know only SLAVE.
 _STATUS_STATEMENTS = ("SHOW REPLICA STATUS", "SHOW SLAVE STATUS")

@@ -1,45 +1,21 @@
-"""Action Scheduler's table names for a prefix, and what the server knows about them."""
+"""What the server knows about Action Scheduler's tables, and the group lookup every reader
+of the tables shares."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from exporter.db.schema import (
+    TABLE_INFIX,
+    TABLES,
+    TableNames,
+    chunks,
+    is_safe_prefix,
+    label_value,
+    placeholders,
+)
 from exporter.db.session import Session
-from exporter.metrics.catalog import TABLES
-
-ACTIONS_SUFFIX = "actionscheduler_actions"
-_TABLE_SUFFIX = "actionscheduler_"
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-@dataclass(frozen=True)
-class TableNames:
-    prefix: str
-
-    def __post_init__(self) -> None:
-        # Table names go into SQL text (they cannot be bound parameters): allow only safe ones.
-        if not _SAFE_NAME.match(self.prefix + "x"):
-            raise ValueError(f"unsafe table prefix {self.prefix!r}")
-
-    def name(self, table: str) -> str:
-        return f"{self.prefix}actionscheduler_{table}"
-
-    @property
-    def actions(self) -> str:
-        return self.name("actions")
-
-    @property
-    def claims(self) -> str:
-        return self.name("claims")
-
-    @property
-    def groups(self) -> str:
-        return self.name("groups")
-
-    @property
-    def logs(self) -> str:
-        return self.name("logs")
 
 
 @dataclass(frozen=True)
@@ -74,11 +50,23 @@ def discover_prefixes(session: Session) -> dict[str, dict[str, TableStats]]:
         " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
         " FROM information_schema.TABLES"
         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE %s",
-        ("%" + _TABLE_SUFFIX.replace("_", "\\_") + "%",),
+        ("%" + TABLE_INFIX.replace("_", "\\_") + "%",),
     )
     found: dict[str, dict[str, TableStats]] = {}
     for name, count, size in rows:
-        prefix, _, short = str(name).rpartition(_TABLE_SUFFIX)
-        if short in TABLES and _SAFE_NAME.match(prefix + "x"):
+        prefix, _, short = str(name).rpartition(TABLE_INFIX)
+        if short in TABLES and is_safe_prefix(prefix):
             found.setdefault(prefix, {})[short] = TableStats(int(count), int(size))
     return {prefix: found[prefix] for prefix in sorted(found) if "actions" in found[prefix]}
+
+
+def group_slugs(session: Session, tables: TableNames, group_ids: Iterable[int]) -> dict[int, str]:
+    """Slug per group id; ids 0 and ids without a row (deleted groups) are left out."""
+    slugs: dict[int, str] = {}
+    for chunk in chunks(sorted({group_id for group_id in group_ids if group_id})):
+        for group_id, slug in session.query(
+            f"SELECT group_id, slug FROM {tables.groups} WHERE group_id IN ({placeholders(chunk)})",
+            chunk,
+        ):
+            slugs[int(group_id)] = label_value(slug)
+    return slugs

@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urlsplit
 
 import yaml
 
-from exporter.sources.source import SourceError
+from exporter.errors import SourceError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 

@@ -20,8 +20,6 @@ Tier = Literal["hot", "heavy", "none"]
 # The table of docs/metrics.md an entry is listed in.
 Section = Literal["queue", "settings", "workers", "log", "exporter"]
 
-STATUSES: tuple[str, ...] = ("pending", "in-progress", "complete", "failed", "canceled")
-TABLES: tuple[str, ...] = ("actions", "claims", "groups", "logs")
 OTHER = "other"
 
 

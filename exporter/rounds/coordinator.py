@@ -9,7 +9,6 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
 from exporter.collectors import default_collectors
-from exporter.collectors.context import Collector
 from exporter.config.model import ExporterConfig, SiteConfig
 from exporter.metrics import catalog
 from exporter.metrics.samples import sample
@@ -18,6 +17,7 @@ from exporter.rounds.lanes import Lanes
 from exporter.rounds.result import SiteResult
 from exporter.rounds.singleflight import SingleFlight
 from exporter.rounds.site_round import SiteRound
+from exporter.sources.database import Collector
 from exporter.sources.source import Clock
 
 DEFAULT_SCRAPE_TIMEOUT = 10.0

@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from exporter.collectors.groups import placeholders
 from exporter.config.model import SiteConfig
 from exporter.db.query_error import QueryError
+from exporter.db.schema import ACTIONS_SUFFIX, placeholders
 from exporter.db.session import Session
-from exporter.db.tables import ACTIONS_SUFFIX
 from exporter.rounds.lanes import Lanes
 from exporter.sources.background import BackgroundRefresh
 from exporter.sources.source import Clock

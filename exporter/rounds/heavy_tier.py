@@ -14,17 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from exporter.collectors.context import Collector, DatabaseContext
 from exporter.config.model import SiteConfig
 from exporter.db.replica import replica_lag
+from exporter.db.schema import TableNames
 from exporter.db.session import Session
-from exporter.db.tables import TableNames
+from exporter.errors import SourceError
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.lanes import Lanes
 from exporter.rounds.observer import Observer
 from exporter.sources.background import BackgroundRefresh
-from exporter.sources.source import NOT_READ, Reading, SourceError
+from exporter.sources.database import Collector, DatabaseContext
+from exporter.sources.source import NOT_READ, Reading
 from exporter.totals.ledger import Ledgers
 
 # Readings by (table prefix, collector name).

@@ -12,10 +12,11 @@ import logging
 import threading
 from typing import Any, TypeVar
 
+from exporter.errors import SourceError
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.counters import SiteCounters
-from exporter.sources.source import NOT_READ, Clock, Reading, Source, SourceError
+from exporter.sources.source import NOT_READ, Clock, Reading, Source
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,14 @@ from concurrent.futures import wait
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.collectors.context import Collector, DatabaseContext
+from exporter.collectors.settings import SiteSettings
 from exporter.config.model import SiteConfig
 from exporter.db.query_error import QueryError
+from exporter.db.schema import TABLES, TableNames
 from exporter.db.session import Session
-from exporter.db.tables import TableNames, TableStats, discover_prefixes, read_table_stats
-from exporter.events.follower import LogFollower
+from exporter.db.tables import TableStats, discover_prefixes, read_table_stats
 from exporter.kubernetes.workers import KubernetesWorkers
+from exporter.log_events.collector import LogEventsCollector
 from exporter.metrics import catalog
 from exporter.metrics.samples import sample
 from exporter.rounds.counters import SiteCounters
@@ -36,9 +37,9 @@ from exporter.rounds.heavy_tier import HeavyTier
 from exporter.rounds.lanes import Lane, Lanes
 from exporter.rounds.observer import Observer
 from exporter.rounds.result import SiteResult
-from exporter.rounds.scheduled import ScheduledSource
+from exporter.rounds.site_wide import SiteWideSource
 from exporter.sharding import ALL_SITES, Shard
-from exporter.sources.settings import SiteSettings
+from exporter.sources.database import Collector, DatabaseContext
 from exporter.sources.source import NOT_READ, Clock
 from exporter.totals.ledger import Ledgers
 
@@ -73,7 +74,7 @@ class SiteRound:
         self.session = Session(site, pool=self._lane.pool if self._lane else None)
         self._clock = clock
         self._observer = Observer(SiteCounters(), clock)
-        database: tuple[Collector, ...] = (*collectors, LogFollower(site, clock))
+        database: tuple[Collector, ...] = (*collectors, LogEventsCollector(site, clock))
         self._database = database
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
         heavy = tuple(c for c in database if c.freshness(site).background)
@@ -81,12 +82,12 @@ class SiteRound:
         self._heavy = (
             HeavyTier(site, heavy, self._observer, self._ledgers, lanes) if heavy else None
         )
-        self._site_sources: list[ScheduledSource[Any]] = [
-            ScheduledSource(SiteSettings(), site, site, self._observer)
+        self._site_sources: list[SiteWideSource[Any]] = [
+            SiteWideSource(SiteSettings(), site, site, self._observer)
         ]
         if site.kubernetes is not None:
             workers = KubernetesWorkers(site.kubernetes)
-            self._site_sources.append(ScheduledSource(workers, None, site, self._observer))
+            self._site_sources.append(SiteWideSource(workers, None, site, self._observer))
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         self._others_prefixes = 0  # discovered subsites served by other shards
         self._discovered_stats: dict[str, dict[str, TableStats]] = {}
@@ -290,9 +291,9 @@ class SiteRound:
 
         result = SiteResult(label, self.site.labels, up=True)
         result.samples += [
-            sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in catalog.TABLES
+            sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES
         ]
-        missing = [tables.name(table) for table in catalog.TABLES if table not in stats]
+        missing = [tables.name(table) for table in TABLES if table not in stats]
         if missing:
             problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
             for collector in self._in_round:

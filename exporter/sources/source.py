@@ -29,16 +29,6 @@ Clock = Callable[[], float]
 ContextT = TypeVar("ContextT", contravariant=True)
 
 
-class SourceError(Exception):
-    """A failed reading: `kind` is counted by the source's error counter, `message` is safe
-    to log (no secrets)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
 @dataclass(frozen=True)
 class Freshness:
     """When a source is read.

@@ -32,11 +32,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from exporter.collectors.context import VALID_DATE_FLOOR, label_value
-from exporter.collectors.groups import placeholders
+from exporter.db.schema import VALID_DATE_FLOOR, TableNames, label_value, placeholders
 from exporter.db.session import Row, Session
-from exporter.db.tables import TableNames
-from exporter.sources.source import SourceError
+from exporter.errors import SourceError
 from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
 
 # How long the walk rests after a statement, relative to the statement's own time.

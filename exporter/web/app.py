@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
-from exporter.exposition.negotiation import render
+from exporter.exposition.render import render
 from exporter.rounds.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
 from exporter.web.auth import BasicAuth
 from exporter.web.webconfig import WebConfig

@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from exporter.config.model import SiteConfig
+from exporter.errors import SourceError
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.counters import SiteCounters
 from exporter.rounds.observer import Observer
-from exporter.rounds.scheduled import ScheduledSource
+from exporter.rounds.site_wide import SiteWideSource
 from exporter.sources.background import BackgroundRefresh
-from exporter.sources.source import Freshness, Source, SourceError
+from exporter.sources.source import Freshness, Source
 from tests.clock import FakeClock
 from tests.waiting import wait_until
 
@@ -57,9 +58,9 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def scheduled(source: Counting, clock: FakeClock) -> tuple[ScheduledSource[None], Observer]:
+def scheduled(source: Counting, clock: FakeClock) -> tuple[SiteWideSource[None], Observer]:
     observer = Observer(SiteCounters(), clock)
-    return ScheduledSource(source, None, SiteConfig(name="shop"), observer), observer
+    return SiteWideSource(source, None, SiteConfig(name="shop"), observer), observer
 
 
 def test_a_reading_is_served_until_the_interval_passes(clock: FakeClock) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from exporter.collectors import default_collectors
+from exporter.collectors.settings import SiteSettings
 from exporter.config.model import KubernetesConfig, SiteConfig
 from exporter.config.values import label_name
-from exporter.events.follower import LogFollower
 from exporter.kubernetes.workers import KubernetesWorkers
+from exporter.log_events.collector import LogEventsCollector
 from exporter.metrics import catalog, docs
-from exporter.sources.settings import SiteSettings
 from exporter.sources.source import Source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ SITE = SiteConfig(name="shop")
 def every_source() -> list[Source[Any]]:
     return [
         *default_collectors(),
-        LogFollower(SITE),
+        LogEventsCollector(SITE),
         KubernetesWorkers(KubernetesConfig(namespace="shop", selector="app=worker")),
         SiteSettings(),
     ]

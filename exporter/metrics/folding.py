@@ -1,4 +1,9 @@
-"""Top-N label folding: keeps cardinality bounded whatever the store holds."""
+"""Top-N label folding: keeps cardinality bounded whatever the store holds.
+
+Two policies, one place: `fold` ranks a gauge's values by their current totals at each
+reading (a value may move in and out of "other"); `StickyFold` keeps the first N values of
+a counter for the exporter's life, so a counter series never moves (counters stay
+monotonic)."""
 
 from __future__ import annotations
 
@@ -37,3 +42,20 @@ def fold_oldest(ages: Mapping[str, float], folded: Mapping[str, float]) -> dict[
         key = value if value in folded and value != OTHER else OTHER
         oldest[key] = max(oldest.get(key, 0.0), age)
     return oldest
+
+
+class StickyFold:
+    """Top-N for counters: the first N values seen keep their name for the exporter's life,
+    so a series never moves between its own name and "other" (counters stay monotonic)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._kept: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self._kept:
+            return value
+        if len(self._kept) < self.limit:
+            self._kept.add(value)
+            return value
+        return OTHER

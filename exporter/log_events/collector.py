@@ -20,15 +20,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.collectors.context import Collector, DatabaseContext, label_value
-from exporter.collectors.groups import chunks, group_slugs, placeholders
 from exporter.config.model import SiteConfig
-from exporter.events.classify import Event, Kind, classify, infer
-from exporter.events.cursor import LogCursor
-from exporter.events.histogram import Histogram
+from exporter.db.schema import chunks, label_value, placeholders
+from exporter.db.tables import group_slugs
+from exporter.log_events.classify import Event, Kind, classify, infer
+from exporter.log_events.cursor import LogCursor
+from exporter.log_events.histogram import Histogram
 from exporter.metrics import catalog
 from exporter.metrics.catalog import OTHER, MetricDef
+from exporter.metrics.folding import StickyFold
 from exporter.metrics.samples import Labels, Sample, sample
+from exporter.sources.database import Collector, DatabaseContext
 from exporter.sources.source import Clock
 
 # Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
@@ -69,24 +71,7 @@ class _Action:
     scheduled: dt.datetime | None
 
 
-class StickyFold:
-    """Top-N for counters: the first N values seen keep their name for the exporter's life,
-    so a series never moves between its own name and "other" (counters stay monotonic)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._kept: set[str] = set()
-
-    def __call__(self, value: str) -> str:
-        if value in self._kept:
-            return value
-        if len(self._kept) < self.limit:
-            self._kept.add(value)
-            return value
-        return OTHER
-
-
-class LogFollower(Collector):
+class LogEventsCollector(Collector):
     """The site's log streams, one per table prefix: the one collector that keeps state."""
 
     name = "log_events"
@@ -109,17 +94,17 @@ class LogFollower(Collector):
     def __init__(self, site: SiteConfig, clock: Clock = time.monotonic) -> None:
         self._site = site
         self._clock = clock
-        self._streams: dict[str, LogStream] = {}
+        self._streams: dict[str, LogEventsStream] = {}
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         prefix = context.tables.prefix
         stream = self._streams.get(prefix)
         if stream is None:
-            stream = self._streams[prefix] = LogStream(self._site, self._clock)
+            stream = self._streams[prefix] = LogEventsStream(self._site, self._clock)
         return stream.read(context)
 
 
-class LogStream:
+class LogEventsStream:
     """One table prefix's cursor, counters and histograms."""
 
     def __init__(self, site: SiteConfig, clock: Clock) -> None:
@@ -290,7 +275,9 @@ def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict
             chunk,
         ):
             found[int(row[0])] = row
-    slugs = group_slugs(context, (int(row[2] or 0) for row in found.values()))
+    slugs = group_slugs(
+        context.session, context.tables, (int(row[2] or 0) for row in found.values())
+    )
     return {
         action_id: _Action(
             label_value(hook),

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from exporter.config.model import SiteConfig
+from exporter.db.schema import TableNames
 from exporter.db.session import Row, Session
-from exporter.db.tables import TableNames, TableStats
-from exporter.sources.source import EVERY_ROUND, Freshness, Source, SourceError
+from exporter.db.tables import TableStats
+from exporter.errors import SourceError
+from exporter.sources.source import EVERY_ROUND, Freshness, Source
 
 if TYPE_CHECKING:
     from exporter.totals.ledger import Totals
-
-# Dates before this are Action Scheduler's zero date or other junk that would turn into
-# ages of centuries; Action Scheduler did not exist before it.
-VALID_DATE_FLOOR = "2000-01-01 00:00:00"
 
 
 @dataclass(frozen=True)
@@ -61,34 +59,3 @@ class Collector(Source[DatabaseContext]):
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
         return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND
-
-
-# Label texts shared by every site that has them: a thousand sites' hooks and groups are
-# mostly the same few names, held between scrapes by the background sources. Bounded, and
-# not sys.intern: on Python 3.12 interned strings are never freed, and hook names are data.
-_SHARED_TEXTS: dict[str, str] = {}
-MAX_SHARED_TEXTS = 20_000
-
-
-def label_value(raw: Any) -> str:
-    """Text for a label from whatever the database returned (bytes included)."""
-    if raw is None:
-        return ""
-    if isinstance(raw, bytes | bytearray):
-        text = bytes(raw).decode("utf-8", errors="replace")
-    else:
-        # Lone surrogates cannot be written as UTF-8: replace them rather than fail.
-        text = str(raw).encode("utf-8", errors="replace").decode("utf-8")
-    shared = _SHARED_TEXTS.get(text)
-    if shared is not None:
-        return shared
-    if len(_SHARED_TEXTS) < MAX_SHARED_TEXTS:
-        _SHARED_TEXTS[text] = text
-    return text
-
-
-def seconds(raw: Any) -> float:
-    """An age column that may be NULL (no rows) or negative (a date in the future)."""
-    if raw is None:
-        return 0.0
-    return max(0.0, float(raw))

@@ -13,7 +13,7 @@ from exporter.sources.source import NOT_READ, Reading, Source
 ContextT = TypeVar("ContextT")
 
 
-class ScheduledSource(Generic[ContextT]):
+class SiteWideSource(Generic[ContextT]):
     def __init__(
         self, source: Source[ContextT], context: ContextT, site: SiteConfig, observer: Observer
     ) -> None:

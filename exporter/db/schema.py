@@ -1,0 +1,99 @@
+"""Action Scheduler's schema, as its source defines it, and the helpers to read it safely.
+
+Below every reader of the tables (the collectors, the heavy totals, the log follower): the
+four tables and their names for a prefix, the statuses Action Scheduler writes, the date
+before which a date is junk, and how values read from the tables become label texts and
+ages. No statement is sent from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TABLES: tuple[str, ...] = ("actions", "claims", "groups", "logs")
+STATUSES: tuple[str, ...] = ("pending", "in-progress", "complete", "failed", "canceled")
+TABLE_INFIX = "actionscheduler_"
+ACTIONS_SUFFIX = TABLE_INFIX + "actions"
+# Dates before this are Action Scheduler's zero date or other junk that would turn into
+# ages of centuries; Action Scheduler did not exist before it.
+VALID_DATE_FLOOR = "2000-01-01 00:00:00"
+# Ids per IN (...) list, to keep statements a reasonable size.
+LOOKUP_CHUNK = 1000
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def is_safe_prefix(prefix: str) -> bool:
+    """Table names go into SQL text (they cannot be bound parameters): only safe ones."""
+    return bool(_SAFE_NAME.match(prefix + "x"))
+
+
+@dataclass(frozen=True)
+class TableNames:
+    prefix: str
+
+    def __post_init__(self) -> None:
+        if not is_safe_prefix(self.prefix):
+            raise ValueError(f"unsafe table prefix {self.prefix!r}")
+
+    def name(self, table: str) -> str:
+        return f"{self.prefix}{TABLE_INFIX}{table}"
+
+    @property
+    def actions(self) -> str:
+        return self.name("actions")
+
+    @property
+    def claims(self) -> str:
+        return self.name("claims")
+
+    @property
+    def groups(self) -> str:
+        return self.name("groups")
+
+    @property
+    def logs(self) -> str:
+        return self.name("logs")
+
+
+# Label texts shared by every site that has them: a thousand sites' hooks and groups are
+# mostly the same few names, held between scrapes by the background sources. Bounded, and
+# not sys.intern: on Python 3.12 interned strings are never freed, and hook names are data.
+_SHARED_TEXTS: dict[str, str] = {}
+MAX_SHARED_TEXTS = 20_000
+
+
+def label_value(raw: Any) -> str:
+    """Text for a label from whatever the database returned (bytes included)."""
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes | bytearray):
+        text = bytes(raw).decode("utf-8", errors="replace")
+    else:
+        # Lone surrogates cannot be written as UTF-8: replace them rather than fail.
+        text = str(raw).encode("utf-8", errors="replace").decode("utf-8")
+    shared = _SHARED_TEXTS.get(text)
+    if shared is not None:
+        return shared
+    if len(_SHARED_TEXTS) < MAX_SHARED_TEXTS:
+        _SHARED_TEXTS[text] = text
+    return text
+
+
+def seconds(raw: Any) -> float:
+    """An age column that may be NULL (no rows) or negative (a date in the future)."""
+    if raw is None:
+        return 0.0
+    return max(0.0, float(raw))
+
+
+def chunks(values: list[int]) -> Iterator[list[int]]:
+    for index in range(0, len(values), LOOKUP_CHUNK):
+        yield values[index : index + LOOKUP_CHUNK]
+
+
+def placeholders(values: Sequence[object]) -> str:
+    return ", ".join(["%s"] * len(values))
