@@ -9,9 +9,7 @@ from typing import Any
 
 import pymysql
 
-from bench import hot_sql
 from bench.exporters import Running, generic_exporter, our_exporter
-from bench.generate import PREFIX
 from bench.measure import (
     metric_values,
     resident_mib,
@@ -19,8 +17,10 @@ from bench.measure import (
     timed,
     timed_side_by_side,
 )
-from bench.profile import StoreProfile
+from testbed import hot_sql
+from testbed.generate import PREFIX
 from testbed.mariadb import Server
+from testbed.store_profile import StoreProfile
 
 SCRAPES = 60
 WARM_UP = 5

@@ -16,14 +16,15 @@ import functools
 import json
 from typing import Any
 
-from bench import hot_sql
-from bench.measure import session_rows_examined, timed, timed_side_by_side
+from bench.measure import timed, timed_side_by_side
 from bench.server import bench_server
 from exporter.collectors.due_split import DueSplitCollector
 from exporter.db.schema import TableNames
 from exporter.db.tables import read_table_stats
 from exporter.sources.database import DatabaseContext
+from testbed import hot_sql
 from testbed.mariadb import Server
+from testbed.rows_read import session_rows_examined
 
 CAPS = (10_000, 20_000, 100_000)
 REPEAT = 15

@@ -22,14 +22,14 @@ from typing import Any
 
 import pymysql
 
-from bench import hot_sql
 from bench.exporters import Running, our_exporter
-from bench.generate import PREFIX
-from bench.profile import StoreProfile
 from exporter.db.schema import VALID_DATE_FLOOR, TableNames, placeholders
 from exporter.db.session import Session
 from exporter.totals.ledger import ActionLedger
+from testbed import hot_sql
+from testbed.generate import PREFIX
 from testbed.mariadb import Server
+from testbed.store_profile import StoreProfile
 
 INTERVAL = 300.0  # the default heavy_interval
 RETENTION_DAYS = 31  # the generated history spans the cleaner's default retention

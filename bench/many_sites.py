@@ -22,11 +22,11 @@ from typing import Any
 import pymysql
 
 from bench.exporters import Running, exporter_for
-from bench.generate import PREFIX, generate, is_generated
 from bench.measure import metric_values, resident_mib
-from bench.profile import StoreProfile
 from bench.server import ROOT
+from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
+from testbed.store_profile import StoreProfile
 
 SITES = 1000
 TEMPLATE = StoreProfile(300, due=10)

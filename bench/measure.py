@@ -12,19 +12,7 @@ from typing import Any
 
 import pymysql
 
-from exporter.db.session import Session
-
-# Every kind of row read the storage engine does for a statement: index lookups, index and
-# table scans. Their sum is what a query examined.
-_HANDLER_READS = (
-    "Handler_read_first",
-    "Handler_read_key",
-    "Handler_read_last",
-    "Handler_read_next",
-    "Handler_read_prev",
-    "Handler_read_rnd",
-    "Handler_read_rnd_next",
-)
+from testbed.rows_read import rows_read
 
 
 @dataclass(frozen=True)
@@ -80,30 +68,6 @@ def resident_mib(pid: int) -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 fields[key] = int(value.split()[0]) / 1024
     return fields["VmRSS"], fields["VmHWM"]
-
-
-def rows_read(connection: pymysql.connections.Connection[Any], scope: str = "GLOBAL") -> int:
-    """Handler reads so far: the server's (GLOBAL, all sessions) or this session's."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"SHOW {scope} STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
-        return sum(int(value) for _, value in cursor.fetchall())
-
-
-def session_rows_read(session: Session) -> int:
-    """Handler reads so far of the exporter's own session (its connection alone)."""
-    rows = session.query("SHOW SESSION STATUS WHERE Variable_name IN %s", (_HANDLER_READS,))
-    return sum(int(value) for _, value in rows)
-
-
-def session_rows_examined(
-    connection: pymysql.connections.Connection[Any], call: Callable[[], object]
-) -> int:
-    """Rows one call on this connection read, less what reading the counters costs."""
-    first = rows_read(connection, "SESSION")
-    overhead = rows_read(connection, "SESSION") - first
-    before = rows_read(connection, "SESSION")
-    call()
-    return rows_read(connection, "SESSION") - before - overhead
 
 
 def rows_examined_per_call(

@@ -23,12 +23,12 @@ from typing import Any
 from bench.cases import burst_case, store_case
 from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
-from bench.generate import generate, is_generated
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
-from bench.profile import StoreProfile
 from bench.server import BUFFER_POOL, ROOT, bench_server
+from testbed.generate import generate, is_generated
 from testbed.mariadb import Server
+from testbed.store_profile import StoreProfile
 
 SIZES = {"100k": 100_000, "1m": 1_000_000, "10m": 10_000_000}
 BACKLOG = StoreProfile(1_100_000, due=1_000_000)

@@ -16,8 +16,8 @@ from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
-from tests.fake_kubernetes import FakeKubernetes, pod
-from tests.http_server import RunningExporter
+from tests.support.fake_kubernetes import FakeKubernetes, pod
+from tests.support.http_server import RunningExporter
 
 
 @pytest.fixture(scope="session")

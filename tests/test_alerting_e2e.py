@@ -19,10 +19,10 @@ from exporter.config.model import AlertThresholds
 from testbed.mariadb import Server, start_private, temporary
 from testbed.rules import render
 from testbed.store import ActionSchedulerStore
-from tests.alertmanager import Alertmanager, WebhookReceiver
-from tests.http_server import RunningExporter
-from tests.prometheus import Prometheus
-from tests.waiting import wait_until
+from tests.support.alertmanager import Alertmanager, WebhookReceiver
+from tests.support.http_server import RunningExporter
+from tests.support.prometheus import Prometheus
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = 1 / 60  # fifteen minutes become fifteen seconds

@@ -10,10 +10,10 @@ from exporter.exposition.render import render
 from exporter.metrics import catalog
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.http_server import RunningExporter
-from tests.prometheus import Prometheus, promtool
-from tests.scenarios import NASTY_HOOKS
-from tests.waiting import wait_until
+from tests.support.http_server import RunningExporter
+from tests.support.prometheus import Prometheus, promtool
+from tests.support.scenarios import NASTY_HOOKS
+from tests.support.waiting import wait_until
 
 
 def test_5000_hooks_and_1000_groups_give_a_bounded_number_of_series(

@@ -13,8 +13,8 @@ from pathlib import Path
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
-from tests.scenarios import killed_worker
-from tests.waiting import port_open, wait_until
+from tests.support.scenarios import killed_worker
+from tests.support.waiting import port_open, wait_until
 
 
 def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

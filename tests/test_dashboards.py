@@ -19,10 +19,10 @@ from exporter.config import SiteConfig
 from exporter.config.model import WorkersConfig
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.http_server import RunningExporter
-from tests.prometheus import Prometheus
-from tests.series import RULES, exported_series, external_series, referenced_names, rules
-from tests.waiting import wait_until
+from tests.support.http_server import RunningExporter
+from tests.support.prometheus import Prometheus
+from tests.support.series import RULES, exported_series, external_series, referenced_names, rules
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = {name: ROOT / "dashboards" / name for name in build.DASHBOARDS}

@@ -18,9 +18,9 @@ from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.http_server import RunningExporter
-from tests.scenarios import assert_matches, backlog
-from tests.truth import compute
+from tests.support.http_server import RunningExporter
+from tests.support.scenarios import assert_matches, backlog
+from tests.support.truth import compute
 
 
 @pytest.fixture

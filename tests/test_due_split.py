@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-from bench import hot_sql
 from exporter.collectors.due import DUE_TOTAL
 from exporter.collectors.due_split import DueSplitCollector
 from exporter.config.model import GroupConfig
@@ -16,12 +15,13 @@ from exporter.db.tables import read_table_stats
 from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
 from exporter.sources.database import DatabaseContext
+from testbed import hot_sql
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
-from tests.clock import FakeClock
 from tests.conftest import Scrape, SiteFactory
-from tests.scenarios import AGE_SLACK, NASTY_HOOKS
-from tests.truth import compute
+from tests.support.clock import FakeClock
+from tests.support.scenarios import AGE_SLACK, NASTY_HOOKS
+from tests.support.truth import compute
 
 SiteScrape = Callable[..., SiteResult]
 

@@ -18,11 +18,11 @@ from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.fake_kubernetes import FakeKubernetes, kubernetes_config
-from tests.prometheus import promtool
-from tests.reference_exposition import render_with_library
-from tests.scenarios import NASTY_HOOKS, killed_worker_after_cleaner
-from tests.waiting import wait_until
+from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
+from tests.support.prometheus import promtool
+from tests.support.reference_exposition import render_with_library
+from tests.support.scenarios import NASTY_HOOKS, killed_worker_after_cleaner
+from tests.support.waiting import wait_until
 
 
 def first_sample_name(metric: catalog.MetricDef) -> str:

@@ -19,8 +19,8 @@ from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.truth import compute
-from tests.waiting import wait_until
+from tests.support.truth import compute
+from tests.support.waiting import wait_until
 
 
 def errors(result: SiteResult, kind: str) -> float | None:

@@ -18,8 +18,8 @@ from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
 from exporter.totals.ledger import ActionLedger, Totals
 from testbed.store import ActionSchedulerStore
-from tests import truth
-from tests.scenarios import assert_matches
+from tests.support import truth
+from tests.support.scenarios import assert_matches
 
 CHUNK = 10  # ids per chunk: a few hundred actions make dozens of chunks
 DAY = 86400

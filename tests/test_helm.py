@@ -14,7 +14,7 @@ import yaml
 
 from dashboards.queries import keda_query
 from exporter.config import load_file
-from tests.helm_chart import (
+from tests.support.helm_chart import (
     ALL_ON,
     CHART,
     MINIMAL,

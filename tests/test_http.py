@@ -14,9 +14,9 @@ from exporter.config import SiteConfig
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
-from tests.http_server import RunningExporter
-from tests.truth import compute
-from tests.waiting import wait_until
+from tests.support.http_server import RunningExporter
+from tests.support.truth import compute
+from tests.support.waiting import wait_until
 
 StartExporter = Callable[..., RunningExporter]
 

@@ -25,10 +25,10 @@ from testbed.image import (
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
-from tests.helm_chart import ALL_ON, find, merged, render
-from tests.scenarios import killed_worker
-from tests.truth import compute
-from tests.waiting import port_open, wait_until
+from tests.support.helm_chart import ALL_ON, find, merged, render
+from tests.support.scenarios import killed_worker
+from tests.support.truth import compute
+from tests.support.waiting import port_open, wait_until
 
 # What the exporter adds to the base: its virtualenv (measured: 27 MB).
 MAX_ADDED_BYTES = 40_000_000

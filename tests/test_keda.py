@@ -9,11 +9,11 @@ from typing import Any
 
 from exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
-from tests.autoscaling import keda_replicas, wait_for_value
-from tests.helm_chart import ALL_ON, find, merged, render
-from tests.http_server import RunningExporter
-from tests.operator_scrape import service_monitor_scrape_configs
-from tests.prometheus import Prometheus
+from tests.support.autoscaling import keda_replicas, wait_for_value
+from tests.support.helm_chart import ALL_ON, find, merged, render
+from tests.support.http_server import RunningExporter
+from tests.support.operator_scrape import service_monitor_scrape_configs
+from tests.support.prometheus import Prometheus
 
 
 def test_scaled_object_query_drives_the_replicas(

@@ -1,4 +1,4 @@
-"""The Kubernetes source against a local HTTPS API server (tests/fake_kubernetes.py), next
+"""The Kubernetes source against a local HTTPS API server (tests/support/fake_kubernetes.py), next
 to a real MariaDB: worker restarts, termination reasons, readiness, Deployment and HPA
 replicas, and every failure kept away from the database metrics."""
 
@@ -22,9 +22,9 @@ from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.fake_kubernetes import FakeKubernetes, kubernetes_config, pod
-from tests.helm_chart import ALL_ON, find, render
-from tests.waiting import wait_until
+from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config, pod
+from tests.support.helm_chart import ALL_ON, find, render
+from tests.support.waiting import wait_until
 
 
 def by_labels(result: SiteResult, metric: catalog.MetricDef) -> dict[tuple[str, ...], float]:

@@ -16,8 +16,8 @@ from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.clock import FakeClock
-from tests.waiting import wait_until
+from tests.support.clock import FakeClock
+from tests.support.waiting import wait_until
 
 Follow = Callable[..., "Follower"]
 

@@ -22,7 +22,7 @@ from exporter.rounds.result import SiteResult
 from exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.waiting import sampled, wait_until
+from tests.support.waiting import sampled, wait_until
 
 USER, PASSWORD = "as_many_sites", "many-sites-pw"
 DATABASES = [f"as_many_{index}" for index in range(24)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helm_chart import ALL_ON, CHART, find, render
+from tests.support.helm_chart import ALL_ON, CHART, find, render
 
 PLUGIN = CHART / "files" / "worker" / "action-scheduler-workers.php"
 

@@ -14,12 +14,12 @@ import pytest
 from exporter.config import SiteConfig
 from exporter.config.model import WorkersConfig
 from testbed.store import ActionSchedulerStore
-from tests.fake_kubernetes import FakeKubernetes, kubernetes_config
-from tests.helm_chart import ALL_ON, find, merged, render
-from tests.http_server import RunningExporter
-from tests.operator_scrape import pod_monitor_scrape_configs, service_monitor_scrape_configs
-from tests.prometheus import Prometheus
-from tests.series import RULES
+from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
+from tests.support.helm_chart import ALL_ON, find, merged, render
+from tests.support.http_server import RunningExporter
+from tests.support.operator_scrape import pod_monitor_scrape_configs, service_monitor_scrape_configs
+from tests.support.prometheus import Prometheus
+from tests.support.series import RULES
 
 EXPORTER_POD = "shop-actionscheduler-exporter-6f7d9c8b5-q7x2k"
 # The workers run in another namespace than the exporter's release ("shop").

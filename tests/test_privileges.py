@@ -15,8 +15,8 @@ from exporter.db.session import Session
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.scenarios import assert_matches, killed_worker
-from tests.truth import compute
+from tests.support.scenarios import assert_matches, killed_worker
+from tests.support.truth import compute
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 USER = "as_exporter_test"

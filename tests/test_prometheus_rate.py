@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.http_server import RunningExporter
-from tests.prometheus import Prometheus
-from tests.waiting import wait_until
+from tests.support.http_server import RunningExporter
+from tests.support.prometheus import Prometheus
+from tests.support.waiting import wait_until
 
 WRITER_RATE = 10.0  # completions per second
 WINDOW = 15  # seconds of steady writing that the rate is computed over

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from bench import hot_sql
-from bench.generate import PREFIX, generate
-from bench.measure import session_rows_read
-from bench.profile import StoreProfile
 from exporter.config.model import SiteConfig
 from exporter.db.schema import TableNames
 from exporter.db.session import Session
 from exporter.totals.ledger import ActionLedger
+from testbed import hot_sql
+from testbed.generate import PREFIX, generate
 from testbed.mariadb import Server
+from testbed.rows_read import session_rows_read
+from testbed.store_profile import StoreProfile
 
 DUE = 400
 SMALL, LARGE = 10_000, 40_000

@@ -1,7 +1,7 @@
 """Every queue metric against independent ground truth, in the states a store goes through.
 
 Each history is written the way Action Scheduler writes it (testbed.store); the expected
-values come from tests/truth.py, which reads the tables row by row.
+values come from tests/support/truth.py, which reads the tables row by row.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.scenarios import (
+from tests.support.scenarios import (
     AGE_SLACK,
     assert_matches,
     backlog,
@@ -24,7 +24,7 @@ from tests.scenarios import (
     only_future,
     zero_dates,
 )
-from tests.truth import compute
+from tests.support.truth import compute
 
 HISTORIES: dict[str, Callable[[ActionSchedulerStore], None]] = {
     "empty": lambda store: None,

@@ -19,7 +19,7 @@ from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private, temporary
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 DATABASE = "replicated_shop"
 INTERVAL = 0.2  # heavy_interval: a refresh at almost every scrape

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testbed.rules import RUNBOOK_BASE, render, scale_expression, seconds
-from tests.prometheus import promtool
-from tests.series import (
+from tests.support.prometheus import RULE_TESTS, promtool_run
+from tests.support.series import (
     RULES,
     exported_series,
     external_series,
@@ -19,14 +18,9 @@ from tests.series import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-RULE_TESTS = sorted((ROOT / "rules" / "tests").glob("*.test.yml"))
 RUNBOOKS = ROOT / "docs" / "runbooks"
 # Alerts about the exporter as a whole: no site, and no value worth printing.
 WITHOUT_SITE = {"ActionSchedulerExporterDown", "ActionSchedulerMetricsAbsent"}
-
-
-def promtool_run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *args], capture_output=True, text=True, timeout=120)
 
 
 def alerts() -> list[dict[str, Any]]:

@@ -21,9 +21,9 @@ from rules.scope import (
     render,
     scope_expression,
 )
-from tests.helm_chart import ALL_ON, find, merged, notes
-from tests.helm_chart import render as render_chart
-from tests.test_rules import RULE_TESTS, promtool_run
+from tests.support.helm_chart import ALL_ON, find, merged, notes
+from tests.support.helm_chart import render as render_chart
+from tests.support.prometheus import RULE_TESTS, promtool_run
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACES = ("shop-a", "shop-b")

@@ -33,7 +33,7 @@ from testbed.mariadb import Server, start_private, temporary
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.waiting import port_open, wait_until
+from tests.support.waiting import port_open, wait_until
 
 PASSWORD = "scrape-me-please"
 

@@ -22,7 +22,7 @@ import pytest
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
-from tests.waiting import port_open, wait_until
+from tests.support.waiting import port_open, wait_until
 
 SCRAPES = int(os.environ.get("AS_SOAK_SCRAPES", "2000"))
 # Until the bounded structures (counters per hook and group, histograms) have all their

@@ -17,7 +17,7 @@ from exporter.metrics.samples import Sample, sample
 from exporter.rounds.coordinator import Coordinator
 from exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 AGE = catalog.COLLECTOR_AGE.name
 FOLDED = catalog.FOLDED_LABEL_VALUES.name

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helm_chart import CHART
-from tests.waiting import wait_until
+from tests.support.helm_chart import CHART
+from tests.support.waiting import wait_until
 
 LOOP = CHART / "files" / "worker" / "as-worker-loop.sh"
 

@@ -15,11 +15,11 @@ from exporter.config import SiteConfig
 from exporter.config.loader import load_file
 from exporter.config.model import GroupConfig
 from testbed.store import ActionSchedulerStore
-from tests.autoscaling import scaled_object_replicas, wait_for_value
-from tests.helm_chart import ALL_ON, find, merged, notes, render, validate
-from tests.http_server import RunningExporter
-from tests.operator_scrape import service_monitor_scrape_configs
-from tests.prometheus import Prometheus
+from tests.support.autoscaling import scaled_object_replicas, wait_for_value
+from tests.support.helm_chart import ALL_ON, find, merged, notes, render, validate
+from tests.support.http_server import RunningExporter
+from tests.support.operator_scrape import service_monitor_scrape_configs
+from tests.support.prometheus import Prometheus
 
 POOLS: list[dict[str, Any]] = [
     # webhooks and e-mails: everything but the slow groups

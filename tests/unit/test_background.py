@@ -17,8 +17,8 @@ from exporter.rounds.observer import Observer
 from exporter.rounds.site_wide import SiteWideSource
 from exporter.sources.background import BackgroundRefresh
 from exporter.sources.source import Freshness, Source
-from tests.clock import FakeClock
-from tests.waiting import wait_until
+from tests.support.clock import FakeClock
+from tests.support.waiting import wait_until
 
 
 class Counting(Source[None]):

@@ -88,3 +88,13 @@ def test_every_family_has_a_producer() -> None:
     }  # fmt: skip
     produced = {metric for source in every_source() for metric in source.metrics}
     assert produced | by_round == set(catalog.ALL)
+
+
+def test_a_sample_refuses_labels_its_family_does_not_declare() -> None:
+    from exporter.metrics.samples import sample
+
+    assert sample(catalog.DUE_ACTIONS, 3, claim="unclaimed").labels == (("claim", "unclaimed"),)
+    with pytest.raises(ValueError, match=r"\['hook'\] are not declared"):
+        sample(catalog.DUE_ACTIONS, 3, claim="unclaimed", hook="x")
+    with pytest.raises(ValueError, match=r"\['claim'\] are missing"):
+        sample(catalog.DUE_ACTIONS, 3)

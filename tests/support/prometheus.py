@@ -16,7 +16,7 @@ import yaml
 
 from testbed.mariadb import stop_process, wait_until_ready
 from testbed.ports import free_port
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 class Prometheus:
@@ -110,3 +110,11 @@ def promtool() -> str:
             "package; run it, or apt-get install prometheus"
         )
     return found
+
+
+def promtool_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool(), *args], capture_output=True, text=True, timeout=120)
+
+
+# The shipped promtool unit tests of the rules.
+RULE_TESTS = sorted((Path(__file__).resolve().parents[2] / "rules" / "tests").glob("*.test.yml"))

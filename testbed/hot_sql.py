@@ -12,8 +12,6 @@ from typing import Any
 
 import pymysql
 
-from bench.generate import PREFIX
-from bench.measure import session_rows_examined
 from exporter.collectors import default_collectors
 from exporter.config.model import SiteConfig
 from exporter.db.schema import TableNames
@@ -21,7 +19,9 @@ from exporter.db.session import Row, Session
 from exporter.db.tables import read_table_stats
 from exporter.log_events.collector import LogEventsCollector
 from exporter.sources.database import DatabaseContext
+from testbed.generate import PREFIX
 from testbed.mariadb import Server
+from testbed.rows_read import session_rows_examined
 
 Statement = tuple[str, tuple[object, ...] | None]
 

@@ -11,7 +11,7 @@ from exporter.config import ExporterConfig
 from exporter.rounds.coordinator import Coordinator
 from exporter.web.app import create_app
 from testbed.ports import free_port
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 class RunningExporter:

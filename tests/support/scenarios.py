@@ -1,5 +1,5 @@
 """Queue histories written the way Action Scheduler writes them (testbed.store), and the
-check of a scrape against independent ground truth (tests/truth.py): the scenarios the
+check of a scrape against independent ground truth (tests/support/truth.py): the scenarios the
 tests share."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from exporter.metrics import catalog
 from exporter.rounds.result import SiteResult
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
-from tests.truth import Truth
+from tests.support.truth import Truth
 
 # Hook names that a careless exposition would break.
 NASTY_HOOKS = [

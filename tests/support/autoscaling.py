@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tests.prometheus import Prometheus
-from tests.waiting import wait_until
+from tests.support.prometheus import Prometheus
+from tests.support.waiting import wait_until
 
 
 def keda_replicas(

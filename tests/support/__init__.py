@@ -1,0 +1,1 @@
+"""Helpers the tests share: real servers, waiting, the truth from raw rows."""
