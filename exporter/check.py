@@ -30,7 +30,7 @@ WORST_GROUPS = 5
 def report(results: Sequence[SiteResult]) -> str:
     lines = _table([_COLUMNS, *(_row(result) for result in results)])
     for result in results:
-        lines.extend(f"{result.site}: {problem}" for problem in result.problems)
+        lines.extend(f"{result.label}: {problem}" for problem in result.problems)
     groups = [row for result in results for row in _worst_groups(result)]
     if groups:
         lines += ["", *_table([_GROUP_COLUMNS, *groups])]
@@ -59,7 +59,7 @@ def _worst_groups(result: SiteResult) -> list[tuple[str, ...]]:
         key=lambda group: (-ages.get(group, 0.0), -due[group], group),
     )
     return [
-        (result.site, group or '""', f"{due[group]:.0f}", format_age(ages.get(group, 0.0)))
+        (result.label, group or '""', f"{due[group]:.0f}", format_age(ages.get(group, 0.0)))
         for group in waiting[:WORST_GROUPS]
     ]
 
@@ -70,7 +70,7 @@ def healthy(results: Sequence[SiteResult]) -> bool:
 
 def _row(result: SiteResult) -> tuple[str, ...]:
     if not result.up:
-        return (result.site, "no", *(["-"] * (len(_COLUMNS) - 2)))
+        return (result.label, "no", *(["-"] * (len(_COLUMNS) - 2)))
 
     def number(metric: catalog.MetricDef, **labels: str) -> str:
         value = result.value(metric.name, **labels)
@@ -86,7 +86,7 @@ def _row(result: SiteResult) -> tuple[str, ...]:
         claims += f"/{limit:.0f}"
     failed = result.value(catalog.ACTIONS.name, status="failed")
     return (
-        result.site,
+        result.label,
         "yes",
         number(catalog.DUE_ACTIONS, claim="unclaimed"),
         number(catalog.DUE_ACTIONS, claim="claimed"),

@@ -19,6 +19,7 @@ from exporter.db.session import Row, Session
 from exporter.db.tables import read_table_stats
 from exporter.log_events.collector import LogEventsCollector
 from exporter.sources.database import DatabaseContext
+from exporter.sources.source import Reading
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.rows_read import session_rows_examined
@@ -55,14 +56,16 @@ def hot_statements(site: SiteConfig) -> list[Statement]:
     session = RecordingSession(site)
     try:
         tables = TableNames(site.table_prefix)
-        follower = LogEventsCollector(site)
+        log_events = LogEventsCollector(site)
         hot = [c for c in default_collectors() if c.tier == "hot"]
         context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
-        list(follower.read(context))  # the first read places the log cursor
+        list(log_events.read(context))  # the first read places the log cursor
         session.statements.clear()
-        context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
-        for collector in (*hot, follower):
-            list(collector.read(context))
+        earlier: dict[str, Reading] = {}  # as the round hands readings on
+        stats = read_table_stats(session, tables)
+        context = DatabaseContext(session, tables, site, stats, earlier=earlier)
+        for collector in (*hot, log_events):
+            earlier[collector.name] = Reading(tuple(collector.read(context)), ok=True)
         return list(session.statements)
     finally:
         session.close()

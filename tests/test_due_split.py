@@ -7,14 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.collectors.due import DUE_TOTAL
-from exporter.collectors.due_split import DueSplitCollector
+from exporter.collectors import default_collectors
 from exporter.config.model import GroupConfig
-from exporter.db.schema import TableNames
-from exporter.db.tables import read_table_stats
 from exporter.metrics import catalog
+from exporter.rounds.deadline import Deadline
 from exporter.rounds.result import SiteResult
-from exporter.sources.database import DatabaseContext
+from exporter.rounds.site_round import SiteRound
 from testbed import hot_sql
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
@@ -191,19 +189,22 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
     """due_split_interval: re-read at most every interval (here 60 s, staggered by at most
     a quarter), the last reading served in between; nothing due is always current."""
     clock = FakeClock()
-    collector = DueSplitCollector(clock)
     config = site(due_split_interval=60.0)
     session = hot_sql.RecordingSession(config)
-    tables = TableNames(config.table_prefix)
+    site_round = SiteRound(config, default_collectors(), clock, session=session)
 
     def read(due_total: float) -> dict[str, float]:
-        context = DatabaseContext(
-            session, tables, config, read_table_stats(session, tables), found={DUE_TOTAL: due_total}
-        )
         session.statements.clear()
-        samples = list(collector.read(context))
+        (result,) = site_round.finish(site_round.run(Deadline(clock() + 60)), clock())
+        assert result.value("actionscheduler_due_actions_unsplit") == 0
+        due = (result.value("actionscheduler_due_actions", claim="unclaimed") or 0) + (
+            result.value("actionscheduler_due_actions", claim="claimed") or 0
+        )
+        assert due == due_total
         return {
-            dict(s.labels)["group"]: s.value for s in samples if s.metric is catalog.DUE_BY_GROUP
+            dict(s.labels)["group"]: s.value
+            for s in result.samples
+            if s.metric is catalog.DUE_BY_GROUP
         }
 
     def sent() -> int:
@@ -224,7 +225,7 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
         store.create("wc_export_report", group="reports", args=[99])
         assert read(1) == {"reports": 1} and sent() == 1  # a new backlog: split at once
     finally:
-        session.close()
+        site_round.close()
 
 
 def test_hostile_hook_names_are_split_intact(

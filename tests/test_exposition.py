@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
-from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.config.model import GroupConfig, WorkersConfig
@@ -20,7 +18,7 @@ from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
 from tests.support.prometheus import promtool
-from tests.support.reference_exposition import render_with_library
+from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed, render_with_library
 from tests.support.scenarios import NASTY_HOOKS, killed_worker_after_cleaner
 from tests.support.waiting import wait_until
 
@@ -132,28 +130,6 @@ def test_top_n_folding_bounds_the_series(
     assert groups == {"group_11", "group_10", "group_09", "group_08", "other"}
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="hook") == 9
     assert result.value(catalog.FOLDED_LABEL_VALUES.name, label="group") == 8
-
-
-PROMETHEUS_ACCEPT = (
-    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
-
-
-def parsed(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
-    """Families as a parser reads them (the process's own, whose values move, left out)."""
-    text = body.decode()
-    parse = text_string_to_metric_families if "openmetrics" in content_type else parse_text
-    return [
-        (
-            family.name,
-            family.type,
-            family.documentation,
-            sorted((item.name, sorted(item.labels.items()), item.value) for item in family.samples),
-        )
-        for family in parse(text)
-        if not family.name.startswith("process_")
-    ]
 
 
 @pytest.mark.parametrize("accept", [None, "text/plain; version=1.0.0", PROMETHEUS_ACCEPT])

@@ -14,6 +14,7 @@ import pytest
 
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.metrics import catalog
+from exporter.rounds.budget import ScrapeBudget
 from exporter.rounds.coordinator import Coordinator, PendingScrape
 from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private
@@ -50,7 +51,7 @@ def test_wrong_prefix_and_other_sites_unaffected(
 ) -> None:
     store.create("woocommerce_deliver_webhook_async")
     results = {
-        r.site: r
+        r.label: r
         for r in scrape(
             site(name="good"),
             site(name="typo", table_prefix="wp2_"),
@@ -269,7 +270,7 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     joined: list[PendingScrape] = []
 
     def scrape() -> None:
-        pending = coordinator.begin(10)
+        pending = coordinator.begin(ScrapeBudget(10.5))
         joined.append(pending)
         wait(pending.futures, timeout=10)
         results.append(coordinator.results(pending))
@@ -318,9 +319,11 @@ def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(
     try:
         (first,) = coordinator.scrape()
         assert first.up
-        (queued,) = coordinator.sites[0].timed_out(1.0)  # no round runs now
+        # No round runs now: the scrape gives up on one that has not started.
+        (queued,) = coordinator.sites[0].finish(None, 0.0)
     finally:
         coordinator.close()
-    assert not queued.up
+    assert queued.up  # its last answer: waiting for a thread is not being down
     assert errors(queued, "deadline") == 1
+    assert queued.value("actionscheduler_collector_success", collector="due") == 0
     assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None

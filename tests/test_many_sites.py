@@ -87,7 +87,7 @@ def test_connections_are_bounded_per_server_and_shared_by_its_sites(
     try:
         with sampled(lambda: exporter_connections(mariadb)) as seen:
             for _ in range(3):
-                results = {result.site: result for result in coordinator.scrape(10.0)}
+                results = {result.label: result for result in coordinator.scrape(10.0)}
                 for index, database in enumerate(databases):
                     assert results[database].up, results[database].problems
                     assert due(results[database]) == index % 3 + 1
@@ -112,7 +112,7 @@ def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(
         cursor.execute(f"LOCK TABLES `{locked}`.wp_actionscheduler_actions WRITE")
     coordinator = Coordinator(config)
     try:
-        results = {result.site: result for result in coordinator.scrape(10.0)}
+        results = {result.label: result for result in coordinator.scrape(10.0)}
     finally:
         coordinator.close()
         with blocker.cursor() as cursor:
@@ -140,7 +140,7 @@ def test_databases_are_discovered_as_they_appear_and_disappear(
     coordinator = Coordinator(ExporterConfig(sites=(entry, empty)))
 
     def sites() -> dict[str, SiteResult]:
-        return {result.site: result for result in coordinator.scrape(10.0)}
+        return {result.label: result for result in coordinator.scrape(10.0)}
 
     try:
         found = sites()

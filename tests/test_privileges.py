@@ -57,7 +57,7 @@ def test_select_on_the_four_tables_is_enough(
     (auto,) = scrape(
         site(user=select_only_user, password="exporter-pw", table_prefix="auto", name="net")
     )
-    assert auto.site == "net:wp_" and auto.up
+    assert auto.label == "net:wp_" and auto.up
 
 
 def test_the_session_is_read_only_even_for_root(

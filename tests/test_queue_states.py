@@ -107,7 +107,7 @@ def test_two_sites_with_different_prefixes_in_one_database(
     healthy_flow(main)
     failing_hooks(second)
     results = {
-        r.site: r
+        r.label: r
         for r in scrape(
             site(name="main", table_prefix="wp_"), site(name="blog2", table_prefix="wp_2_")
         )
@@ -123,7 +123,7 @@ def test_auto_prefix_finds_every_site_of_a_network(
 ) -> None:
     stores = {prefix: store_factory(prefix) for prefix in ("wp_", "wp_2_", "wp_17_")}
     backlog(stores["wp_2_"])
-    results = {r.site: r for r in scrape(site(name="network", table_prefix="auto"))}
+    results = {r.label: r for r in scrape(site(name="network", table_prefix="auto"))}
     assert set(results) == {"network:wp_", "network:wp_2_", "network:wp_17_"}
     for prefix, store in stores.items():
         assert_matches(results[f"network:{prefix}"], compute(store.connection, prefix))

@@ -44,7 +44,7 @@ def served(config: tuple[SiteConfig, ...], shard: Shard) -> list[tuple[str, floa
         results = coordinator.scrape(10.0)
     finally:
         coordinator.close()
-    return [(result.site, result.value(catalog.UP.name) or 0.0) for result in results]
+    return [(result.label, result.value(catalog.UP.name) or 0.0) for result in results]
 
 
 @pytest.mark.parametrize("total", [1, 2, 3, 5])

@@ -8,9 +8,7 @@ from exporter.db.schema import VALID_DATE_FLOOR, seconds
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.sources.database import Collector, DatabaseContext
-
-# The key under which the round's other collectors find the due total (DatabaseContext.found).
-DUE_TOTAL = "due_total"
+from exporter.sources.source import Reading
 
 
 class DueCollector(Collector):
@@ -34,7 +32,6 @@ class DueCollector(Collector):
             claimed_age,
             null_dated,
         ) = context.one(*self._statement(context.tables.actions))
-        context.found[DUE_TOTAL] = float(int(unclaimed or 0) + int(claimed or 0))
         oldest = max(seconds(unclaimed_age), seconds(claimed_age))
         zero_dated = int(unclaimed_zero) + int(claimed_zero)
         if zero_dated:
@@ -85,3 +82,10 @@ class DueCollector(Collector):
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         )
         return seconds(age)
+
+
+def due_total(reading: Reading | None) -> int | None:
+    """Every due action, from a reading of the due collector (None: not read this round)."""
+    if reading is None or not reading.ok:
+        return None
+    return int(sum(item.value for item in reading.samples if item.metric is catalog.DUE_ACTIONS))

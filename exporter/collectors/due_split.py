@@ -7,34 +7,32 @@ oldest due age is exact as long as it has one of them; beyond the cap the backlo
 counted (`actionscheduler_due_actions_unsplit`), from the due collector's total of the
 same round. With nothing due (that total is 0) the split sends no statement.
 
-With `due_split_interval` above 0 a site's split is re-read at most that often (each
-prefix at its own point of the interval, so that a network's subsites do not all refresh
-in one scrape) and served from its last reading in between. Nothing due is always
-current, and a backlog that appears after it is split at once.
+It needs the due collector's reading of the same round (`needs`), for the total. With
+`due_split_interval` above 0 a site's split is re-read at most that often (its freshness:
+in the round, kept between; each prefix at its own point of the interval, so that a
+network's subsites do not all refresh in one scrape) and served from its last reading in
+between. Nothing due is always current, and a backlog that appears after it is split at
+once (`may_serve_kept`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
-from exporter.collectors.due import DUE_TOTAL
+from exporter.collectors.due import due_total
+from exporter.config.model import SiteConfig
 from exporter.db.schema import VALID_DATE_FLOOR, label_value, seconds
 from exporter.metrics import catalog
 from exporter.metrics.folding import fold, fold_oldest
 from exporter.metrics.samples import Sample, sample
 from exporter.sources.database import Collector, DatabaseContext
-from exporter.sources.source import Clock
-
-# A reading kept for a site's prefix: (clock time it is due again, its samples).
-_Kept = tuple[float, tuple[Sample, ...]]
+from exporter.sources.source import Freshness
 
 
 class DueSplitCollector(Collector):
     name = "due_split"
+    needs = ("due",)
     metrics = (
         catalog.DUE_BY_GROUP,
         catalog.OLDEST_DUE_AGE_BY_GROUP,
@@ -43,36 +41,21 @@ class DueSplitCollector(Collector):
         catalog.DUE_UNSPLIT,
     )
 
-    def __init__(self, clock: Clock = time.monotonic) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str, str], _Kept] = {}
+    def freshness(self, site: SiteConfig) -> Freshness:
+        return Freshness(site.due_split_interval, in_round=True)
+
+    def may_serve_kept(self, context: DatabaseContext) -> bool:
+        """Nothing due is always current: neither served from nor kept for later."""
+        return due_total(context.earlier.get("due")) != 0
 
     def read(self, context: DatabaseContext) -> Iterable[Sample]:
-        site = context.site
-        if site.due_split_rows == 0:
+        if context.site.due_split_rows == 0:
             return ()
-        due_total = context.found.get(DUE_TOTAL)  # the due collector's, when it ran first
-        interval = site.due_split_interval
-        key = (site.name, site.database, context.tables.prefix)
-        now = self._clock()
-        if interval > 0 and due_total != 0:
-            with self._lock:
-                kept = self._kept.get(key)
-            if kept is not None and now < kept[0]:
-                return kept[1]
-        samples = tuple(self._split(context, due_total))
-        if interval > 0:
-            with self._lock:
-                if due_total == 0:  # so that a backlog appearing is split at once
-                    self._kept.pop(key, None)
-                else:
-                    self._kept[key] = (now + interval * _stagger(key), samples)
-        return samples
+        return tuple(self._split(context, due_total(context.earlier.get("due"))))
 
-    def _split(self, context: DatabaseContext, due_total: float | None) -> Iterator[Sample]:
+    def _split(self, context: DatabaseContext, total_due: int | None) -> Iterator[Sample]:
         limit = context.site.due_split_rows
-        rows = [] if due_total == 0 else context.query(*self._statement(context, limit))
+        rows = [] if total_due == 0 else context.query(*self._statement(context, limit))
         by_group: Counter[str] = Counter()
         by_hook: Counter[str] = Counter()
         age_by_group: dict[str, float] = {}
@@ -112,7 +95,7 @@ class DueSplitCollector(Collector):
         )
         unsplit = 0
         if split >= limit:
-            total = self._due_total(context) if due_total is None else int(due_total)
+            total = self._due_total(context) if total_due is None else total_due
             unsplit = max(0, total - split)
         yield sample(catalog.DUE_UNSPLIT, unsplit)
 
@@ -165,12 +148,6 @@ class DueSplitCollector(Collector):
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         ):
             yield label_value(slug), label_value(hook), seconds(age)
-
-
-def _stagger(key: tuple[str, str, str]) -> float:
-    """A fixed factor from 0.75 to 1.25 per prefix: refreshes drift apart over time."""
-    digest = hashlib.sha256("\0".join(key).encode()).digest()
-    return 0.75 + 0.5 * int.from_bytes(digest[:4], "big") / 2**32
 
 
 def _folded(

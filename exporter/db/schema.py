@@ -1,6 +1,6 @@
 """Action Scheduler's schema, as its source defines it, and the helpers to read it safely.
 
-Below every reader of the tables (the collectors, the heavy totals, the log follower): the
+Below every reader of the tables (the collectors, the heavy totals, the log events collector): the
 four tables and their names for a prefix, the statuses Action Scheduler writes, the date
 before which a date is junk, and how values read from the tables become label texts and
 ages. No statement is sent from here.

@@ -7,10 +7,11 @@ the next scrape opens a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pymysql
@@ -25,6 +26,8 @@ from exporter.db.tls_contexts import SharedContextConnection
 log = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
+# Takes the seconds one statement took.
+Meter = Callable[[float], None]
 
 
 class Session:
@@ -43,8 +46,8 @@ class Session:
         self._warned = False
         self.server_version = ""
         self.can_write = False
-        # Time the statements sent on this session took (the database time it cost).
-        self.statement_seconds = 0.0
+        # Where the time of each statement is counted (the round sets it per reading).
+        self._meter: Meter | None = None
 
     @property
     def connected(self) -> bool:
@@ -77,7 +80,18 @@ class Session:
                     self._drop()
                 raise failure from error
             finally:
-                self.statement_seconds += time.perf_counter() - started
+                if self._meter is not None:
+                    self._meter(time.perf_counter() - started)
+
+    @contextlib.contextmanager
+    def billed_to(self, meter: Meter) -> Iterator[None]:
+        """Counts the time of every statement sent inside the block with `meter` (the
+        database time of one site and tier), where the statement runs."""
+        previous, self._meter = self._meter, meter
+        try:
+            yield
+        finally:
+            self._meter = previous
 
     def open(self) -> None:
         """Connects (or borrows a connection) now; QueryError when it cannot."""

@@ -38,7 +38,7 @@ def encode(
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
     for result in results:
-        site_pairs = _pairs((("site", result.site), *result.labels))
+        site_pairs = _pairs((("site", result.label), *result.labels))
         for item in result.samples:
             own = _pairs(item.labels)
             labels = "{" + site_pairs + ("," + own if own else "") + "}"

@@ -1,4 +1,4 @@
-"""Where the log follower has read up to, safe against ids that commit out of order.
+"""Where the log events collector has read up to, safe against ids that commit out of order.
 
 Auto-increment ids are handed out at INSERT and become visible at COMMIT, so row 101 can
 be readable before row 100. The cursor therefore stops below a missing id for a grace

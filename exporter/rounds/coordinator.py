@@ -12,24 +12,22 @@ from exporter.collectors import default_collectors
 from exporter.config.model import ExporterConfig, SiteConfig
 from exporter.metrics import catalog
 from exporter.metrics.samples import sample
+from exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, ScrapeBudget
 from exporter.rounds.discovery import DatabaseDiscovery
 from exporter.rounds.lanes import Lanes
 from exporter.rounds.result import SiteResult
 from exporter.rounds.singleflight import SingleFlight
-from exporter.rounds.site_round import SiteRound
+from exporter.rounds.site_round import Reports, SiteRound
 from exporter.sources.database import Collector
 from exporter.sources.source import Clock
-
-DEFAULT_SCRAPE_TIMEOUT = 10.0
-# The least time a round may take before it skips what is left (see begin).
-MIN_ROUND_SECONDS = DEFAULT_SCRAPE_TIMEOUT - 0.5
 
 
 @dataclass(frozen=True)
 class PendingScrape:
     started: float
+    budget: ScrapeBudget
     rounds: list[SiteRound]
-    futures: list[Future[list[SiteResult]]]
+    futures: list[Future[Reports]]
     # Discovery entries that found no database (or could not list them yet).
     undiscovered: list[SiteResult]
 
@@ -37,7 +35,7 @@ class PendingScrape:
 @dataclass
 class _Entry:
     round: SiteRound
-    flight: SingleFlight[list[SiteResult]]
+    flight: SingleFlight[Reports]
 
 
 class Coordinator:
@@ -70,36 +68,39 @@ class Coordinator:
             return [entry.round for entry in self._entries.values()]
 
     def scrape(self, timeout: float = DEFAULT_SCRAPE_TIMEOUT) -> list[SiteResult]:
-        pending = self.begin(timeout)
-        wait(pending.futures, timeout=max(0.0, pending.started + timeout - self._clock()))
+        """One scrape with the scraper's `timeout` (the `check` command, tests)."""
+        pending = self.begin(ScrapeBudget(timeout))
+        wait(
+            pending.futures,
+            timeout=max(0.0, pending.started + pending.budget.rounds_wait - self._clock()),
+        )
         return self.results(pending)
 
-    def begin(self, timeout: float) -> PendingScrape:
-        """Joins (or starts) each site's round; does not wait for them.
-
-        A round may run for at least MIN_ROUND_SECONDS, whatever the timeout of the scrape
-        that starts it: a scrape with a tiny timeout gets what is read by then, and does
-        not cut the round short for the scrapes that join it."""
+    def begin(self, budget: ScrapeBudget) -> PendingScrape:
+        """Joins (or starts) each site's round; does not wait for them. A round runs for
+        `budget.round_runs_for` (see `rounds.budget`)."""
         started = self._clock()
-        undiscovered = self._discover(timeout / 2)
-        deadline = started + max(timeout, MIN_ROUND_SECONDS)
+        undiscovered = self._discover(budget.discovery_wait)
+        deadline = started + budget.round_runs_for
         with self._lock:
             entries = list(self._entries.values())
         return PendingScrape(
             started,
+            budget,
             [entry.round for entry in entries],
             [entry.flight.join(deadline) for entry in entries],
             undiscovered,
         )
 
     def results(self, pending: PendingScrape) -> list[SiteResult]:
-        """What the rounds found; a round still running counts as past the deadline."""
+        """What the rounds found, through each round's one `finish`: a round still
+        running gives what it has read so far. May wait for the site-wide sources (the
+        Kubernetes API) until the scrape's answer is due: call it off the event loop."""
+        until = pending.started + pending.budget.rounds_wait
         results: list[SiteResult] = list(pending.undiscovered)
         for site_round, future in zip(pending.rounds, pending.futures, strict=True):
-            if future.done() and not future.cancelled():
-                results.extend(future.result())
-            else:
-                results.extend(site_round.timed_out(self._clock() - pending.started))
+            done = future.done() and not future.cancelled()
+            results.extend(site_round.finish(future.result() if done else None, until))
         return results
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from exporter.metrics.catalog import MetricDef
 from exporter.metrics.samples import Sample, sample
@@ -27,3 +27,7 @@ class SiteCounters:
             return [
                 sample(metric, self._counts[(site, metric, key)], **{label: key}) for key in keys
             ]
+
+    def meter(self, site: str, metric: MetricDef, key: str) -> Callable[[float], None]:
+        """Adds each amount it is called with to one counter (a session's database time)."""
+        return lambda amount: self.add(site, metric, key, amount)

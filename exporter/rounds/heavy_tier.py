@@ -73,18 +73,19 @@ class HeavyTier:
         self._labels.update(labels)
         readings = self._refresh.latest(budget) or {}
         return {
-            prefix: [
-                *(
-                    item
-                    for collector in self.collectors
-                    for item in self._observer.report(
-                        collector, readings.get((prefix, collector.name), NOT_READ), aged=True
-                    )
-                ),
-                *self._replica_samples(),
-            ]
+            prefix: [*self._reported(prefix, readings), *self._replica_samples()]
             for prefix in labels
         }
+
+    def _reported(self, prefix: str, readings: Readings) -> list[Sample]:
+        """Every heavy collector's last reading of the prefix, with its health and age."""
+        return [
+            item
+            for collector in self.collectors
+            for item in self._observer.report(
+                collector, readings.get((prefix, collector.name), NOT_READ), aged=True
+            )
+        ]
 
     def _replica_samples(self) -> list[Sample]:
         if self._site.replica is None:
@@ -110,14 +111,11 @@ class HeavyTier:
         """The last readings for a site label, without starting a refresh (for a scrape
         that gives up waiting on a round)."""
         readings = self._refresh.peek() or {}
-        prefixes = [prefix for prefix, known in self._labels.items() if known == label]
         return [
             item
-            for prefix in prefixes
-            for collector in self.collectors
-            for item in self._observer.report(
-                collector, readings.get((prefix, collector.name), NOT_READ), aged=True
-            )
+            for prefix, known in self._labels.items()
+            if known == label
+            for item in self._reported(prefix, readings)
         ]
 
     def _read_all(self, previous: Readings | None) -> Readings:
@@ -135,17 +133,15 @@ class HeavyTier:
             for prefix in prefixes:
                 label = self._labels[prefix]
                 tables = TableNames(prefix)
-                spent = session.statement_seconds
-                totals = self._ledgers.walk(prefix, session, tables)
-                context = DatabaseContext(session, tables, self._site, {}, totals=totals)
-                for collector in self.collectors:
-                    key = (prefix, collector.name)
-                    readings[key] = self._observer.read(
-                        collector, context, label, readings.get(key, NOT_READ)
-                    )
-                self._observer.counters.add(
-                    label, catalog.DATABASE_SECONDS, "heavy", session.statement_seconds - spent
-                )
+                meter = self._observer.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
+                with session.billed_to(meter):
+                    totals = self._ledgers.walk(prefix, session, tables)
+                    context = DatabaseContext(session, tables, self._site, {}, totals=totals)
+                    for collector in self.collectors:
+                        key = (prefix, collector.name)
+                        readings[key] = self._observer.read(
+                            collector, context, label, readings.get(key, NOT_READ)
+                        )
         finally:
             session.close()
         return readings

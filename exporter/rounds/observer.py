@@ -1,7 +1,7 @@
 """Where every source is read and reported: success, duration, age and errors, once.
 
 Whatever the source (a database collector in the round, the heavy tier's background
-refresh, the Kubernetes API, the log follower), its reading goes through `read`, which
+refresh, the Kubernetes API, the log events collector), its reading goes through `read`, which
 times it and counts its failure, and is shown by `report`, which adds its health samples.
 Problems are logged when they start and when they end, not on every scrape.
 """

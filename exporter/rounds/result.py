@@ -9,8 +9,8 @@ from exporter.metrics.samples import Labels, Sample
 
 @dataclass
 class SiteResult:
-    site: str
-    labels: Labels
+    label: str  # the value of its `site` label (`name`, or `name:prefix` for a subsite)
+    labels: Labels  # the site's constant labels
     up: bool
     samples: list[Sample] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)

@@ -1,15 +1,19 @@
 """One configured site entry: its sources, its database session and its round.
 
 A round checks the tables, then reads every source that is read in each round (the hot
-collectors and the log follower) once for each table prefix (one prefix, or all of them
-for `table_prefix: auto`), and adds the sources read in the background (the heavy tier,
-the Kubernetes workers) and the constant ones (the settings). Every reading goes through
-the `Observer`, which adds success, duration, age and errors. A failing source is marked
-and the others go on; a lost connection ends the round and marks the site down.
+collectors and the log events collector) once for each table prefix (one prefix, or all of
+them for `table_prefix: auto`), recording each reading in the prefix's `PrefixReport` as it
+arrives; the heavy tier's samples are added when the prefixes are read. Every reading goes
+through the `Observer`, which adds success, duration, age and errors, and its statements'
+time is counted by the session, per site and tier. A failing source is marked and the
+others go on; a lost connection ends the round and marks the site down.
 
-A scrape that cannot wait for the end of the round gets what the round has found so far:
-the sources that answered report their values, the others are marked as not read, and
-`up` says whether the database answered at all.
+`finish` turns the reports into results, in one way whether the round ended or the scrape
+stopped waiting for it: sources not read by then are reported as not read, and the
+site-wide sources (the settings, the Kubernetes workers: never read on the database
+server's threads) and the counters are added. `up` says whether the database answered: a
+site the round has not reached when the scrape gives up (waiting behind a locked neighbour
+on the same server, say) keeps its last answer, its collectors marked as not read.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import wait
-from dataclasses import dataclass
 from typing import Any
 
 from exporter.collectors.settings import SiteSettings
@@ -30,31 +33,24 @@ from exporter.db.tables import TableStats, discover_prefixes, read_table_stats
 from exporter.kubernetes.workers import KubernetesWorkers
 from exporter.log_events.collector import LogEventsCollector
 from exporter.metrics import catalog
-from exporter.metrics.samples import sample
+from exporter.metrics.samples import Sample, sample
+from exporter.rounds.budget import ScrapeBudget
 from exporter.rounds.counters import SiteCounters
 from exporter.rounds.deadline import Deadline
 from exporter.rounds.heavy_tier import HeavyTier
+from exporter.rounds.kept_readings import KeptReadings
 from exporter.rounds.lanes import Lane, Lanes
 from exporter.rounds.observer import Observer
+from exporter.rounds.report import Failure, PrefixReport
 from exporter.rounds.result import SiteResult
 from exporter.rounds.site_wide import SiteWideSource
 from exporter.sharding import ALL_SITES, Shard
-from exporter.sources.database import Collector, DatabaseContext
-from exporter.sources.source import NOT_READ, Clock
+from exporter.sources.database import Collector, DatabaseContext, check_order
+from exporter.sources.source import NOT_READ, Clock, Reading
 from exporter.totals.ledger import Ledgers
 
-# Time left to hand a round's results over before the scrape's deadline.
-_HANDOVER_MARGIN = 0.25
-
-
-@dataclass
-class _InFlight:
-    """A table prefix's result as the round in flight fills it."""
-
-    result: SiteResult
-    started: float
-    finished: bool = False  # the prefix's own samples are complete
-    done: bool = False  # the heavy tier's are added too
+Reports = dict[str, PrefixReport]
+NOT_REACHED = "not read: the round had not reached this site by the scrape's deadline"
 
 
 class SiteRound:
@@ -65,18 +61,21 @@ class SiteRound:
         clock: Clock = time.monotonic,
         shard: Shard = ALL_SITES,
         lanes: Lanes | None = None,
+        session: Session | None = None,
     ) -> None:
         """`lanes`: borrow connections from the database server's pool (the exporter);
-        without, the site keeps a connection of its own (one-off checks, tests)."""
+        without, the site keeps a connection of its own (one-off checks, tests), or uses
+        `session` (tests that record or script the statements)."""
         self.site = site
         self._shard = shard
         self._lane = lanes.for_site(site) if lanes else None
-        self.session = Session(site, pool=self._lane.pool if self._lane else None)
+        self.session = session or Session(site, pool=self._lane.pool if self._lane else None)
         self._clock = clock
         self._observer = Observer(SiteCounters(), clock)
         database: tuple[Collector, ...] = (*collectors, LogEventsCollector(site, clock))
         self._database = database
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
+        check_order(self._in_round)
         heavy = tuple(c for c in database if c.freshness(site).background)
         self._ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
         self._heavy = (
@@ -91,159 +90,181 @@ class SiteRound:
         self._known_prefixes: list[str] = [] if site.discovers_prefixes else [site.table_prefix]
         self._others_prefixes = 0  # discovered subsites served by other shards
         self._discovered_stats: dict[str, dict[str, TableStats]] = {}
-        self._in_flight: dict[str, _InFlight] = {}
-        self._in_flight_lock = threading.Lock()
+        # The round in flight's (or the last one's) reports, by site label.
+        self._reports: dict[str, PrefixReport] = {}
+        self._lock = threading.Lock()
         self._running = False
+        # Whether the database answered for a site label at the last round that read it.
+        self._answers: dict[str, bool] = {}
+        self._kept = KeptReadings(clock)
 
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
 
-    def run(self, deadline: Deadline) -> list[SiteResult]:
-        with self._in_flight_lock:
-            self._in_flight = {}
+    def run(self, deadline: Deadline) -> Reports:
+        """Reads the database for every prefix; returns the reports (also visible, while
+        the round runs, to a scrape that stops waiting)."""
+        reports: Reports = {}
+        with self._lock:
+            self._reports = reports
             self._running = True
         try:
             try:
-                results = self._run_database(deadline)
+                self._run_database(deadline, reports)
             finally:
                 self.session.release()
-            # Independent of the database: reported whether the site is up or not, within
-            # the time the round has left.
-            self._add_site_sources(results, deadline.at - self._clock() - _HANDOVER_MARGIN)
-            self._add_counters(results)
-            return results
+            return reports
         finally:
-            with self._in_flight_lock:
+            with self._lock:
                 self._running = False
 
-    def timed_out(self, waited: float) -> list[SiteResult]:
-        """What the round in flight has found so far, for a scrape that gave up waiting."""
-        started = self._clock() - waited
-        problem = f"the round of queries took longer than the scrape's {waited:.1f}s"
-        with self._in_flight_lock:
-            # A round still waiting for a thread has read nothing: the entries are the
-            # previous round's.
-            in_flight = {
-                label: (flight.finished, flight.done, flight.started, flight.result.up,
-                        list(flight.result.samples), list(flight.result.problems))
-                for label, flight in self._in_flight.items()
-            } if self._running else {}  # fmt: skip
-        labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
-        results: list[SiteResult] = []
-        for label in labels:
-            if label not in in_flight:  # the database has not answered for it in time
-                results.append(self._down(label, "deadline", problem, started))
-                continue
-            finished, done, prefix_started, up, samples, problems = in_flight[label]
-            result = SiteResult(label, self.site.labels, up, samples, problems)
-            if finished:
-                if not done and self._heavy is not None and up:
-                    result.samples += self._heavy.served(label)
-                results.append(result)
-                continue
-            reported = {
-                dict(item.labels)["collector"]
-                for item in samples
-                if item.metric is catalog.COLLECTOR_SUCCESS
-            }
-            for collector in self._in_round:
-                if collector.name not in reported:
-                    result.samples += self._observer.report(collector, NOT_READ, aged=False)
-            if self._heavy is not None:
-                result.samples += self._heavy.served(label)
-            result.problems.append(problem)
-            self._observer.counters.add(label, catalog.ERRORS, "deadline")
-            note = f"slow round site={label} problem={problem!r}"
-            results.append(self._finish(result, prefix_started, note=note))
-        self._add_site_sources(results, 0.0)
-        self._add_counters(results)
-        return results
-
-    def _add_counters(self, results: list[SiteResult]) -> None:
-        """The error and database-time counters, last: they include the whole round."""
+    def finish(self, reports: Reports | None, until: float) -> list[SiteResult]:
+        """The results of a round that ended (`reports`), or of the round in flight when
+        the scrape stops waiting (None). `until`: the clock time by which the site-wide
+        sources must have answered."""
+        with self._lock:
+            if reports is None:
+                # A round still waiting for a thread has read nothing: the reports are the
+                # previous round's, not this scrape's.
+                reports = self._reports if self._running else {}
+            found = {label: report.snapshot() for label, report in reports.items()}
+        known = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
+        labels = [*known, *(label for label in found if label not in known)]
+        results = [self._result(label, found.get(label)) for label in labels]
+        site_wide = [
+            item
+            for source in self._site_sources
+            for item in source.samples(max(0.0, until - self._clock()))
+        ]
         counters = self._observer.counters
         for result in results:
-            result.samples += counters.samples(result.site, catalog.ERRORS, catalog.ERROR_KINDS)
+            result.samples += site_wide
+            result.samples += counters.samples(result.label, catalog.ERRORS, catalog.ERROR_KINDS)
             result.samples += counters.samples(
-                result.site, catalog.DATABASE_SECONDS, catalog.TIERS, label="tier"
+                result.label, catalog.DATABASE_SECONDS, catalog.TIERS, label="tier"
             )
-
-    def _add_site_sources(self, results: list[SiteResult], budget: float) -> None:
-        for source in self._site_sources:
-            found = source.samples(budget)
-            for result in results:
-                result.samples += found
+        return results
 
     def close(self) -> None:
         self.session.close()
 
-    def _run_database(self, deadline: Deadline) -> list[SiteResult]:
+    # The assembly of one label's result: the one place that does it. -------------------
+
+    def _result(self, label: str, report: PrefixReport | None) -> SiteResult:
+        observer = self._observer
+        if report is None:
+            return self._not_reached(label)
+        result = SiteResult(
+            label, self.site.labels, report.failure is None, report.samples, report.problems
+        )
+        result.samples += self._not_read(report.read)
+        failure = report.failure
+        if failure is not None:
+            result.problems.insert(0, failure.problem)
+            observer.problem(
+                label, f"site down site={label} kind={failure.kind} problem={failure.problem!r}"
+            )
+            if self._heavy is not None:  # no stale heavy values for a site that is down
+                for collector in self._heavy.collectors:
+                    result.samples += observer.report(collector, NOT_READ, aged=False)
+        else:
+            note = ""
+            if not report.complete:
+                problem = "the round of queries took longer than the scrape's deadline"
+                result.problems.append(problem)
+                observer.counters.add(label, catalog.ERRORS, "deadline")
+                note = f"slow round site={label} problem={problem!r}"
+            if self._heavy is not None:
+                heavy = report.heavy
+                result.samples += heavy if heavy is not None else self._heavy.served(label)
+            observer.problem(label, note)
+        if report.can_write is not None:
+            result.samples.append(sample(catalog.USER_CAN_WRITE, report.can_write))
+        duration = report.duration if report.complete else self._clock() - report.started
+        result.samples += [
+            sample(catalog.UP, result.up),
+            sample(catalog.SCRAPE_DURATION, duration),
+        ]
+        return result
+
+    def _not_reached(self, label: str) -> SiteResult:
+        """A site the round did not reach in time: not down (the database was not asked),
+        its sources not read, `up` its last answer (none before the first)."""
+        answered = self._answers.get(label)
+        result = SiteResult(label, self.site.labels, bool(answered), problems=[NOT_REACHED])
+        result.samples += self._not_read(set())
+        if self._heavy is not None:
+            result.samples += self._heavy.served(label)
+        self._observer.counters.add(label, catalog.ERRORS, "deadline")
+        self._observer.note(f"{label}/round", f"slow round site={label} problem={NOT_REACHED!r}")
+        if answered is not None:
+            result.samples.append(sample(catalog.UP, answered))
+        return result
+
+    def _not_read(self, read: set[str]) -> list[Sample]:
+        return [
+            item
+            for collector in self._in_round
+            if collector.name not in read
+            for item in self._observer.report(collector, NOT_READ, aged=False)
+        ]
+
+    # The database work of a round. ------------------------------------------------------
+
+    def _run_database(self, deadline: Deadline, reports: Reports) -> None:
         started = self._clock()
         try:
             prefixes = self._prefixes()
         except QueryError as error:
-            return self._all_down(error.kind, error.message, started)
+            self._all_fail(reports, Failure(error.kind, error.message), started)
+            return
         if not prefixes and self._others_prefixes:
-            return []  # every subsite of the network is served by another shard
+            return  # every subsite of the network is served by another shard
         if not prefixes:
-            return self._all_down(
-                "missing_table",
-                f"no table named *actionscheduler_actions in database {self.site.database}",
-                started,
-            )
+            problem = f"no table named *actionscheduler_actions in database {self.site.database}"
+            self._all_fail(reports, Failure("missing_table", problem), started)
+            return
+        self._kept.retain(prefixes)
         if len(prefixes) > 1 and self._lane is not None:
             # A network's subsites are read side by side on the server's connections.
             self.session.release()
-            results = self._run_prefixes_in_lane(prefixes, deadline, self._lane, started)
+            self._run_prefixes_in_lane(prefixes, deadline, self._lane, reports)
         else:
-            results = self._run_prefixes(iter(prefixes), deadline, self.session, started)
+            self._run_prefixes(iter(prefixes), deadline, self.session, reports)
         # Before waiting for the heavy tier, which may need a connection of the same pool.
         self.session.release()
         if self._heavy is not None:
-            up = {prefix: result.site for prefix, result in results.items() if result.up}
-            # The first refresh is waited for with half the time left: a big network's
-            # first walk may take longer than a scrape, whose answer must not wait for it.
-            budget = (deadline.at - self._clock() - _HANDOVER_MARGIN) / 2
-            for prefix, samples in self._heavy.samples(up, budget).items():
-                results[prefix].samples += samples
-            for prefix in up:
-                results[prefix].problems += self._heavy.problems(prefix)
-        with self._in_flight_lock:
-            for flight in self._in_flight.values():
-                flight.done = True
-        return list(results.values())
+            with self._lock:
+                up = {r.prefix: r.label for r in reports.values() if r.failure is None}
+            wait_for = ScrapeBudget.first_heavy_wait(deadline.at - self._clock())
+            heavy = self._heavy.samples(up, wait_for)
+            for prefix, label in up.items():
+                reports[label].add_heavy(heavy.get(prefix, []), self._heavy.problems(prefix))
 
     def _run_prefixes(
-        self,
-        prefixes: Iterator[str],
-        deadline: Deadline,
-        session: Session,
-        started: float,
-        results: dict[str, SiteResult] | None = None,
-    ) -> dict[str, SiteResult]:
+        self, prefixes: Iterator[str], deadline: Deadline, session: Session, reports: Reports
+    ) -> None:
         """Reads the prefixes one after the other on one session; once its connection is
         lost, the rest are reported down at once instead of each waiting to reconnect."""
-        results = {} if results is None else results
         lost = False
         for prefix in prefixes:
-            label = self.site_label(prefix)
             if lost:
-                problem = "the connection was lost earlier in this round"
-                results[prefix] = self._down(label, "connect", problem, started, session)
+                failure = Failure("connect", "the connection was lost earlier in this round")
+                report = PrefixReport(self.site_label(prefix), self._clock(), prefix)
+                self._fail(reports, report, failure)
                 continue
-            results[prefix] = self._run_prefix(prefix, deadline, session)
+            self._run_prefix(prefix, deadline, session, reports)
             lost = not session.connected
-        return results
 
     def _run_prefixes_in_lane(
-        self, prefixes: list[str], deadline: Deadline, lane: Lane, started: float
-    ) -> dict[str, SiteResult]:
+        self, prefixes: list[str], deadline: Deadline, lane: Lane, reports: Reports
+    ) -> None:
+        """Those no worker reaches in time are left out of the reports: not reached."""
         pending = iter(prefixes)
         lock = threading.Lock()
-        results: dict[str, SiteResult] = {}
 
         def next_prefixes() -> Iterator[str]:
-            while True:
+            while self._clock() <= deadline.at:
                 with lock:
                     prefix = next(pending, None)
                 if prefix is None:
@@ -253,17 +274,12 @@ class SiteRound:
         def work() -> None:
             session = Session(self.site, pool=lane.pool)
             try:
-                self._run_prefixes(next_prefixes(), deadline, session, started, results)
+                self._run_prefixes(next_prefixes(), deadline, session, reports)
             finally:
                 session.release()
 
         workers = [lane.prefixes.submit(work) for _ in range(min(lane.pool.size, len(prefixes)))]
         wait(workers, timeout=max(0.0, deadline.at - self._clock()))
-        problem = "the round of queries ran past the scrape's deadline"
-        for prefix in prefixes:  # those no worker reached in time
-            if prefix not in results:
-                results[prefix] = self._down(self.site_label(prefix), "deadline", problem, started)
-        return {prefix: results[prefix] for prefix in prefixes}
 
     def _prefixes(self) -> list[str]:
         if self.site.discovers_prefixes:
@@ -274,71 +290,108 @@ class SiteRound:
             self._ledgers.keep(self._known_prefixes)
         return self._known_prefixes
 
-    def _run_prefix(self, prefix: str, deadline: Deadline, session: Session) -> SiteResult:
+    def _run_prefix(
+        self, prefix: str, deadline: Deadline, session: Session, reports: Reports
+    ) -> None:
         started = self._clock()
         label = self.site_label(prefix)
         tables = TableNames(prefix)
-        spent = session.statement_seconds
+        counters = self._observer.counters
+        report = PrefixReport(label, started, prefix)
         try:
-            session.open()
-            # A network's subsites: read with the prefixes, in one statement per round.
-            known = self._discovered_stats.pop(prefix, None)
-            stats = known if known is not None else read_table_stats(session, tables)
+            with session.billed_to(counters.meter(label, catalog.DATABASE_SECONDS, "hot")):
+                session.open()
+                # A network's subsites: read with the prefixes, in one statement per round.
+                known = self._discovered_stats.pop(prefix, None)
+                stats = known if known is not None else read_table_stats(session, tables)
         except QueryError as error:
-            return self._down(label, error.kind, error.message, started, session)
-        finally:
-            self._spent(label, "hot", spent, session)
-
-        result = SiteResult(label, self.site.labels, up=True)
-        result.samples += [
-            sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES
-        ]
+            self._fail(reports, report, Failure(error.kind, error.message))
+            return
+        # The database answered: from here on a scrape that stops waiting sees the report.
+        report.can_write = session.can_write
+        report.add([sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES])
+        with self._lock:
+            reports[label] = report
         missing = [tables.name(table) for table in TABLES if table not in stats]
         if missing:
             problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
-            for collector in self._in_round:
-                result.samples += self._observer.report(collector, NOT_READ, aged=False)
-            return self._finish(result, started, session, failure=("missing_table", problem))
-
-        observer = self._observer
+            self._fail(reports, report, Failure("missing_table", problem))
+            return
+        earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).
         totals = self._ledgers.walk(prefix, session, tables)
-        context = DatabaseContext(session, tables, self.site, stats, totals=totals)
-        flight = _InFlight(result, started)
-        with self._in_flight_lock:
-            self._in_flight[label] = flight
-        for collector in self._in_round:
-            reading = NOT_READ
-            if not session.connected:
-                pass  # reported as not read: the connection is gone
-            elif self._clock() > deadline.at:
-                observer.count(label, collector, "deadline")
-                result.problems.append(f"{collector.name}: skipped, the scrape's deadline passed")
-            else:
-                spent = session.statement_seconds
-                reading = observer.read(collector, context, label)
-                self._spent(label, collector.tier, spent, session)
-                if not reading.ok:
-                    result.problems.append(f"{collector.name}: {reading.problem}")
-            reported = observer.report(collector, reading, aged=False)
-            with self._in_flight_lock:
-                result.samples += reported
-        with self._in_flight_lock:
-            flight.finished = True
-            if not session.connected:
-                return self._finish(
-                    result,
-                    started,
-                    session,
-                    failure=("connect", "the connection was lost during the round"),
-                    counted=True,
-                )
-            return self._finish(result, started, session)
+        context = DatabaseContext(session, tables, self.site, stats, totals=totals, earlier=earlier)
+        self._read_collectors(report, context, earlier, deadline)
+        if not session.connected:
+            lost = Failure("connect", "the connection was lost during the round", counted=True)
+            self._fail(reports, report, lost)
+            return
+        self._end(report)
 
-    def _spent(self, label: str, tier: str, before: float, session: Session) -> None:
-        """Counts the database time the session spent since `before`, for the tier."""
-        spent = session.statement_seconds - before
-        self._observer.counters.add(label, catalog.DATABASE_SECONDS, tier, spent)
+    def _read_collectors(
+        self,
+        report: PrefixReport,
+        context: DatabaseContext,
+        earlier: dict[str, Reading],
+        deadline: Deadline,
+    ) -> None:
+        """Each in-round collector in order, its reading recorded as it arrives; a good
+        reading is handed to the collectors after it that need it (`earlier`)."""
+        observer = self._observer
+        for collector in self._in_round:
+            if not context.session.connected:
+                return  # the rest are reported as not read: the connection is gone
+            if self._clock() > deadline.at:
+                observer.count(report.label, collector, "deadline")
+                problem = f"{collector.name}: skipped, the scrape's deadline passed"
+                report.record(
+                    collector.name, observer.report(collector, NOT_READ, aged=False), problem
+                )
+                continue
+            meter = observer.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
+            with context.session.billed_to(meter):
+                reading = self._read(collector, context, report)
+            if reading.ok:
+                earlier[collector.name] = reading
+            problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
+            report.record(collector.name, observer.report(collector, reading, aged=False), problem)
+
+    def _read(
+        self, collector: Collector, context: DatabaseContext, report: PrefixReport
+    ) -> Reading:
+        """A reading of the collector, or its kept one while that may be served."""
+        freshness = collector.freshness(self.site)
+        if not freshness.kept:
+            return self._observer.read(collector, context, report.label)
+        if collector.may_serve_kept(context):
+            kept = self._kept.get(report.prefix, collector.name)
+            if kept is not None:
+                return kept
+        reading = self._observer.read(collector, context, report.label)
+        if reading.ok and collector.may_serve_kept(context):
+            key = f"{self.site.name}\0{self.site.database}"
+            self._kept.keep(key, report.prefix, collector.name, freshness.interval, reading)
+        else:
+            self._kept.drop(report.prefix, collector.name)
+        return reading
+
+    def _end(self, report: PrefixReport) -> None:
+        report.end(self._clock() - report.started)
+        self._answers[report.label] = report.failure is None
+
+    def _fail(self, reports: Reports, report: PrefixReport, failure: Failure) -> None:
+        """The database did not answer for this label (or lacks its tables): up 0."""
+        if not failure.counted:
+            self._observer.counters.add(report.label, catalog.ERRORS, failure.kind)
+        report.fail(failure)
+        with self._lock:
+            reports[report.label] = report
+        self._end(report)
+
+    def _all_fail(self, reports: Reports, failure: Failure, started: float) -> None:
+        labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
+        for label in labels:
+            self._fail(reports, PrefixReport(label, started), failure)
 
     def _whole_site_label(self) -> list[str]:
         """The label a site is reported under before its subsites are known (or when its
@@ -346,53 +399,3 @@ class SiteRound:
         if self._others_prefixes or not self._shard.owns(self.site.name):
             return []
         return [self.site.name]
-
-    def _all_down(self, kind: str, problem: str, started: float) -> list[SiteResult]:
-        labels = [self.site_label(p) for p in self._known_prefixes] or self._whole_site_label()
-        return [self._down(label, kind, problem, started) for label in labels]
-
-    def _down(
-        self,
-        label: str,
-        kind: str,
-        problem: str,
-        started: float,
-        session: Session | None = None,
-    ) -> SiteResult:
-        result = SiteResult(label, self.site.labels, up=False)
-        for collector in self._in_round:
-            result.samples += self._observer.report(collector, NOT_READ, aged=False)
-        return self._finish(result, started, session, failure=(kind, problem))
-
-    def _finish(
-        self,
-        result: SiteResult,
-        started: float,
-        session: Session | None = None,
-        failure: tuple[str, str] | None = None,
-        *,
-        counted: bool = False,
-        note: str = "",
-    ) -> SiteResult:
-        """Adds the round's own samples; `note` is a problem to log that is not a failure."""
-        label = result.site
-        observer = self._observer
-        if failure is not None:
-            kind, problem = failure
-            result.up = False
-            result.problems.insert(0, problem)
-            if not counted:
-                observer.counters.add(label, catalog.ERRORS, kind)
-            observer.problem(label, f"site down site={label} kind={kind} problem={problem!r}")
-            if self._heavy is not None:  # no stale heavy values for a site that is down
-                for collector in self._heavy.collectors:
-                    result.samples += observer.report(collector, NOT_READ, aged=False)
-        else:
-            observer.problem(label, note)
-        if session is not None and session.connected:
-            result.samples.append(sample(catalog.USER_CAN_WRITE, session.can_write))
-        result.samples += [
-            sample(catalog.UP, result.up),
-            sample(catalog.SCRAPE_DURATION, self._clock() - started),
-        ]
-        return result

@@ -5,8 +5,9 @@ one table prefix's table names, the site's settings and the tables' statistics),
 queries and returns samples. Its `tier` says what its queries cost: hot collectors read
 index ranges bounded by the queue and run in every round; heavy ones report totals over the
 whole table, and are refreshed in the background (`rounds.heavy_tier`) from the chunked totals of
-`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state, but for
-the due split's last reading per site when `due_split_interval` spaces its refreshes.
+`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state: what
+lives between rounds (a kept reading, the log cursor) is the round's or the log events
+collector's own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from exporter.db.schema import TableNames
 from exporter.db.session import Row, Session
 from exporter.db.tables import TableStats
 from exporter.errors import SourceError
-from exporter.sources.source import EVERY_ROUND, Freshness, Source
+from exporter.sources.source import EVERY_ROUND, Freshness, Reading, Source
 
 if TYPE_CHECKING:
     from exporter.totals.ledger import Totals
@@ -34,9 +35,9 @@ class DatabaseContext:
     table_stats: Mapping[str, TableStats]
     # The whole table's counts, walked at most once per round or refresh (heavy tier).
     totals: Callable[[], Totals] | None = None
-    # What a collector found that a later one of the same round may use instead of asking
-    # again (the due collector's total for the split); collectors of a round run in order.
-    found: dict[str, float] = field(default_factory=dict)
+    # This round's readings of the collectors this one `needs`, by name (absent: not read,
+    # or failed).
+    earlier: Mapping[str, Reading] = field(default_factory=dict)
 
     def action_totals(self) -> Totals:
         if self.totals is None:
@@ -49,6 +50,16 @@ class DatabaseContext:
     def one(self, sql: str, args: Sequence[object] | None = None) -> Row:
         rows = self.session.query(sql, args)
         return rows[0] if rows else ()
+
+
+def check_order(collectors: Sequence[Source[DatabaseContext]]) -> None:
+    """Every collector runs after the ones it needs; ValueError names the one that does not."""
+    seen: set[str] = set()
+    for collector in collectors:
+        missing = [name for name in collector.needs if name not in seen]
+        if missing:
+            raise ValueError(f"collector {collector.name} needs {missing} to run before it")
+        seen.add(collector.name)
 
 
 class Collector(Source[DatabaseContext]):

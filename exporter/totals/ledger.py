@@ -292,7 +292,7 @@ def _sum(chunks: list[Chunk], now: int, totals: Totals) -> Totals:
     return totals
 
 
-class SharedWalk:
+class RoundTotals:
     """One walk for the collectors that read the same totals in one round or refresh: the
     first one walks, the others get its totals (or its error)."""
 
@@ -324,14 +324,14 @@ class Ledgers:
         self._by_prefix: dict[str, ActionLedger] = {}
         self._lock = threading.Lock()
 
-    def walk(self, prefix: str, session: Session, tables: TableNames) -> SharedWalk:
+    def walk(self, prefix: str, session: Session, tables: TableNames) -> RoundTotals:
         with self._lock:
             ledger = self._by_prefix.get(prefix)
             if ledger is None:
                 ledger = self._by_prefix[prefix] = ActionLedger(
                     self._chunk_rows, settled_check_every=self._settled_check_every
                 )
-        return SharedWalk(ledger, session, tables)
+        return RoundTotals(ledger, session, tables)
 
     def keep(self, prefixes: Sequence[str]) -> None:
         """Forgets the counts of prefixes whose tables are gone."""

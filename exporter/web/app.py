@@ -12,15 +12,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from exporter import __version__
 from exporter.exposition.render import render
-from exporter.rounds.coordinator import DEFAULT_SCRAPE_TIMEOUT, Coordinator
+from exporter.rounds.budget import BudgetError, ScrapeBudget
+from exporter.rounds.coordinator import Coordinator
 from exporter.web.auth import BasicAuth
 from exporter.web.webconfig import WebConfig
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
-# The share of a scrape's timeout kept for writing the answer after the rounds.
-_WRITE_SHARE = 0.1
-# Leave Prometheus time to receive the answer before its own timeout fires.
-_TIMEOUT_MARGIN = 0.5
 
 
 def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAPI:
@@ -36,22 +33,23 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
-        timeout = _scrape_timeout(request.headers.get(SCRAPE_TIMEOUT_HEADER))
-        if isinstance(timeout, str):
-            return PlainTextResponse(timeout, status_code=400)
+        try:
+            budget = ScrapeBudget.from_header(request.headers.get(SCRAPE_TIMEOUT_HEADER))
+        except BudgetError as error:
+            return PlainTextResponse(f"{SCRAPE_TIMEOUT_HEADER} {error}\n", status_code=400)
         # Joining the rounds may wait for a first listing of databases (database: auto):
         # off the event loop. Waiting on the rounds holds no thread: any number of scrapes
         # can share a round.
         started = time.monotonic()
-        pending = await asyncio.to_thread(coordinator.begin, timeout)
+        pending = await asyncio.to_thread(coordinator.begin, budget)
         if pending.futures:
             await asyncio.wait(
                 [asyncio.wrap_future(future) for future in pending.futures],
-                # Time is kept to write the answer (a thousand sites' samples take a few
-                # hundred milliseconds) within the scraper's timeout.
-                timeout=max(0.0, timeout * (1 - _WRITE_SHARE) - (time.monotonic() - started)),
+                timeout=max(0.0, budget.rounds_wait - (time.monotonic() - started)),
             )
-        body, content_type = render(coordinator.results(pending), request.headers.get("accept"))
+        # The results may wait for the Kubernetes API within the budget: off the loop too.
+        results = await asyncio.to_thread(coordinator.results, pending)
+        body, content_type = render(results, request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     @app.get("/healthz")
@@ -121,19 +119,6 @@ class Protect:
             await send(message)
 
         return send_with_headers
-
-
-def _scrape_timeout(header: str | None) -> float | str:
-    """The scrape's time budget, or an error text when the header is not a number."""
-    if header is None:
-        return DEFAULT_SCRAPE_TIMEOUT
-    try:
-        seconds = float(header)
-    except ValueError:
-        return f"{SCRAPE_TIMEOUT_HEADER} must be a number of seconds, got {header[:40]!r}\n"
-    if not seconds > 0:
-        return f"{SCRAPE_TIMEOUT_HEADER} must be positive, got {header[:40]!r}\n"
-    return max(seconds - _TIMEOUT_MARGIN, seconds / 2)
 
 
 def landing_page(coordinator: Coordinator) -> str:

@@ -14,9 +14,9 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "actionscheduler-exporter"
-CRDS = Path(__file__).resolve().parent / "crds"
+CRDS = ROOT / "tests" / "crds"
 KUBERNETES_VERSION = "1.36.0"
 CUSTOM_KINDS = {
     "ServiceMonitor",

@@ -4,10 +4,13 @@ the exporter's writer (exporter/exposition/writer.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as parse_text
 from prometheus_client.registry import Collector as PrometheusCollector
 
 from exporter.exposition.render import BUILD_LABELS
@@ -21,7 +24,7 @@ def families(results: Sequence[SiteResult]) -> list[Metric]:
     """One family per catalog entry with samples from every site, in catalog order."""
     built = {metric.name: Metric(metric.name, metric.help, metric.kind) for metric in catalog.ALL}
     for result in results:
-        site_labels = {"site": result.site, **dict(result.labels)}
+        site_labels = {"site": result.label, **dict(result.labels)}
         for item in result.samples:
             built[item.metric.name].add_sample(
                 item.name, {**site_labels, **dict(item.labels)}, item.value
@@ -44,3 +47,25 @@ class _Snapshot(PrometheusCollector):
 def render_with_library(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, str]:
     encoder, content_type = choose_encoder(accept or "")
     return encoder(_Snapshot(families(results))), content_type
+
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def parsed(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
+    """Families as a parser reads them (the process's own, whose values move, left out)."""
+    text = body.decode()
+    parse = text_string_to_metric_families if "openmetrics" in content_type else parse_text
+    return [
+        (
+            family.name,
+            family.type,
+            family.documentation,
+            sorted((item.name, sorted(item.labels.items()), item.value) for item in family.samples),
+        )
+        for family in parse(text)
+        if not family.name.startswith("process_")
+    ]

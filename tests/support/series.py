@@ -11,7 +11,7 @@ import yaml
 
 from exporter.metrics import catalog
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RULES = sorted((ROOT / "rules").glob("*.rules.yml"))
 METRICS_DOC = ROOT / "docs" / "metrics.md"
 _KEYWORDS = {

@@ -1,0 +1,140 @@
+"""Each collector's logic from the rows its statements return to its samples, without a
+server. (What the statements return on real Action Scheduler states is the slow tier's:
+tests/support/scenarios.py against MariaDB.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from exporter.collectors.claims import ClaimsCollector
+from exporter.collectors.due import DueCollector
+from exporter.collectors.due_split import DueSplitCollector
+from exporter.collectors.failures import FailuresCollector
+from exporter.collectors.in_progress import InProgressCollector
+from exporter.collectors.retention import RetentionCollector
+from exporter.collectors.status import StatusCollector
+from exporter.collectors.table_sizes import TableSizesCollector
+from exporter.config.model import GroupConfig, SiteConfig
+from exporter.db.schema import TableNames
+from exporter.db.tables import TableStats
+from exporter.metrics import catalog
+from exporter.metrics.samples import Sample
+from exporter.sources.database import Collector, DatabaseContext
+from exporter.sources.source import Reading
+from exporter.totals.ledger import Totals
+from tests.support.fake_session import FakeSession, Script, healthy_store
+
+
+def read(
+    collector: Collector,
+    script: Script | None = None,
+    totals: Totals | None = None,
+    earlier: dict[str, Reading] | None = None,
+    **site: Any,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    config = dataclasses.replace(SiteConfig(name="shop"), **site)
+    context = DatabaseContext(
+        FakeSession(config, script or healthy_store()),
+        TableNames("wp_"),
+        config,
+        {"actions": TableStats(95, 16384), "logs": TableStats(300, 32768)},
+        totals=(lambda: totals) if totals is not None else None,
+        earlier=earlier or {},
+    )
+    return {(item.metric.name, item.labels): item.value for item in collector.read(context)}
+
+
+def test_due_counts_claims_apart_and_dates_zero_dated_actions_by_their_log() -> None:
+    found = read(DueCollector())
+    assert found[("actionscheduler_due_actions", (("claim", "unclaimed"),))] == 3
+    assert found[("actionscheduler_due_actions", (("claim", "claimed"),))] == 1
+    assert found[("actionscheduler_undated_pending_actions", (("date", "zero"),))] == 1
+    assert found[("actionscheduler_undated_pending_actions", (("date", "null"),))] == 2
+    # The zero-dated action's first log row (600 s) is older than any dated one (120 s).
+    assert found[("actionscheduler_oldest_due_action_age_seconds", ())] == 600
+
+
+def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:
+    split = [("a", "h1", 5, 10, 0), ("b", "h2", 3, 50, 0), ("c", "h3", 1, None, 1)]
+    script = (
+        healthy_store()
+        .answer("AS oldest", [*split, (None, "h4", 1, 5, 0)])
+        .answer("GROUP BY a.group_id, g.slug, a.hook", [("c", "h3", 70)])
+    )
+    due = Reading((Sample(catalog.DUE_ACTIONS, 10, (("claim", "unclaimed"),)),), ok=True)
+    found = read(
+        DueSplitCollector(), script, earlier={"due": due}, top_groups=1,
+        groups=(GroupConfig("c"),),
+    )  # fmt: skip
+    by_group = {
+        dict(labels)["group"]: value
+        for (name, labels), value in found.items()
+        if name == "actionscheduler_due_actions_by_group"
+    }
+    assert by_group == {"a": 5, "c": 1, "other": 4}  # "b" and "" folded, "c" named
+    ages = {
+        dict(labels)["group"]: value
+        for (name, labels), value in found.items()
+        if name == "actionscheduler_oldest_due_action_age_seconds_by_group"
+    }
+    assert ages == {"a": 10, "c": 70, "other": 50}  # "c" is zero-dated: its log's age
+    assert found[("actionscheduler_due_actions_unsplit", ())] == 0
+
+
+def test_claims_and_running_actions() -> None:
+    claims = read(ClaimsCollector())
+    assert claims[("actionscheduler_active_claims", ())] == 1
+    assert claims[("actionscheduler_oldest_claim_age_seconds", ())] == 50
+    running = read(InProgressCollector())
+    assert running[("actionscheduler_in_progress_actions", ())] == 2
+    assert running[("actionscheduler_oldest_in_progress_action_age_seconds", ())] == 45
+
+
+def test_a_future_date_is_no_negative_age() -> None:
+    script = healthy_store().answer("WHERE status = 'in-progress'", [(1, -300)])
+    assert (
+        read(InProgressCollector(), script)[
+            ("actionscheduler_oldest_in_progress_action_age_seconds", ())
+        ]
+        == 0
+    )
+
+
+def test_status_totals_fold_groups_and_count_unknown_statuses() -> None:
+    totals = Totals(
+        by_status_group=Counter(
+            {("pending", 1): 4, ("complete", 2): 10, ("complete", 3): 1, ("paused", None): 2}
+        )
+    )
+    script = healthy_store().answer(
+        "SELECT group_id, slug", [(1, "emails"), (2, "reports"), (3, "imports")]
+    )
+    found = read(StatusCollector(), script, totals, top_groups=2)
+    assert found[("actionscheduler_actions", (("status", "pending"),))] == 4
+    assert found[("actionscheduler_actions", (("status", "unknown"),))] == 2
+    assert found[("actionscheduler_actions", (("status", "failed"),))] == 0
+    by_group = {
+        labels: value
+        for (name, labels), value in found.items()
+        if name == "actionscheduler_actions_by_group"
+    }
+    assert by_group[(("status", "complete"), ("group", "reports"))] == 10
+    assert by_group[(("status", "complete"), ("group", "other"))] == 1
+    assert found[("actionscheduler_exporter_folded_label_values", (("label", "group"),))] == 2
+
+
+def test_failures_by_hook_are_folded_and_retention_reads_the_oldest_finished() -> None:
+    totals = Totals(failed_by_hook=Counter({"a": 5, "b": 2, "c": 1}), oldest_finished_age=86400)
+    failed = read(FailuresCollector(), totals=totals, top_hooks=1)
+    assert failed[("actionscheduler_failed_actions", (("hook", "a"),))] == 5
+    assert failed[("actionscheduler_failed_actions", (("hook", "other"),))] == 3
+    kept = read(RetentionCollector(), totals=totals)
+    assert kept[("actionscheduler_oldest_finished_action_age_seconds", ())] == 86400
+
+
+def test_table_sizes_come_from_the_statistics() -> None:
+    found = read(TableSizesCollector())
+    assert found[("actionscheduler_table_rows", (("table", "logs"),))] == 300
+    assert found[("actionscheduler_table_size_bytes", (("table", "actions"),))] == 16384

@@ -1,0 +1,295 @@
+"""The round without a server: one assembly path, the deadline and partial results, the
+time budget, database time where statements run, and collectors that depend on others.
+A scripted session answers; a clock the test moves keeps time."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from exporter.collectors import default_collectors
+from exporter.collectors.due import DueCollector
+from exporter.collectors.due_split import DueSplitCollector
+from exporter.config.model import SiteConfig
+from exporter.db.query_error import QueryError
+from exporter.metrics import catalog
+from exporter.rounds.budget import BudgetError, ScrapeBudget
+from exporter.rounds.deadline import Deadline
+from exporter.rounds.result import SiteResult
+from exporter.rounds.singleflight import SingleFlight
+from exporter.rounds.site_round import SiteRound
+from exporter.sources.database import check_order
+from tests.support.clock import FakeClock
+from tests.support.fake_session import FakeSession, healthy_store
+
+IN_ROUND = ("due", "due_split", "in_progress", "claims", "tables", "log_events")
+
+
+def config(**overrides: Any) -> SiteConfig:
+    defaults: dict[str, Any] = {"name": "shop", "database": "wp", "heavy_interval": 300.0}
+    return dataclasses.replace(SiteConfig(name="shop"), **(defaults | overrides))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def rounds(clock: FakeClock) -> Iterator[list[SiteRound]]:
+    made: list[SiteRound] = []
+    yield made
+    for site_round in made:
+        site_round.close()
+
+
+def make_round(
+    made: list[SiteRound], clock: FakeClock, session_for: object = None, **overrides: Any
+) -> tuple[SiteRound, FakeSession]:
+    site = config(**overrides)
+    session = FakeSession(site, healthy_store()) if session_for is None else session_for
+    assert isinstance(session, FakeSession)
+    # Heavy collectors are background (heavy_interval > 0): only the in-round ones here.
+    hot = tuple(c for c in default_collectors() if c.tier == "hot")
+    site_round = SiteRound(site, hot, clock, session=session)
+    made.append(site_round)
+    return site_round, session
+
+
+def success(result: SiteResult) -> dict[str, float]:
+    return {
+        dict(item.labels)["collector"]: item.value
+        for item in result.samples
+        if item.metric is catalog.COLLECTOR_SUCCESS
+    }
+
+
+def test_how_a_ten_second_scrape_is_spent() -> None:
+    assert ScrapeBudget(10).plan() == pytest.approx(
+        {
+            "timeout": 10,
+            "answer_by": 9.5,  # half a second for the answer to travel
+            "rounds_wait": 8.55,  # the rounds are waited for...
+            "writing": 0.95,  # ...keeping a tenth to write the answer
+            "discovery_wait": 4.75,
+            "round_runs_for": 9.5,
+            "handover": 0.25,
+        }
+    )
+    # A tiny timeout answers in time, but a round it starts still runs its minimum.
+    assert ScrapeBudget(0.2).answer_by == pytest.approx(0.1)
+    assert ScrapeBudget(0.2).round_runs_for == 9.5
+    assert ScrapeBudget.first_heavy_wait(4.25) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [("ten", "must be a number"), ("-1", "must be positive"), ("nan", "must be positive")],
+)
+def test_a_bad_timeout_header_is_named(header: str, problem: str) -> None:
+    with pytest.raises(BudgetError, match=problem):
+        ScrapeBudget.from_header(header)
+
+
+@pytest.mark.parametrize("header", ["1e10", "inf", "9e15"])
+def test_a_huge_timeout_header_is_capped_not_an_overflow(header: str) -> None:
+    budget = ScrapeBudget.from_header(header)
+    assert budget.timeout == 600
+    assert math.isfinite(budget.rounds_wait)
+
+
+def test_a_complete_round_reports_every_collector_and_its_database_time(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    site_round, session = make_round(rounds, clock)
+    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    assert result.up
+    assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
+    assert result.value("actionscheduler_due_actions", claim="unclaimed") == 3
+    assert result.value("actionscheduler_oldest_due_action_age_seconds") == 600
+    assert result.value("actionscheduler_up") == 1
+    # Every statement's time is counted for the site, where it ran (0.01 s each here).
+    hot = result.value("actionscheduler_exporter_database_seconds", tier="hot")
+    assert hot == pytest.approx(0.01 * len(session.sent))
+
+
+def test_two_scrapes_sharing_a_round_assemble_the_same_result(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    site_round, _ = make_round(rounds, clock)
+    reports = site_round.run(Deadline(clock() + 10))
+    first, second = (site_round.finish(reports, clock()) for _ in range(2))
+    assert [(s.name, s.labels, s.value) for s in first[0].samples] == [
+        (s.name, s.labels, s.value) for s in second[0].samples
+    ]
+
+
+def test_a_scrape_that_stops_waiting_gets_what_the_round_read_so_far(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    script = healthy_store()
+    claims = script.blocked["COUNT(DISTINCT claim_id)"] = threading.Event()
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    running = threading.Thread(target=site_round.run, args=(Deadline(clock() + 10),))
+    running.start()
+    try:
+        partial = wait_for_reading(site_round, clock, "in_progress")
+        assert partial.up  # the database answered
+        assert success(partial) == {**dict.fromkeys(IN_ROUND, 0.0), "due": 1.0,
+                                    "due_split": 1.0, "in_progress": 1.0}  # fmt: skip
+        assert partial.value("actionscheduler_due_actions", claim="unclaimed") == 3
+        assert partial.value("actionscheduler_exporter_errors", kind="deadline") == 1
+        assert "longer than the scrape's deadline" in " ".join(partial.problems)
+    finally:
+        claims.set()
+        running.join(10)
+    (complete,) = site_round.finish(site_round._reports, clock())
+    assert success(complete) == dict.fromkeys(IN_ROUND, 1.0)
+
+
+def wait_for_reading(site_round: SiteRound, clock: FakeClock, name: str) -> SiteResult:
+    """The partial result once the round has read the named collector (the round thread
+    is blocked on the next one by the script)."""
+    for _ in range(2000):
+        (result,) = site_round.finish(None, clock())
+        if success(result).get(name) == 1.0:
+            return result
+        threading.Event().wait(0.005)
+    raise AssertionError(f"the round never read {name}")
+
+
+def test_a_site_the_round_has_not_reached_keeps_its_last_answer(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    site_round, _ = make_round(rounds, clock)
+    (never,) = site_round.finish(None, clock())  # no round has run yet
+    assert never.value("actionscheduler_up") is None  # unknown: neither up nor down
+    assert success(never) == dict.fromkeys(IN_ROUND, 0.0)
+    site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (queued,) = site_round.finish(None, clock())  # the next round waits for a thread
+    assert queued.value("actionscheduler_up") == 1
+    assert success(queued) == dict.fromkeys(IN_ROUND, 0.0)
+    assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None
+    assert queued.value("actionscheduler_exporter_errors", kind="deadline") == 2
+
+
+def test_a_database_that_does_not_answer_is_down_and_counted_once(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    refused = QueryError("connect", "(2003) Can't connect", connection_lost=True)
+    site = config()
+    session = FakeSession(site, healthy_store(), connect_error=refused)
+    site_round, _ = make_round(rounds, clock, session)
+    reports = site_round.run(Deadline(clock() + 10))
+    for _ in range(3):  # three scrapes share the round
+        (result,) = site_round.finish(reports, clock())
+    assert not result.up
+    assert result.value("actionscheduler_up") == 0
+    assert result.problems[0] == "(2003) Can't connect"
+    assert result.value("actionscheduler_exporter_errors", kind="connect") == 1
+    assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
+
+
+def test_a_connection_lost_mid_round_marks_the_rest_not_read(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    script = healthy_store().answer(
+        "WHERE status = 'in-progress'",
+        QueryError("connect", "(2013) Lost connection", connection_lost=True),
+    )
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    assert not result.up
+    assert success(result)["due"] == 1 and success(result)["claims"] == 0
+    assert result.value("actionscheduler_exporter_errors", kind="connect") == 1
+
+
+def test_collectors_past_the_deadline_are_skipped_and_counted(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    site_round, session = make_round(rounds, clock)
+    (result,) = site_round.finish(site_round.run(Deadline(clock() - 1)), clock())
+    assert result.up  # the tables answered
+    assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
+    assert result.value("actionscheduler_exporter_errors", kind="deadline") == len(IN_ROUND)
+    assert session.sent == [s for s in session.sent if "information_schema" in s]
+
+
+def test_the_split_takes_the_due_total_from_the_due_reading_it_needs() -> None:
+    with pytest.raises(ValueError, match="due_split needs \\['due'\\]"):
+        check_order([DueSplitCollector(), DueCollector()])
+    check_order([DueCollector(), DueSplitCollector()])
+
+
+def test_the_split_sends_nothing_when_nothing_is_due_and_no_count_of_its_own(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    nothing_due = healthy_store().answer(
+        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
+        [(0, 0, None, 0, 0, None, 0)],
+    )
+    site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due))
+    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    assert success(result)["due_split"] == 1
+    assert not [sql for sql in session.sent if "AS oldest" in sql]
+    capped, session = make_round(rounds, clock, due_split_rows=4)
+    (result,) = capped.finish(capped.run(Deadline(clock() + 10)), clock())
+    # 4 due of the store, split 4 (the cap): the unsplit rest is the due total's, no count.
+    assert result.value("actionscheduler_due_actions_unsplit") == 0
+    own_count = "SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending'"
+    assert not [sql for sql in session.sent if sql.startswith(own_count)]
+
+
+def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    script = healthy_store()
+    site_round, session = make_round(
+        rounds, clock, FakeSession(config(), script), due_split_interval=60.0
+    )
+
+    def split_statements() -> int:
+        session.sent.clear()
+        site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+        return len([sql for sql in session.sent if "AS oldest" in sql])
+
+    assert split_statements() == 1
+    clock.advance(40)  # inside the shortest stagger (45 s)
+    assert split_statements() == 0
+    clock.advance(40)  # past the longest (75 s)
+    assert split_statements() == 1
+    script.answer(
+        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
+        [(0, 0, None, 0, 0, None, 0)],
+    )
+    assert split_statements() == 0  # nothing due: current, without a statement
+    script.answers.pop(0)
+    assert split_statements() == 1  # a backlog again: split at once
+
+
+def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    release = threading.Event()
+    seen: list[Deadline] = []
+
+    def call(deadline: Deadline) -> int:
+        seen.append(deadline)
+        release.wait(10)
+        return len(seen)
+
+    with ThreadPoolExecutor(1) as executor:
+        flight = SingleFlight(executor, call)
+        first = flight.join(10.0)
+        second = flight.join(20.0)
+        third = flight.join(5.0)
+        assert first is second is third
+        release.set()
+        assert first.result(10) == 1
+        assert seen[0].at == 20.0  # extended by the later scraper, not shortened
+        assert flight.join(1.0) is not first  # a new call once the first is done
