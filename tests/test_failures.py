@@ -235,7 +235,7 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
         pending = threading.Thread(target=lambda: mid.extend(coordinator.scrape(10)))
         pending.start()
         watcher = again.connect()
-        assert wait_until(lambda: lock_waits(watcher) >= 1, 10)
+        assert wait_until(lambda: lock_waits(watcher, "shop") >= 1, 10)
         watcher.close()
         # SIGKILL: a clean shutdown ends the locker's session first, and under load the
         # waiting query could then finish before the server closes the exporter's.
@@ -281,7 +281,7 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
         for thread in threads:
             thread.start()
         # Unlock only once the round waits on the lock and every scrape has joined it.
-        assert wait_until(lambda: lock_waits(observer) >= 1 and len(joined) == 20, 10)
+        assert wait_until(lambda: lock_waits(observer, database) >= 1 and len(joined) == 20, 10)
         held_from = time.monotonic()
     finally:
         with locker.cursor() as cursor:
@@ -294,18 +294,22 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     coordinator.close()
     assert len(results) == 20
     # Every scrape got the very same round, which waited for the lock.
-    assert len({id(result) for (result,) in results}) == 1
+    assert len({id(pending.futures[0]) for pending in joined}) == 1
+    duration = catalog.SCRAPE_DURATION.name
+    assert len({result.value(duration) for (result,) in results}) == 1
     (first,) = results[0]
     assert first.up
     assert (first.value("actionscheduler_exporter_scrape_duration_seconds") or 0) >= held
 
 
-def lock_waits(connection: pymysql.connections.Connection[Any]) -> int:
-    """Statements of the server that wait for a table lock (the exporter's, here)."""
+def lock_waits(connection: pymysql.connections.Connection[Any], database: str) -> int:
+    """Statements waiting for a table lock in the test's own database (the exporter's:
+    another test run's waits are in databases of its own)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-            " WHERE STATE LIKE 'Waiting for table%%'"
+            " WHERE STATE LIKE 'Waiting for table%%' AND DB = %s",
+            (database,),
         )
         return int(cursor.fetchone()[0])
 
@@ -325,5 +329,5 @@ def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(
         coordinator.close()
     assert queued.up  # its last answer: waiting for a thread is not being down
     assert errors(queued, "deadline") == 1
-    assert queued.value("actionscheduler_collector_success", collector="due") == 0
+    assert queued.value("actionscheduler_exporter_collector_success", collector="due") == 0
     assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None
