@@ -79,9 +79,15 @@ def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Runni
 
 @contextlib.contextmanager
 def exporter_for(
-    document: dict[str, Any], workdir: Path, *arguments: str, name: str = "exporter"
+    document: dict[str, Any],
+    workdir: Path,
+    *arguments: str,
+    name: str = "exporter",
+    source: Path | None = None,
 ) -> Iterator[Running]:
-    """Our exporter as a process, serving the given configuration file's content."""
+    """Our exporter as a process, serving the given configuration file's content; from
+    another checkout's `exporter/` when `source` is given (a baseline measured side by
+    side with this one: same machine, same run)."""
     config = workdir / f"{name}.yml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     port = free_port()
@@ -98,7 +104,7 @@ def exporter_for(
         "warning",
         *arguments,
     ]
-    with _running(command, port, "/healthz") as running:
+    with _running(command, port, "/healthz", cwd=source) as running:
         yield running
 
 
@@ -113,8 +119,11 @@ def generic_exporter(server: Server, database: str, workdir: Path) -> Iterator[R
 
 
 @contextlib.contextmanager
-def _running(command: list[str], port: int, ready_path: str) -> Iterator[Running]:
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _running(
+    command: list[str], port: int, ready_path: str, cwd: Path | None = None
+) -> Iterator[Running]:
+    # `python -m` imports from the working directory first: another checkout's exporter.
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     running = Running(process, port)
     try:
         _wait_ready(running, ready_path)

@@ -1,17 +1,24 @@
 """Many sites in one exporter, side by side with one site in the same run: a multisite
-network of 1,000 subsites in one database (`table_prefix: auto`), and 1,000 databases on
-two servers found by `database: auto`. Each store is small (a copy of one generated store
-of 300 actions), as in an agency's fleet.
+network of 1,000 subsites in one database (`table_prefix: auto`), 1,000 databases on one
+server (a site entry each), and 1,000 databases on two servers found by `database: auto`.
+Each store is small (a copy of one generated store of 300 actions), as in an agency's
+fleet.
 
 Per set-up: the first scrape after start (its duration, and how many sites it reported up
 within Prometheus' default 10 s timeout), steady scrapes (median, p95), the exporter's
 memory, the most connections it held on each server (counted by the server, for the
-exporter's own user), and how long the heavy tier took to refresh every site once.
+exporter's own user), the statements it sent per site and steady scrape (the servers are
+the benchmark's own: their Com_select, less the watcher's), and how long the heavy tier
+took to refresh every site once.
+
+With `AS_BENCH_BASELINE=<another checkout>`, each set-up is measured again right after
+with that checkout's exporter: before and after, side by side in one run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import threading
 import time
@@ -35,6 +42,7 @@ DATABASE_PATTERN = "many\\_db\\_%"
 USER, PASSWORD = "as_bench", "as-bench"
 STEADY_SCRAPES = 20
 _TABLES = ("actions", "claims", "groups", "logs")
+BASELINE = os.environ.get("AS_BENCH_BASELINE")
 
 
 @contextlib.contextmanager
@@ -62,6 +70,9 @@ def prepare(servers: list[Server]) -> None:
         names = [f"many_db_{index}" for index in range(position, SITES, len(servers))]
         with server.connect() as connection:
             _copies(connection, [(name, PREFIX) for name in names])
+    # Every database on the first server too, for the one-server set-up.
+    with servers[0].connect() as connection:
+        _copies(connection, [(f"one_db_{index}", PREFIX) for index in range(SITES)])
 
 
 def many_sites_case(servers: list[Server], workdir: Path) -> dict[str, Any]:
@@ -71,6 +82,15 @@ def many_sites_case(servers: list[Server], workdir: Path) -> dict[str, Any]:
         "one site": ({"sites": [{**site, "name": "one", "database": "many_db_0"}]}, 1),
         f"{SITES} subsites in one database": (
             {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]},
+            SITES,
+        ),
+        f"{SITES} databases on one server, an entry each": (
+            {
+                "sites": [
+                    {**site, "name": f"db{index}", "database": f"one_db_{index}"}
+                    for index in range(SITES)
+                ]
+            },
             SITES,
         ),
         f"{SITES} databases on {len(servers)} servers": (
@@ -91,10 +111,14 @@ def many_sites_case(servers: list[Server], workdir: Path) -> dict[str, Any]:
             SITES,
         ),
     }
-    measured = {
-        name: _measure(document, expected, servers, workdir)
-        for name, (document, expected) in setups.items()
-    }
+    measured: dict[str, dict[str, Any]] = {}
+    for name, (document, expected) in setups.items():
+        measured[name] = _measure(document, expected, servers, workdir)
+        if BASELINE:
+            baseline = Path(BASELINE)
+            measured[f"{name} (baseline)"] = _measure(
+                document, expected, servers, workdir, source=baseline
+            )
     network = setups[f"{SITES} subsites in one database"][0]
     measured[f"{SITES} subsites, 2 shards (each)"] = _measure_shards(network, 2, servers, workdir)
     return measured
@@ -141,28 +165,38 @@ def _measure_shards(
         "sites_up": up,
         "rss_mib": rss,
         "rss_peak_mib": rss,
-        "connections_per_server": most,
+        "connections_per_server": {k: v for k, v in most.items() if k != "_polls"},
         "heavy_all_refreshed_s": None,
         "shards": shards,
     }
 
 
 def _measure(
-    document: dict[str, Any], expected: int, servers: list[Server], workdir: Path
+    document: dict[str, Any],
+    expected: int,
+    servers: list[Server],
+    workdir: Path,
+    source: Path | None = None,
 ) -> dict[str, Any]:
-    with _connections_watched(servers) as most, exporter_for(document, workdir) as exporter:
+    with (
+        _connections_watched(servers) as most,
+        exporter_for(document, workdir, source=source) as exporter,
+    ):
         started = time.perf_counter()
         first = exporter.scrape()
         first_s = time.perf_counter() - started
         first_up = _sites_up(first)
+        exporter.scrape()  # settled: every site read once before the counting
         timings = []
         heavy_done_s = None
+        selects_before = _selects(servers)
         for _ in range(STEADY_SCRAPES):
             started = time.perf_counter()
             exposition = exporter.scrape()
             timings.append(time.perf_counter() - started)
             if heavy_done_s is None and _heavy_refreshed(exposition) >= expected:
                 heavy_done_s = time.perf_counter() - started
+        sent = _selects(servers) - selects_before - most["_polls"]
         heavy_done_s = heavy_done_s or _wait_heavy(exporter, expected)
         rss, peak = resident_mib(exporter.process.pid)
         up = _sites_up(exposition)
@@ -176,9 +210,20 @@ def _measure(
         "sites_up": up,
         "rss_mib": rss,
         "rss_peak_mib": peak,
-        "connections_per_server": most,
+        "connections_per_server": {k: v for k, v in most.items() if k != "_polls"},
+        "statements_per_site": sent / STEADY_SCRAPES / expected,
         "heavy_all_refreshed_s": heavy_done_s,
     }
+
+
+def _selects(servers: list[Server]) -> int:
+    """SELECT statements the servers ran so far, less this reading's own."""
+    total = 0
+    for server in servers:
+        with server.connect() as connection, connection.cursor() as cursor:
+            cursor.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+            total += int(cursor.fetchone()[1])
+    return total - len(servers)
 
 
 def _sites_up(exposition: str) -> int:
@@ -203,6 +248,7 @@ def _wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float
 def _connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
     """The most connections of the exporter's user seen on each server, polled."""
     most = {f"{server.host}:{server.port}": 0 for server in servers}
+    most["_polls"] = 0  # the watcher's own statements, left out of the exporter's count
     stop = threading.Event()
 
     def watch() -> None:
@@ -217,6 +263,7 @@ def _connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
                         )
                         key = f"{server.host}:{server.port}"
                         most[key] = max(most[key], int(cursor.fetchone()[0]))
+                        most["_polls"] += 1
                 stop.wait(0.05)
         finally:
             for connection in connections:

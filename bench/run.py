@@ -42,7 +42,12 @@ def main() -> None:
     parser.add_argument("--no-backlog", action="store_true", help="skip the 1M due backlog")
     parser.add_argument("--no-burst", action="store_true", help="skip the log burst")
     parser.add_argument("--no-many-sites", action="store_true", help="skip the 1,000-site set-ups")
+    parser.add_argument(
+        "--many-sites-only", action="store_true", help="only the 1,000-site set-ups"
+    )
     arguments = parser.parse_args()
+    if arguments.many_sites_only:
+        arguments.no_backlog = arguments.no_burst = True
     profiles = [StoreProfile(SIZES[size.strip()]) for size in arguments.sizes.split(",")]
     workdir = ROOT / ".bench" / "work"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -56,7 +61,7 @@ def main() -> None:
         report["machine"]["mariadb"] = _server_version(server)
         for profile in [*profiles, *([] if arguments.no_backlog else [BACKLOG])]:
             report["generated"][profile.name] = _ensure(server, profile)
-        for profile in profiles:
+        for profile in [] if arguments.many_sites_only else profiles:
             print(f"measuring {profile.name} ...", flush=True)
             report["stores"].append(
                 store_case(server, profile, workdir, GENERIC_SCRAPES[profile.actions])
@@ -68,7 +73,7 @@ def main() -> None:
         split_stores = [profiles[-1], dataclasses.replace(profiles[-1], due=1_000_000)]
         # A store smaller than a million actions cannot hold the million due.
         split_stores = [profile for profile in split_stores if profile.due < profile.actions]
-        for profile in split_stores:
+        for profile in [] if arguments.many_sites_only else split_stores:
             report["generated"][profile.name] = _ensure(server, profile)
             print(f"measuring the due split on {profile.name} ...", flush=True)
             report.setdefault("due_split", []).append(due_split_case(server, profile.name))
@@ -184,16 +189,19 @@ def many_sites_table(setups: dict[str, dict[str, Any]]) -> list[str]:
         "Many sites (stores of 300 actions; steady scrapes back to back):",
         "",
         "| set-up | first scrape | sites up in it | steady median | p95 | RSS MiB "
-        "| most connections per server | heavy tier, every site refreshed after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| most connections per server | statements per site and scrape "
+        "| heavy tier, every site refreshed after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, setup in setups.items():
         heavy = setup["heavy_all_refreshed_s"]
         connections = ", ".join(str(n) for n in setup["connections_per_server"].values())
+        statements = setup.get("statements_per_site")
         lines.append(
             f"| {name} | {setup['first_scrape_s']:.2f} s | {setup['first_scrape_sites_up']:,} "
             f"of {setup['sites']:,} | {_ms(setup['steady_median_s'])} | "
             f"{_ms(setup['steady_p95_s'])} | {setup['rss_mib']:.1f} | {connections} | "
+            + (f"{statements:.2f} | " if statements is not None else "- | ")
             + (f"{heavy:.1f} s |" if heavy is not None else "- |")
         )
     return lines
@@ -331,7 +339,7 @@ def targets(report: dict[str, Any]) -> list[str]:
             ),
         ]
     for name, setup in report.get("many_sites", {}).items():
-        if setup["sites"] < 1000 or "shards" in setup:
+        if setup["sites"] < 1000 or "shards" in setup or name.endswith("(baseline)"):
             continue
         checks += [
             (

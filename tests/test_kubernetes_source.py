@@ -238,3 +238,30 @@ def test_a_slow_api_never_holds_up_the_scrape(
         assert by_labels(later, catalog.WORKER_PODS) == {("false",): 1, ("true",): 2}
     finally:
         coordinator.close()
+
+
+def test_an_api_that_never_answers_leaves_every_sites_database_metrics_intact(
+    api: FakeKubernetes,
+    store: ActionSchedulerStore,
+    site: Callable[..., SiteConfig],
+) -> None:
+    """Twelve sites whose Kubernetes API accepts connections and never answers in time,
+    the database healthy: the API is waited for off the database server's threads, so
+    every site is up with its backlog at every scrape, and the scrape answers in time."""
+    store.create("woocommerce_deliver_webhook_async")
+    api.delay = 30.0
+    config = kubernetes_config(api, timeout=5.0)
+    sites = tuple(site(name=f"shop{index}", kubernetes=config) for index in range(12))
+    coordinator = Coordinator(ExporterConfig(sites=sites))
+    try:
+        for _ in range(2):
+            started = time.monotonic()
+            results = coordinator.scrape(10.0)
+            assert time.monotonic() - started < 10.0  # Prometheus' timeout
+            assert len(results) == 12
+            for result in results:
+                assert result.up, result.problems
+                assert result.value("actionscheduler_due_actions", claim="unclaimed") == 1
+                assert result.value("actionscheduler_kubernetes_up") == 0
+    finally:
+        coordinator.close()

@@ -5,6 +5,7 @@ TLS context for all connections of the same TLS setting."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
@@ -24,8 +25,10 @@ from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.support.waiting import sampled, wait_until
 
-USER, PASSWORD = "as_many_sites", "many-sites-pw"
-DATABASES = [f"as_many_{index}" for index in range(24)]
+# Names of this run's own: another test run may use the same server at the same time.
+RUN = f"as_many_{secrets.token_hex(3)}"
+USER, PASSWORD = RUN, "many-sites-pw"
+DATABASES = [f"{RUN}_{index}" for index in range(24)]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +108,7 @@ def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(
 ) -> None:
     locked, *others = databases[:8]
     sites = [store_site(mariadb, database, query_timeout=1.0) for database in databases[:8]]
-    unreachable = store_site(mariadb, "as_many_gone", name="gone", port=1, query_timeout=1.0)
+    unreachable = store_site(mariadb, f"{RUN}_gone", name="gone", port=1, query_timeout=1.0)
     config = ExporterConfig(sites=(*sites, unreachable), connections_per_server=2)
     blocker = connect()
     with blocker.cursor() as cursor:  # holds the table until the test ends
@@ -129,8 +132,8 @@ def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(
 def test_databases_are_discovered_as_they_appear_and_disappear(
     mariadb: Server, databases: list[str]
 ) -> None:
-    pattern = "as\\_many\\_1%"  # as_many_1, as_many_10 ... as_many_19
-    expected = {d for d in databases if d.startswith("as_many_1")}
+    pattern = RUN.replace("_", "\\_") + "\\_1%"  # _1, _10 ... _19
+    expected = {d for d in databases if d.startswith(f"{RUN}_1")}
     entry = store_site(
         mariadb, "auto", name="agency", database_pattern=pattern, discovery_interval=0.2
     )
@@ -151,23 +154,23 @@ def test_databases_are_discovered_as_they_appear_and_disappear(
         assert not found["none"].up and "no database matching" in found["none"].problems[0]
 
         with mariadb.connect() as connection, connection.cursor() as cursor:
-            cursor.execute("CREATE DATABASE as_many_1_new")
-            cursor.execute(f"GRANT SELECT ON as_many_1_new.* TO '{USER}'@'%'")
-            cursor.execute("CREATE DATABASE as_many_1_no_plugin")  # no Action Scheduler
-            cursor.execute(f"GRANT SELECT ON as_many_1_no_plugin.* TO '{USER}'@'%'")
-            cursor.execute("CREATE TABLE as_many_1_no_plugin.wp_posts (id INT)")
-        ActionSchedulerStore(mariadb.connect("as_many_1_new")).create_tables()
-        assert wait_until(lambda: "agency:as_many_1_new" in sites(), 10)
-        assert "agency:as_many_1_no_plugin" not in sites()
+            cursor.execute(f"CREATE DATABASE {RUN}_1_new")
+            cursor.execute(f"GRANT SELECT ON {RUN}_1_new.* TO '{USER}'@'%'")
+            cursor.execute(f"CREATE DATABASE {RUN}_1_no_plugin")  # no Action Scheduler
+            cursor.execute(f"GRANT SELECT ON {RUN}_1_no_plugin.* TO '{USER}'@'%'")
+            cursor.execute(f"CREATE TABLE {RUN}_1_no_plugin.wp_posts (id INT)")
+        ActionSchedulerStore(mariadb.connect(f"{RUN}_1_new")).create_tables()
+        assert wait_until(lambda: f"agency:{RUN}_1_new" in sites(), 10)
+        assert f"agency:{RUN}_1_no_plugin" not in sites()
 
         with mariadb.connect() as connection, connection.cursor() as cursor:
-            cursor.execute("DROP DATABASE as_many_1_new")
-        assert wait_until(lambda: "agency:as_many_1_new" not in sites(), 10)
+            cursor.execute(f"DROP DATABASE {RUN}_1_new")
+        assert wait_until(lambda: f"agency:{RUN}_1_new" not in sites(), 10)
     finally:
         coordinator.close()
         with mariadb.connect() as connection, connection.cursor() as cursor:
-            cursor.execute("DROP DATABASE IF EXISTS as_many_1_new")
-            cursor.execute("DROP DATABASE IF EXISTS as_many_1_no_plugin")
+            cursor.execute(f"DROP DATABASE IF EXISTS {RUN}_1_new")
+            cursor.execute(f"DROP DATABASE IF EXISTS {RUN}_1_no_plugin")
 
 
 def test_connections_of_one_tls_setting_share_one_context(
@@ -237,3 +240,73 @@ def sleeping_queries(mariadb: Server) -> int:
             (USER,),
         )
         return int(cursor.fetchone()[0])
+
+
+def test_healthy_sites_beside_locked_neighbours_stay_up_with_their_samples(
+    mariadb: Server,
+    databases: list[str],
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Six sites on one server, four of them behind `LOCK TABLES ... WRITE` (a backup, an
+    ALTER): the locked ones give their round back after the lock wait, and the two others
+    are read and `up 1` with their values at every scrape, not `up 0` behind them."""
+    chosen = databases[8:14]
+    locked, healthy = chosen[:4], chosen[4:]
+    config = ExporterConfig(
+        sites=tuple(store_site(mariadb, db, query_timeout=5.0) for db in chosen)
+    )
+    blocker = connect()
+    with blocker.cursor() as cursor:
+        tables = ", ".join(f"`{db}`.wp_actionscheduler_actions WRITE" for db in locked)
+        cursor.execute(f"LOCK TABLES {tables}")
+    coordinator = Coordinator(config)
+    try:
+        scrapes = [{result.label: result for result in coordinator.scrape(10.0)} for _ in range(2)]
+    finally:
+        coordinator.close()
+        with blocker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+    for results in scrapes:
+        for database in healthy:
+            result = results[database]
+            index = databases.index(database)
+            assert result.up and due(result) == index % 3 + 1, result.problems
+        for database in locked:
+            result = results[database]
+            assert result.up  # the server answered; its tables are locked
+            assert (result.value(catalog.ERRORS.name, kind="lock") or 0) >= 1, result.problems
+
+
+def test_healthy_subsites_of_a_network_stay_up_beside_locked_ones(
+    mariadb: Server,
+    database: str,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+    site: Callable[..., SiteConfig],
+) -> None:
+    prefixes = ["wp_", *(f"wp_{index}_" for index in range(2, 11))]
+    for number, prefix in enumerate(prefixes):
+        store = ActionSchedulerStore(mariadb.connect(database), prefix)
+        store.create_tables()
+        for index in range(number % 3 + 1):
+            store.create("woocommerce_deliver_webhook_async", args=[index])
+        store.connection.close()
+    locked = prefixes[1:5]
+    blocker = connect()
+    with blocker.cursor() as cursor:
+        tables = ", ".join(f"`{database}`.{p}actionscheduler_actions WRITE" for p in locked)
+        cursor.execute(f"LOCK TABLES {tables}")
+    coordinator = Coordinator(
+        ExporterConfig(sites=(site(name="net", table_prefix="auto", query_timeout=5.0),))
+    )
+    try:
+        scrapes = [{result.label: result for result in coordinator.scrape(10.0)} for _ in range(3)]
+    finally:
+        coordinator.close()
+        with blocker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+    for results in scrapes:
+        for number, prefix in enumerate(prefixes):
+            result = results[f"net:{prefix}"]
+            assert result.up, result.problems
+            if prefix not in locked:
+                assert due(result) == number % 3 + 1, result.problems

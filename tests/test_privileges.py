@@ -4,6 +4,7 @@ refuses to write even when the user could."""
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.support.scenarios import assert_matches, killed_worker
 from tests.support.truth import compute
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-USER = "as_exporter_test"
+USER = f"as_exporter_test_{secrets.token_hex(3)}"  # another test run may share the server
 
 
 @pytest.fixture

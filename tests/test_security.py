@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import secrets
 import signal
 import socket
 import ssl
@@ -262,19 +263,18 @@ def test_a_user_that_can_write_is_reported(
     assert "the database user may write" in caplog.text
 
     admin = mariadb.connect()
+    user = f"as_reader_{secrets.token_hex(3)}"  # another test run may share the server
     with admin.cursor() as cursor:
-        cursor.execute("CREATE USER 'as_reader'@'%' IDENTIFIED BY 'reader-pw'")
+        cursor.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'reader-pw'")
         for table in ("actions", "claims", "groups", "logs"):
-            cursor.execute(
-                f"GRANT SELECT ON {database}.wp_actionscheduler_{table} TO 'as_reader'@'%'"
-            )
+            cursor.execute(f"GRANT SELECT ON {database}.wp_actionscheduler_{table} TO '{user}'@'%'")
     try:
-        (reader,) = scrape(site(user="as_reader", password="reader-pw"))
+        (reader,) = scrape(site(user=user, password="reader-pw"))
         assert reader.up
         assert reader.value("actionscheduler_exporter_database_user_can_write") == 0
     finally:
         with admin.cursor() as cursor:
-            cursor.execute("DROP USER 'as_reader'@'%'")
+            cursor.execute(f"DROP USER '{user}'@'%'")
         admin.close()
 
 

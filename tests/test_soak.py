@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ SCRAPES = int(os.environ.get("AS_SOAK_SCRAPES", "2000"))
 # Until the bounded structures (counters per hook and group, histograms) have all their
 # series: the soak then measures growth, not filling.
 WARM_UP = 1000
-USER = "as_soak"
+USER = f"as_soak_{secrets.token_hex(3)}"  # another test run may share the server
 
 
 def rss_kib(pid: int) -> int:

@@ -11,7 +11,9 @@ from exporter.errors import SourceError
 # Server error codes after which the connection is still usable.
 _TIMEOUT_CODES = {1969, 3024}  # MariaDB max_statement_time, MySQL max_execution_time
 _MISSING_TABLE_CODES = {1146}  # table does not exist
-_STATEMENT_CODES = {1054, 1142, 1143, 1205, 1213, 1317}  # column, grants, lock waits, interrupted
+_STATEMENT_CODES = {1054, 1142, 1143, 1213, 1317}  # column, grants, deadlock, interrupted
+# Lock wait timeout exceeded: the table is locked (the session's lock_wait_timeout).
+_LOCK_CODES = {1205}
 # The client lost the server (gone away, lost during a query): a connection failure.
 _CONNECTION_LOST_CODES = {2006, 2013}
 _ONE_CONNECTION_HINT = (
@@ -44,6 +46,8 @@ def classify(
         return QueryError("connect", message, connection_lost=True)
     if code in _TIMEOUT_CODES:
         return QueryError("timeout", message, connection_lost=False)
+    if code in _LOCK_CODES:
+        return QueryError("lock", message, connection_lost=False)
     if code in _MISSING_TABLE_CODES:
         return QueryError("missing_table", message, connection_lost=False)
     if code in _STATEMENT_CODES:

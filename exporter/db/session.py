@@ -181,6 +181,14 @@ class Session:
             pooled.close()
 
 
+def lock_wait_seconds(timeout: float) -> int:
+    """How long a statement waits for a table lock (whole seconds, as the server takes
+    them): half the query timeout, so that a site behind a `LOCK TABLES`, a backup or an
+    `ALTER TABLE` gives its round back early instead of holding one of the server's
+    connections for every statement's full timeout."""
+    return max(1, int(timeout / 2))
+
+
 def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
     """Makes the session read-only and bounds every statement on the server side."""
     with connection.cursor() as cursor:
@@ -188,6 +196,7 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
         row = cursor.fetchone()
         version = str(row[0]) if row else ""
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
+        cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait_seconds(timeout),))
         if "mariadb" in version.lower():
             cursor.execute("SET SESSION max_statement_time = %s", (timeout,))
         else:

@@ -761,8 +761,10 @@ ERRORS = _define(
     labels=("kind",),
     meaning="Errors since the exporter started: `connect` (cannot connect or lost the "
     "connection), `query` (a statement failed), `timeout` (a statement hit the query "
-    "timeout), `missing_table`, `deadline` (the scrape's time ran out). Every kind starts "
-    "at 0.",
+    "timeout), `lock` (a statement waited longer than half the query timeout for a table "
+    "lock: a `LOCK TABLES`, a backup, an `ALTER TABLE`; the site's other collectors are "
+    "skipped for that round), `missing_table`, `deadline` (the scrape's time ran out before "
+    "the round read the site). Every kind starts at 0.",
 )
 BUILD_INFO = _define(
     "actionscheduler_exporter_build",
@@ -777,7 +779,14 @@ BUILD_INFO = _define(
 ALL: tuple[MetricDef, ...] = tuple(_DEFINED)
 
 # Error kinds are initialised at 0 so that rate() works from the first failure on.
-ERROR_KINDS: tuple[str, ...] = ("connect", "query", "timeout", "missing_table", "deadline")
+ERROR_KINDS: tuple[str, ...] = (
+    "connect",
+    "query",
+    "timeout",
+    "lock",
+    "missing_table",
+    "deadline",
+)
 KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
     "config",
     "connect",

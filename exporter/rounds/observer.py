@@ -48,7 +48,7 @@ class Observer:
                 f"source failed site={site} source={source.name} kind={error.kind} "
                 f"error={error.message!r}",
             )
-            return previous.failed(self.clock() - started, error.message)
+            return previous.failed(self.clock() - started, error.message, error.kind)
         finished = self.clock()
         self._problems.set(f"{site}/{source.name}", "")
         return Reading(samples, True, finished - started, finished)

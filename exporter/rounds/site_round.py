@@ -338,14 +338,19 @@ class SiteRound:
         """Each in-round collector in order, its reading recorded as it arrives; a good
         reading is handed to the collectors after it that need it (`earlier`)."""
         observer = self._observer
+        locked = ""  # the collector that found a table locked: the rest are skipped
         for collector in self._in_round:
             if not context.session.connected:
                 return  # the rest are reported as not read: the connection is gone
-            if self._clock() > deadline.at:
+            skipped = ""
+            if locked:
+                skipped = f"{collector.name}: skipped, {locked} waited for a locked table"
+            elif self._clock() > deadline.at:
                 observer.count(report.label, collector, "deadline")
-                problem = f"{collector.name}: skipped, the scrape's deadline passed"
+                skipped = f"{collector.name}: skipped, the scrape's deadline passed"
+            if skipped:
                 report.record(
-                    collector.name, observer.report(collector, NOT_READ, aged=False), problem
+                    collector.name, observer.report(collector, NOT_READ, aged=False), skipped
                 )
                 continue
             meter = observer.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
@@ -353,6 +358,8 @@ class SiteRound:
                 reading = self._read(collector, context, report)
             if reading.ok:
                 earlier[collector.name] = reading
+            elif reading.failure == "lock":
+                locked = collector.name
             problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
             report.record(collector.name, observer.report(collector, reading, aged=False), problem)
 

@@ -99,10 +99,11 @@ class Reading:
     duration: float = 0.0
     read_at: float | None = None  # clock time of the last success; None: none yet
     problem: str = ""  # why the last attempt failed
+    failure: str = ""  # its error kind (`SourceError.kind`)
 
-    def failed(self, duration: float, problem: str) -> Reading:
+    def failed(self, duration: float, problem: str, kind: str = "") -> Reading:
         """This reading after a failed attempt: the last good values stay, marked."""
-        return Reading(self.samples, False, duration, self.read_at, problem)
+        return Reading(self.samples, False, duration, self.read_at, problem, kind)
 
 
 NOT_READ = Reading()

@@ -293,3 +293,19 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
         assert first.result(10) == 1
         assert seen[0].at == 20.0  # extended by the later scraper, not shortened
         assert flight.join(1.0) is not first  # a new call once the first is done
+
+
+def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    script = healthy_store().answer(
+        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
+        QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False),
+    )
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
+    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    assert result.up  # the server answered: the site is not down, its tables are locked
+    assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
+    assert result.value("actionscheduler_exporter_errors", kind="lock") == 1
+    assert "claims: skipped, due waited for a locked table" in result.problems
+    assert len(session.sent) == 2  # the tables' statistics and the locked statement
