@@ -6,6 +6,8 @@ is handed to the real collectors, so the benchmark measures exactly what a scrap
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -14,12 +16,9 @@ import pymysql
 
 from exporter.collectors import default_collectors
 from exporter.config.model import SiteConfig
-from exporter.db.schema import TableNames
 from exporter.db.session import Row, Session
-from exporter.db.tables import read_table_stats
-from exporter.log_events.collector import LogEventsCollector
-from exporter.sources.database import DatabaseContext
-from exporter.sources.source import Reading
+from exporter.rounds.deadline import Deadline
+from exporter.rounds.site_round import SiteRound
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.rows_read import session_rows_examined
@@ -52,23 +51,19 @@ def store_site(server: Server, database: str) -> SiteConfig:
 
 
 def hot_statements(site: SiteConfig) -> list[Statement]:
-    """What one steady-state scrape of the site's hot tier sends to the database."""
+    """What one steady-state round of the site's hot tier sends to the database: a real
+    round (its combined statement, then what the collectors send on their own), with the
+    due split read at every round, as the benchmark's exporter is configured."""
     session = RecordingSession(site)
+    hot = tuple(c for c in default_collectors() if c.tier == "hot")
+    site_round = SiteRound(dataclasses.replace(site, due_split_interval=0), hot, session=session)
     try:
-        tables = TableNames(site.table_prefix)
-        log_events = LogEventsCollector(site)
-        hot = [c for c in default_collectors() if c.tier == "hot"]
-        context = DatabaseContext(session, tables, site, read_table_stats(session, tables))
-        list(log_events.read(context))  # the first read places the log cursor
+        site_round.run(Deadline(time.monotonic() + 600))  # places the log cursor
         session.statements.clear()
-        earlier: dict[str, Reading] = {}  # as the round hands readings on
-        stats = read_table_stats(session, tables)
-        context = DatabaseContext(session, tables, site, stats, earlier=earlier)
-        for collector in (*hot, log_events):
-            earlier[collector.name] = Reading(tuple(collector.read(context)), ok=True)
+        site_round.run(Deadline(time.monotonic() + 600))
         return list(session.statements)
     finally:
-        session.close()
+        site_round.close()
 
 
 def replay(

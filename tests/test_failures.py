@@ -158,13 +158,15 @@ def test_a_round_that_outlasts_the_scrape_reports_what_it_has_read(
     site: Callable[..., SiteConfig],
 ) -> None:
     """A locked claims table holds the round past the scrape's deadline: the collectors
-    that answered report, the database is up, the one still waiting is marked."""
+    that answered report, the database is up, the one still waiting is marked. (The
+    round's one statement waits for the lock first, 3 s here; then each collector reads
+    alone, and the claims collector waits again while the scrape answers at 4 s.)"""
     store.create("woocommerce_deliver_webhook_async")
     locker = mariadb.connect(database)
     with locker.cursor() as cursor:
         cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     try:
-        (result,) = scrape(site(query_timeout=2.0), timeout=1.0)
+        (result,) = scrape(site(query_timeout=6.0), timeout=5.0)
     finally:
         with locker.cursor() as cursor:
             cursor.execute("UNLOCK TABLES")
@@ -246,7 +248,6 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
         assert not mid[0].up
         assert errors(mid[0], "query") == 0  # lost during the query: kind connect
         assert (errors(mid[0], "connect") or 0) > (errors(back, "connect") or 0)
-        assert mid[0].value("actionscheduler_exporter_collector_success", collector="due") == 1
         assert mid[0].value("actionscheduler_exporter_collector_success", collector="claims") == 0
 
         final = start_private(workdir, port=port)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from exporter.db.schema import VALID_DATE_FLOOR, seconds
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
-from exporter.sources.database import Collector, DatabaseContext
+from exporter.sources.database import Collector, Columns, DatabaseContext
 from exporter.sources.source import Reading
 
 
@@ -31,7 +31,7 @@ class DueCollector(Collector):
             claimed_zero,
             claimed_age,
             null_dated,
-        ) = context.one(*self._statement(context.tables.actions))
+        ) = context.values_of(self)
         oldest = max(seconds(unclaimed_age), seconds(claimed_age))
         zero_dated = int(unclaimed_zero) + int(claimed_zero)
         if zero_dated:
@@ -43,9 +43,8 @@ class DueCollector(Collector):
         yield sample(catalog.UNDATED_PENDING, null_dated, date="null")
         yield sample(catalog.OLDEST_DUE_AGE, oldest)
 
-    @staticmethod
-    def _statement(actions: str) -> tuple[str, tuple[object, ...]]:
-        """One round trip of scalar subqueries, each answered by an index range alone.
+    def columns(self, context: DatabaseContext) -> Columns:
+        """Scalar subqueries, each answered by an index range alone.
 
         The claim condition comes first so that the (claim_id, status, scheduled_date_gmt)
         index holds each set contiguously: the unclaimed due actions are counted without
@@ -53,6 +52,7 @@ class DueCollector(Collector):
         are a range of their own. Folding these into one pass over the range would cost an
         expression per row: a third more with a million due actions.
         """
+        actions = context.tables.actions
         subqueries: list[str] = []
         args: list[object] = []
         for claim in ("claim_id = 0", "claim_id > 0"):
@@ -69,7 +69,7 @@ class DueCollector(Collector):
             f"SELECT COUNT(*) FROM {actions} WHERE status = 'pending'"
             " AND scheduled_date_gmt IS NULL"
         )
-        return "SELECT " + ", ".join(f"({query})" for query in subqueries), tuple(args)
+        return Columns(tuple(subqueries), tuple(args))
 
     @staticmethod
     def _zero_dated_age(context: DatabaseContext) -> float:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from exporter.db.schema import VALID_DATE_FLOOR, seconds
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
-from exporter.sources.database import Collector, DatabaseContext
+from exporter.sources.database import Collector, Columns, DatabaseContext
 
 
 class InProgressCollector(Collector):
@@ -16,13 +16,19 @@ class InProgressCollector(Collector):
     name = "in_progress"
     metrics = (catalog.IN_PROGRESS, catalog.OLDEST_IN_PROGRESS_AGE)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        count, age = context.one(
-            "SELECT COUNT(*), TIMESTAMPDIFF(SECOND,"
-            "   MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
-            "   UTC_TIMESTAMP())"
-            f" FROM {context.tables.actions} WHERE status = 'in-progress'",
+    def columns(self, context: DatabaseContext) -> Columns:
+        running = f"FROM {context.tables.actions} WHERE status = 'in-progress'"
+        return Columns(
+            (
+                f"SELECT COUNT(*) {running}",
+                "SELECT TIMESTAMPDIFF(SECOND,"
+                " MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
+                f" UTC_TIMESTAMP()) {running}",
+            ),
             (VALID_DATE_FLOOR,),
         )
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        count, age = context.values_of(self)
         yield sample(catalog.IN_PROGRESS, count)
         yield sample(catalog.OLDEST_IN_PROGRESS_AGE, seconds(age))

@@ -30,7 +30,7 @@ from exporter.metrics import catalog
 from exporter.metrics.catalog import OTHER, MetricDef
 from exporter.metrics.folding import StickyFold
 from exporter.metrics.samples import Labels, Sample, sample
-from exporter.sources.database import Collector, DatabaseContext
+from exporter.sources.database import Collector, Columns, DatabaseContext
 from exporter.sources.source import Clock
 
 # Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
@@ -96,12 +96,19 @@ class LogEventsCollector(Collector):
         self._clock = clock
         self._streams: dict[str, LogEventsStream] = {}
 
+    def columns(self, context: DatabaseContext) -> Columns:
+        return self._stream(context.tables.prefix).columns(context.tables.logs)
+
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        prefix = context.tables.prefix
+        stream = self._stream(context.tables.prefix)
+        newest, now_at_last = context.values_of(self)
+        return stream.read(context, int(newest or 0), now_at_last)
+
+    def _stream(self, prefix: str) -> LogEventsStream:
         stream = self._streams.get(prefix)
         if stream is None:
             stream = self._streams[prefix] = LogEventsStream(self._site, self._clock)
-        return stream.read(context)
+        return stream
 
 
 class LogEventsStream:
@@ -125,15 +132,21 @@ class LogEventsStream:
         # action, the table was emptied and refilled past the cursor between two scrapes.
         self._last_read: tuple[int, int] | None = None
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        logs = context.tables.logs
-        last_id, last_action = self._last_read or (0, 0)
-        newest, now_at_last = context.one(
-            f"SELECT COALESCE(MAX(log_id), 0),"
-            f" (SELECT action_id FROM {logs} WHERE log_id = %s) FROM {logs}",
+    def columns(self, logs: str) -> Columns:
+        """The newest log id, and which action the last row read belongs to now."""
+        last_id, _ = self._last_read or (0, 0)
+        return Columns(
+            (
+                f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
+                f"SELECT action_id FROM {logs} WHERE log_id = %s",
+            ),
             (last_id,),
         )
-        newest = int(newest)
+
+    def read(self, context: DatabaseContext, newest: int, now_at_last: Any) -> Iterator[Sample]:
+        """`newest` and `now_at_last`: the values of `columns`."""
+        logs = context.tables.logs
+        _, last_action = self._last_read or (0, 0)
         cursor = self._cursor
         if cursor is None:  # first scrape: start at the newest row, never replay history
             cursor = self._cursor = LogCursor(newest, self._gap_grace)

@@ -15,6 +15,7 @@ from exporter.metrics.samples import sample
 from exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, ScrapeBudget
 from exporter.rounds.discovery import DatabaseDiscovery
 from exporter.rounds.lanes import Lanes
+from exporter.rounds.problem_log import ProblemLog
 from exporter.rounds.result import SiteResult
 from exporter.rounds.singleflight import SingleFlight
 from exporter.rounds.site_round import Reports, SiteRound
@@ -52,6 +53,8 @@ class Coordinator:
         # Rounds run in their database server's lane, at most connections_per_server at once.
         self.lanes = Lanes(config.connections_per_server)
         self._entries: dict[str, _Entry] = {}
+        # Problems of every site, written once per scrape (a line for many sites).
+        self._problems = ProblemLog(buffered=True)
         self._lock = threading.Lock()
         self._discoveries = [
             DatabaseDiscovery(site, self.lanes, clock)
@@ -101,7 +104,13 @@ class Coordinator:
         for site_round, future in zip(pending.rounds, pending.futures, strict=True):
             done = future.done() and not future.cancelled()
             results.extend(site_round.finish(future.result() if done else None, until))
+        self._problems.flush()
         return results
+
+    def joins(self) -> int:
+        """Scrapes that have joined (or started) a round so far, over every site."""
+        with self._lock:
+            return sum(entry.flight.joins for entry in self._entries.values())
 
     def close(self) -> None:
         for discovery in self._discoveries:
@@ -109,12 +118,15 @@ class Coordinator:
         for site_round in self.sites:
             site_round.close()
         self.lanes.close()
+        self._problems.flush()
 
     def _add(self, site: SiteConfig) -> None:
         # A network (table_prefix: auto) is split by subsite in its round; others here.
         if not (site.discovers_prefixes or self._shard.owns(site.name)):
             return
-        site_round = SiteRound(site, self._collectors, self._clock, self._shard, self.lanes)
+        site_round = SiteRound(
+            site, self._collectors, self._clock, self._shard, self.lanes, problems=self._problems
+        )
         flight = SingleFlight(self.lanes.for_site(site).rounds, site_round.run)
         with self._lock:
             self._entries[site.name] = _Entry(site_round, flight)

@@ -169,7 +169,9 @@ class HeavyTier:
                 self._observer.counters.add(label, catalog.ERRORS, error.kind)
         self._replica_problem = problem
         self._replica_used = not problem
-        self._observer.note(f"{site.name}/replica", problem and f"site={site.name} {problem}")
+        self._observer.note(
+            f"{site.name}/replica", problem and f"site={site.name} {problem}", site=site.name
+        )
         if not problem:
             return session
         session.close()

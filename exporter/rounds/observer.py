@@ -3,31 +3,32 @@
 Whatever the source (a database collector in the round, the heavy tier's background
 refresh, the Kubernetes API, the log events collector), its reading goes through `read`, which
 times it and counts its failure, and is shown by `report`, which adds its health samples.
-Problems are logged when they start and when they end, not on every scrape.
+Problems are logged when they start and when they end, not on every scrape
+(`problem_log.ProblemLog`).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from typing import Any, TypeVar
 
 from exporter.errors import SourceError
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.counters import SiteCounters
+from exporter.rounds.problem_log import ProblemLog
 from exporter.sources.source import NOT_READ, Clock, Reading, Source
-
-log = logging.getLogger(__name__)
 
 ContextT = TypeVar("ContextT")
 
 
 class Observer:
-    def __init__(self, counters: SiteCounters, clock: Clock) -> None:
+    def __init__(
+        self, counters: SiteCounters, clock: Clock, problems: ProblemLog | None = None
+    ) -> None:
+        """`problems`: the exporter's shared log of problems (one site's own otherwise)."""
         self.counters = counters
         self.clock = clock
-        self._problems = ProblemLog()
+        self._problems = problems or ProblemLog()
 
     def read(
         self,
@@ -47,10 +48,16 @@ class Observer:
                 f"{site}/{source.name}",
                 f"source failed site={site} source={source.name} kind={error.kind} "
                 f"error={error.message!r}",
+                site=site,
             )
             return previous.failed(self.clock() - started, error.message, error.kind)
         finished = self.clock()
-        self._problems.set(f"{site}/{source.name}", "")
+        self._problems.set(
+            f"{site}/{source.name}",
+            "",
+            site=site,
+            recovered=f"source recovered site={site} source={source.name}",
+        )
         return Reading(samples, True, finished - started, finished)
 
     def count(self, site: str, source: Source[Any], kind: str) -> None:
@@ -74,29 +81,10 @@ class Observer:
     def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
         return self.counters.samples(site, source.error_metric, source.error_kinds)
 
-    def note(self, key: str, problem: str) -> None:
+    def note(self, key: str, problem: str, site: str = "") -> None:
         """Logs any other problem (empty: none) when it changes."""
-        self._problems.set(key, problem)
+        self._problems.set(key, problem, site=site)
 
-    def problem(self, key: str, problem: str) -> None:
+    def problem(self, site: str, problem: str) -> None:
         """Logs a problem of the site as a whole (down, recovered) when it changes."""
-        self._problems.set(key, problem, recovered=f"site recovered site={key}")
-
-
-class ProblemLog:
-    """Logs a problem when it appears or changes and its end once, not on every scrape."""
-
-    def __init__(self) -> None:
-        self._current: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def set(self, key: str, problem: str, recovered: str = "") -> None:
-        with self._lock:
-            previous = self._current.get(key, "")
-            if problem == previous:
-                return
-            self._current[key] = problem
-        if problem:
-            log.warning(problem)
-        else:
-            log.info(recovered or f"recovered {key}")
+        self._problems.set(site, problem, site=site, recovered=f"site recovered site={site}")

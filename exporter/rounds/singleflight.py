@@ -19,11 +19,13 @@ class SingleFlight(Generic[T]):
         self._lock = threading.Lock()
         self._current: Future[T] | None = None
         self._deadline = Deadline(0.0)
+        self.joins = 0  # callers so far, for diagnostics and tests
 
     def join(self, deadline: float) -> Future[T]:
         """The call in flight, its deadline moved to this caller's if that is later, or a
         new call with this caller's deadline when none is in flight."""
         with self._lock:
+            self.joins += 1
             if self._current is None or self._current.done():
                 self._deadline = Deadline(deadline)
                 self._current = self._executor.submit(self._call, self._deadline)

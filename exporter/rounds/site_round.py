@@ -18,6 +18,7 @@ on the same server, say) keeps its last answer, its collectors marked as not rea
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,18 +30,20 @@ from exporter.config.model import SiteConfig
 from exporter.db.query_error import QueryError
 from exporter.db.schema import TABLES, TableNames
 from exporter.db.session import Session
-from exporter.db.tables import TableStats, discover_prefixes, read_table_stats
+from exporter.db.tables import TableStats, discover_prefixes
 from exporter.kubernetes.workers import KubernetesWorkers
 from exporter.log_events.collector import LogEventsCollector
 from exporter.metrics import catalog
 from exporter.metrics.samples import Sample, sample
 from exporter.rounds.budget import ScrapeBudget
+from exporter.rounds.combined import Combined, read_combined
 from exporter.rounds.counters import SiteCounters
 from exporter.rounds.deadline import Deadline
 from exporter.rounds.heavy_tier import HeavyTier
 from exporter.rounds.kept_readings import KeptReadings
 from exporter.rounds.lanes import Lane, Lanes
 from exporter.rounds.observer import Observer
+from exporter.rounds.problem_log import ProblemLog
 from exporter.rounds.report import Failure, PrefixReport
 from exporter.rounds.result import SiteResult
 from exporter.rounds.site_wide import SiteWideSource
@@ -62,16 +65,18 @@ class SiteRound:
         shard: Shard = ALL_SITES,
         lanes: Lanes | None = None,
         session: Session | None = None,
+        problems: ProblemLog | None = None,
     ) -> None:
         """`lanes`: borrow connections from the database server's pool (the exporter);
         without, the site keeps a connection of its own (one-off checks, tests), or uses
-        `session` (tests that record or script the statements)."""
+        `session` (tests that record or script the statements). `problems`: the
+        exporter's shared log of problems, written once per scrape."""
         self.site = site
         self._shard = shard
         self._lane = lanes.for_site(site) if lanes else None
         self.session = session or Session(site, pool=self._lane.pool if self._lane else None)
         self._clock = clock
-        self._observer = Observer(SiteCounters(), clock)
+        self._observer = Observer(SiteCounters(), clock, problems)
         database: tuple[Collector, ...] = (*collectors, LogEventsCollector(site, clock))
         self._database = database
         self._in_round = tuple(c for c in database if not c.freshness(site).background)
@@ -196,7 +201,9 @@ class SiteRound:
         if self._heavy is not None:
             result.samples += self._heavy.served(label)
         self._observer.counters.add(label, catalog.ERRORS, "deadline")
-        self._observer.note(f"{label}/round", f"slow round site={label} problem={NOT_REACHED!r}")
+        self._observer.note(
+            f"{label}/round", f"slow round site={label} problem={NOT_REACHED!r}", site=label
+        )
         if answered is not None:
             result.samples.append(sample(catalog.UP, answered))
         return result
@@ -298,30 +305,38 @@ class SiteRound:
         tables = TableNames(prefix)
         counters = self._observer.counters
         report = PrefixReport(label, started, prefix)
+        earlier: dict[str, Reading] = {}
+        # Read only when the heavy collectors run in the round (heavy_interval 0).
+        totals = self._ledgers.walk(prefix, session, tables)
+        context = DatabaseContext(session, tables, self.site, {}, totals=totals, earlier=earlier)
+        meter = counters.meter(label, catalog.DATABASE_SECONDS, "hot")
         try:
-            with session.billed_to(counters.meter(label, catalog.DATABASE_SECONDS, "hot")):
+            with session.billed_to(meter):
                 session.open()
-                # A network's subsites: read with the prefixes, in one statement per round.
-                known = self._discovered_stats.pop(prefix, None)
-                stats = known if known is not None else read_table_stats(session, tables)
         except QueryError as error:
             self._fail(reports, report, Failure(error.kind, error.message))
             return
         # The database answered: from here on a scrape that stops waiting sees the report.
         report.can_write = session.can_write
-        report.add([sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES])
         with self._lock:
             reports[label] = report
+        try:
+            with session.billed_to(meter):
+                # A network's subsites: read with the prefixes, in one statement per round.
+                known = self._discovered_stats.pop(prefix, None)
+                combined = read_combined(context, self._in_round, known)
+        except QueryError as error:
+            self._fail(reports, report, Failure(error.kind, error.message))
+            return
+        stats = combined.stats
+        report.add([sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES])
         missing = [tables.name(table) for table in TABLES if table not in stats]
         if missing:
             problem = f"missing table(s) {', '.join(missing)} in database {self.site.database}"
             self._fail(reports, report, Failure("missing_table", problem))
             return
-        earlier: dict[str, Reading] = {}
-        # Read only when the heavy collectors run in the round (heavy_interval 0).
-        totals = self._ledgers.walk(prefix, session, tables)
-        context = DatabaseContext(session, tables, self.site, stats, totals=totals, earlier=earlier)
-        self._read_collectors(report, context, earlier, deadline)
+        context = dataclasses.replace(context, table_stats=stats, prefetched=combined.prefetched)
+        self._read_collectors(report, context, earlier, deadline, combined)
         if not session.connected:
             lost = Failure("connect", "the connection was lost during the round", counted=True)
             self._fail(reports, report, lost)
@@ -334,6 +349,7 @@ class SiteRound:
         context: DatabaseContext,
         earlier: dict[str, Reading],
         deadline: Deadline,
+        combined: Combined,
     ) -> None:
         """Each in-round collector in order, its reading recorded as it arrives; a good
         reading is handed to the collectors after it that need it (`earlier`)."""
@@ -356,6 +372,8 @@ class SiteRound:
             meter = observer.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
             with context.session.billed_to(meter):
                 reading = self._read(collector, context, report)
+            if share := combined.share(collector.name):
+                reading = dataclasses.replace(reading, duration=reading.duration + share)
             if reading.ok:
                 earlier[collector.name] = reading
             elif reading.failure == "lock":

@@ -28,6 +28,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Columns:
+    """Scalar subqueries a collector's reading starts from. The round sends those of every
+    collector of a table prefix in one statement (on small stores the round trip, not the
+    server's work, is the cost: a thousand sites' scrape is thousands of them), and hands
+    each collector its values; alone, they are one statement of their own."""
+
+    subqueries: tuple[str, ...]
+    args: tuple[object, ...] = ()
+
+    def statement(self) -> tuple[str, tuple[object, ...]]:
+        return "SELECT " + ", ".join(f"({query})" for query in self.subqueries), self.args
+
+
+@dataclass(frozen=True)
 class DatabaseContext:
     session: Session
     tables: TableNames
@@ -38,6 +52,18 @@ class DatabaseContext:
     # This round's readings of the collectors this one `needs`, by name (absent: not read,
     # or failed).
     earlier: Mapping[str, Reading] = field(default_factory=dict)
+    # Values of collectors' `columns`, read by the round's combined statement, by name.
+    prefetched: Mapping[str, Row] = field(default_factory=dict)
+
+    def values_of(self, collector: Collector) -> Row:
+        """The collector's columns: from the round's combined statement, or read now."""
+        found = self.prefetched.get(collector.name)
+        if found is not None:
+            return found
+        columns = collector.columns(self)
+        if columns is None:
+            raise TypeError(f"collector {collector.name} declares no columns")
+        return self.one(*columns.statement())
 
     def action_totals(self) -> Totals:
         if self.totals is None:
@@ -66,6 +92,11 @@ class Collector(Source[DatabaseContext]):
     """A group of metric families gathered by one set of queries on one table prefix."""
 
     tier: ClassVar[Literal["hot", "heavy"]] = "hot"
+
+    def columns(self, context: DatabaseContext) -> Columns | None:
+        """The scalar subqueries its reading starts from, if it has such (see `Columns`):
+        `read` then takes their values from `context.values_of(self)`."""
+        return None
 
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""

@@ -21,7 +21,9 @@ Answer = list[Row] | Callable[[Sequence[object] | None], list[Row]] | QueryError
 @dataclass
 class Script:
     """Answers by the first fragment the statement contains; `blocked` fragments wait for
-    their event (a lock the test releases)."""
+    their event (a lock the test releases). A statement of scalar subqueries (`SELECT (q1),
+    (q2)`: the round's combined statement, a collector's columns) is answered subquery by
+    subquery, each from the first value of its own answer, as the server would."""
 
     answers: list[tuple[str, Answer]] = field(default_factory=list)
     blocked: dict[str, threading.Event] = field(default_factory=dict)
@@ -73,6 +75,19 @@ class FakeSession(Session):
         for fragment, event in self.script.blocked.items():
             if fragment in sql:
                 event.wait(30)
+        subqueries = scalar_subqueries(sql)
+        if subqueries is None:
+            return self._answer(sql, args)
+        row: list[Any] = []
+        remaining = list(args or ())
+        for subquery in subqueries:
+            count = subquery.count("%s")
+            values, remaining = remaining[:count], remaining[count:]
+            answered = self._answer(subquery, values)
+            row.append(answered[0][0] if answered else None)
+        return [tuple(row)]
+
+    def _answer(self, sql: str, args: Sequence[object] | None) -> list[Row]:
         for fragment, answer in self.script.answers:
             if fragment in sql:
                 if isinstance(answer, QueryError):
@@ -86,25 +101,65 @@ class FakeSession(Session):
         raise AssertionError("not scripted")
 
 
+def scalar_subqueries(sql: str) -> list[str] | None:
+    """The subqueries of `SELECT (q1), (q2), ...`; None for any other statement."""
+    if not sql.startswith("SELECT ("):
+        return None
+    found: list[str] = []
+    depth, start = 0, 0
+    for position, character in enumerate(sql[len("SELECT ") :], start=len("SELECT ")):
+        if character == "(":
+            depth += 1
+            if depth == 1:
+                start = position + 1
+        elif character == ")":
+            depth -= 1
+            if depth == 0:
+                found.append(sql[start:position])
+        elif depth == 0 and character not in ", ":
+            return None  # something outside the subqueries: not of that form
+    return found
+
+
 TABLE_STATS: list[Row] = [
     (f"wp_actionscheduler_{table}", 10, 16384) for table in ("actions", "claims", "groups", "logs")
 ]
 
 
 def healthy_store() -> Script:
-    """A small store: 3 unclaimed due actions (one zero-dated), 1 claimed, 2 running, one
-    claim, no new log rows; the group slug lookup and the split answered."""
+    """A small store: 3 unclaimed due actions (one zero-dated), 1 claimed, 2 NULL-dated,
+    2 running, one claim, no new log rows; the split of the due backlog answered. Scalar
+    subqueries are answered one by one (more specific fragments first)."""
+    packed = ",".join(f"{name} {rows} {size}" for name, rows, size in TABLE_STATS)
+    due = "FROM wp_actionscheduler_actions WHERE claim_id"
     return Script(
         [
+            ("GROUP_CONCAT(TABLE_NAME", [(packed,)]),
             ("information_schema.TABLES", TABLE_STATS),
-            # Due: unclaimed, zero-dated, age; claimed, zero-dated, age; NULL-dated.
-            ("SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
-             [(3, 1, 120, 1, 0, 30, 2)]),
+            # Due: per claim condition, the count, the zero-dated count and the age.
+            (f"COUNT(*) {due} = 0 AND status = 'pending' AND scheduled_date_gmt <= UTC", [(3,)]),
+            (f"COUNT(*) {due} = 0 AND status = 'pending' AND scheduled_date_gmt < %s", [(1,)]),
+            (f"UTC_TIMESTAMP()) {due} = 0", [(120,)]),
+            (f"COUNT(*) {due} > 0 AND status = 'pending' AND scheduled_date_gmt <= UTC", [(1,)]),
+            (f"COUNT(*) {due} > 0 AND status = 'pending' AND scheduled_date_gmt < %s", [(0,)]),
+            (f"UTC_TIMESTAMP()) {due} > 0", [(30,)]),
+            ("scheduled_date_gmt IS NULL", [(2,)]),
+            # The split and the zero-dated ages (whole statements).
             ("GROUP BY a.group_id, g.slug, a.hook", [("reports", "wc_export", 600)]),
             ("MIN(l.log_date_gmt)", [(600,)]),  # the zero-dated action's first log row
             ("AS oldest", [("reports", "wc_export", 2, 120, 1), (None, "webhook", 2, 30, 0)]),
-            ("WHERE status = 'in-progress'", [(2, 45)]),
-            ("COUNT(DISTINCT claim_id)", [(1, 1, 50, 0, 0)]),
-            ("COALESCE(MAX(log_id), 0)", [(0, None)]),
+            # Running actions: how many, and the oldest start.
+            ("last_attempt_gmt END), UTC_TIMESTAMP()) FROM wp_actionscheduler_actions WHERE"
+             " status = 'in-progress'", [(45,)]),
+            ("WHERE status = 'in-progress'", [(2,)]),
+            # Claims: runner's count, rows, oldest, orphaned, stale.
+            ("COUNT(DISTINCT claim_id)", [(1,)]),
+            ("date_created_gmt END)", [(50,)]),
+            ("NOT EXISTS", [(0,)]),
+            ("INTERVAL %s SECOND", [(0,)]),
+            ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(1,)]),
+            # The log: the newest id, and the action of the last row read.
+            ("COALESCE(MAX(log_id), 0)", [(0,)]),
+            ("SELECT action_id FROM wp_actionscheduler_logs WHERE log_id = %s", [(None,)]),
         ]
     )  # fmt: skip

@@ -93,7 +93,7 @@ def test_claims_and_running_actions() -> None:
 
 
 def test_a_future_date_is_no_negative_age() -> None:
-    script = healthy_store().answer("WHERE status = 'in-progress'", [(1, -300)])
+    script = healthy_store().answer("last_attempt_gmt END), UTC_TIMESTAMP())", [(-300,)])
     assert (
         read(InProgressCollector(), script)[
             ("actionscheduler_oldest_in_progress_action_age_seconds", ())

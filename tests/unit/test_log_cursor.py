@@ -49,6 +49,7 @@ class Log:
         return Script(
             [
                 ("COALESCE(MAX(log_id), 0)", self._newest),
+                ("SELECT action_id FROM wp_actionscheduler_logs WHERE log_id", self._at),
                 ("LEFT(message", self._after),
                 ("SELECT action_id, hook, group_id", self._actions),
                 ("SELECT action_id, log_id, log_date_gmt", lambda _: []),
@@ -56,9 +57,11 @@ class Log:
         )
 
     def _newest(self, args: Sequence[object] | None) -> list[Row]:
+        return [(max((r[0] for r in self.rows), default=0),)]
+
+    def _at(self, args: Sequence[object] | None) -> list[Row]:
         last = int(str((args or [0])[0]))
-        at_last = next((a for log_id, a, _ in self.rows if log_id == last), None)
-        return [(max((r[0] for r in self.rows), default=0), at_last)]
+        return [(next((a for log_id, a, _ in self.rows if log_id == last), None),)]
 
     def _after(self, args: Sequence[object] | None) -> list[Row]:
         start, limit = (int(str(value)) for value in args or ())

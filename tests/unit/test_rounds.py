@@ -25,7 +25,7 @@ from exporter.rounds.singleflight import SingleFlight
 from exporter.rounds.site_round import SiteRound
 from exporter.sources.database import check_order
 from tests.support.clock import FakeClock
-from tests.support.fake_session import FakeSession, healthy_store
+from tests.support.fake_session import FakeSession, Script, healthy_store
 
 IN_ROUND = ("due", "due_split", "in_progress", "claims", "tables", "log_events")
 
@@ -133,20 +133,19 @@ def test_a_scrape_that_stops_waiting_gets_what_the_round_read_so_far(
     rounds: list[SiteRound], clock: FakeClock
 ) -> None:
     script = healthy_store()
-    claims = script.blocked["COUNT(DISTINCT claim_id)"] = threading.Event()
+    split = script.blocked["AS oldest"] = threading.Event()
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
     running = threading.Thread(target=site_round.run, args=(Deadline(clock() + 10),))
     running.start()
     try:
-        partial = wait_for_reading(site_round, clock, "in_progress")
+        partial = wait_for_reading(site_round, clock, "due")
         assert partial.up  # the database answered
-        assert success(partial) == {**dict.fromkeys(IN_ROUND, 0.0), "due": 1.0,
-                                    "due_split": 1.0, "in_progress": 1.0}  # fmt: skip
+        assert success(partial) == {**dict.fromkeys(IN_ROUND, 0.0), "due": 1.0}
         assert partial.value("actionscheduler_due_actions", claim="unclaimed") == 3
         assert partial.value("actionscheduler_exporter_errors", kind="deadline") == 1
         assert "longer than the scrape's deadline" in " ".join(partial.problems)
     finally:
-        claims.set()
+        split.set()
         running.join(10)
     (complete,) = site_round.finish(site_round._reports, clock())
     assert success(complete) == dict.fromkeys(IN_ROUND, 1.0)
@@ -199,8 +198,7 @@ def test_a_connection_lost_mid_round_marks_the_rest_not_read(
     rounds: list[SiteRound], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
-        "WHERE status = 'in-progress'",
-        QueryError("connect", "(2013) Lost connection", connection_lost=True),
+        "AS oldest", QueryError("connect", "(2013) Lost connection", connection_lost=True)
     )
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
     (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
@@ -229,11 +227,7 @@ def test_the_split_takes_the_due_total_from_the_due_reading_it_needs() -> None:
 def test_the_split_sends_nothing_when_nothing_is_due_and_no_count_of_its_own(
     rounds: list[SiteRound], clock: FakeClock
 ) -> None:
-    nothing_due = healthy_store().answer(
-        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
-        [(0, 0, None, 0, 0, None, 0)],
-    )
-    site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due))
+    site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due()))
     (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
     assert success(result)["due_split"] == 1
     assert not [sql for sql in session.sent if "AS oldest" in sql]
@@ -263,13 +257,22 @@ def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
     assert split_statements() == 0
     clock.advance(40)  # past the longest (75 s)
     assert split_statements() == 1
-    script.answer(
-        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
-        [(0, 0, None, 0, 0, None, 0)],
-    )
+    nothing_due(script)
     assert split_statements() == 0  # nothing due: current, without a statement
-    script.answers.pop(0)
+    del script.answers[:4]
     assert split_statements() == 1  # a backlog again: split at once
+
+
+def nothing_due(script: Script | None = None) -> Script:
+    """The store's due counts made 0, zero-dated ones too: four answers in front."""
+    script = script or healthy_store()
+    for claim in ("= 0", "> 0"):
+        for date in ("<= U", "< %s"):
+            script.answer(
+                f"WHERE claim_id {claim} AND status = 'pending' AND scheduled_date_gmt {date}",
+                [(0,)],
+            )
+    return script
 
 
 def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
@@ -299,7 +302,7 @@ def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
     rounds: list[SiteRound], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
-        "SELECT (SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id = 0",
+        "scheduled_date_gmt IS NULL",
         QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False),
     )
     site_round, session = make_round(rounds, clock, FakeSession(config(), script))
@@ -308,4 +311,35 @@ def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
     assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
     assert result.value("actionscheduler_exporter_errors", kind="lock") == 1
     assert "claims: skipped, due waited for a locked table" in result.problems
-    assert len(session.sent) == 2  # the tables' statistics and the locked statement
+    # The round's statement, then the statistics and the due collector alone, locked.
+    assert len(session.sent) == 3
+
+
+def test_a_quiet_site_costs_one_statement_per_round(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    """Nothing due, no new log rows: the tables' statistics and every hot collector's
+    values come from one statement (a thousand sites' scrape is a thousand of them)."""
+    site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due()))
+    for _ in range(2):
+        session.sent.clear()
+        (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+        assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
+        assert len(session.sent) == 1
+    assert result.value("actionscheduler_table_rows", table="logs") == 10
+    assert result.value("actionscheduler_active_claims") == 1
+
+
+def test_a_failing_part_of_the_round_statement_fails_its_collector_alone(
+    rounds: list[SiteRound], clock: FakeClock
+) -> None:
+    script = healthy_store().answer(
+        "NOT EXISTS",
+        QueryError("timeout", "(1969) Query execution was interrupted", connection_lost=False),
+    )
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    assert result.up
+    assert success(result) == {**dict.fromkeys(IN_ROUND, 1.0), "claims": 0.0}
+    assert result.value("actionscheduler_exporter_errors", kind="timeout") == 1
+    assert result.value("actionscheduler_in_progress_actions") == 2
