@@ -9,7 +9,7 @@ from typing import Any
 
 import pymysql
 
-from bench.exporters import Running, generic_exporter, our_exporter
+from bench.exporters import BASELINE, Running, generic_exporter, our_exporter
 from bench.measure import (
     metric_values,
     resident_mib,
@@ -77,6 +77,18 @@ def store_case(
                 for labels, value in durations.items()
                 if f'collector="{name}"' in labels
             }
+            if BASELINE:
+                # Another checkout's exporter (before a change), side by side with this one.
+                with our_exporter(server, database, workdir, Path(BASELINE)) as baseline:
+                    _wait_for_heavy_tier(baseline)
+                    for _ in range(WARM_UP):
+                        baseline.scrape()
+                    ours, theirs = timed_side_by_side(exporter.scrape, baseline.scrape, SCRAPES)
+                    result["side_by_side"] = {
+                        "scrape": ours.as_dict(),
+                        "baseline_scrape": theirs.as_dict(),
+                        "baseline_rss_mib": resident_mib(baseline.process.pid)[0],
+                    }
         if generic_scrapes:
             with generic_exporter(server, database, workdir) as generic:
                 generic.scrape()

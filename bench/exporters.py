@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
 import subprocess
 import sys
 import time
@@ -23,6 +24,8 @@ from testbed.ports import free_port
 # The heavy tier is refreshed once at start, then not again while the scrapes are timed:
 # its own cost is reported apart (collector durations), not mixed into the hot scrapes.
 BENCH_HEAVY_INTERVAL = "1h"
+# Another checkout (`AS_BENCH_BASELINE=<path>`): its exporter measured beside this one's.
+BASELINE = os.environ.get("AS_BENCH_BASELINE")
 
 
 # What Prometheus 2.x sends: it prefers OpenMetrics.
@@ -59,7 +62,10 @@ class Running:
 
 
 @contextlib.contextmanager
-def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Running]:
+def our_exporter(
+    server: Server, database: str, workdir: Path, source: Path | None = None
+) -> Iterator[Running]:
+    """This checkout's exporter on one store, or another checkout's (`source`)."""
     site = {
         "name": "bench",
         "host": server.host,
@@ -73,7 +79,8 @@ def our_exporter(server: Server, database: str, workdir: Path) -> Iterator[Runni
         # (by default a site's split is re-read every 30 s: docs/performance.md).
         "due_split_interval": 0,
     }
-    with exporter_for({"sites": [site]}, workdir) as running:
+    name = "exporter" if source is None else "baseline"
+    with exporter_for({"sites": [site]}, workdir, name=name, source=source) as running:
         yield running
 
 

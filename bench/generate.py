@@ -13,9 +13,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--actions", type=int, required=True)
     parser.add_argument("--due", type=int, default=StoreProfile.due)
+    parser.add_argument(
+        "--future-share",
+        type=float,
+        default=StoreProfile.future_share,
+        help="share of actions pending in the future (scheduled renewals)",
+    )
     parser.add_argument("--force", action="store_true", help="generate even if it exists")
     arguments = parser.parse_args()
-    profile = StoreProfile(arguments.actions, due=arguments.due)
+    profile = StoreProfile(
+        arguments.actions, due=arguments.due, future_share=arguments.future_share
+    )
     with bench_server() as server, server.connect(local_infile=True) as connection:
         if is_generated(connection, profile) and not arguments.force:
             print(f"{profile.name}: already generated")

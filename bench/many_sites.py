@@ -18,7 +18,6 @@ with that checkout's exporter: before and after, side by side in one run.
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import pymysql
 
-from bench.exporters import Running, exporter_for
+from bench.exporters import BASELINE, Running, exporter_for
 from bench.measure import metric_values, resident_mib
 from bench.server import ROOT
 from testbed.generate import PREFIX, generate, is_generated
@@ -42,7 +41,6 @@ DATABASE_PATTERN = "many\\_db\\_%"
 USER, PASSWORD = "as_bench", "as-bench"
 STEADY_SCRAPES = 20
 _TABLES = ("actions", "claims", "groups", "logs")
-BASELINE = os.environ.get("AS_BENCH_BASELINE")
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
+from bench.open_actions import open_actions_case
+from bench.open_actions import table as open_actions_table
 from bench.server import BUFFER_POOL, ROOT, bench_server
 from testbed.generate import generate, is_generated
 from testbed.mariadb import Server
@@ -77,6 +79,12 @@ def main() -> None:
             report["generated"][profile.name] = _ensure(server, profile)
             print(f"measuring the due split on {profile.name} ...", flush=True)
             report.setdefault("due_split", []).append(due_split_case(server, profile.name))
+        if profiles[-1].actions >= 10_000_000 and not arguments.many_sites_only:
+            # Two million scheduled renewals (issue 29): the heavy tier's open actions.
+            renewals = dataclasses.replace(profiles[-1], future_share=0.2)
+            report["generated"][renewals.name] = _ensure(server, renewals)
+            print(f"measuring the open actions on {renewals.name} ...", flush=True)
+            report["open_actions"] = [open_actions_case(server, renewals.name)]
         if not arguments.no_backlog:
             print(f"measuring {BACKLOG.name} ...", flush=True)
             report["backlog"] = store_case(server, BACKLOG, workdir, generic_scrapes=0)
@@ -154,6 +162,10 @@ def summary(report: dict[str, Any]) -> str:
             *due_split_table(report["due_split"]),
         ]
     lines += ["", *heavy_table(report.get("heavy", []))]
+    if any("side_by_side" in store for store in report["stores"]):
+        lines += ["", *side_by_side_table(report["stores"])]
+    if report.get("open_actions"):
+        lines += ["", *open_actions_table(report["open_actions"])]
     if "many_sites" in report:
         lines += ["", *many_sites_table(report["many_sites"])]
     lines += ["", *targets(report), "", *plans(report["stores"][-1])]
@@ -180,6 +192,28 @@ def hot_cost_table(stores: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"| {store['store']} | `{longest['sql'][:60]}…` | {_ms(longest['median_s'])} "
             f"| {_ms(per_scrape)} | {per_scrape * SCRAPES_PER_HOUR:.1f} s |"
+        )
+    return lines
+
+
+def side_by_side_table(stores: list[dict[str, Any]]) -> list[str]:
+    """This checkout's scrapes against the baseline's (AS_BENCH_BASELINE), alternated."""
+    lines = [
+        "This checkout and the baseline, scrapes alternated on the same store:",
+        "",
+        "| store | scrape median | p95 | baseline median | p95 | ratio | RSS MiB (baseline) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for store in stores:
+        pair = store.get("side_by_side")
+        if pair is None:
+            continue
+        ours, theirs = pair["scrape"], pair["baseline_scrape"]
+        lines.append(
+            f"| {store['store']} | {_ms(ours['median_s'])} | {_ms(ours['p95_s'])} | "
+            f"{_ms(theirs['median_s'])} | {_ms(theirs['p95_s'])} | "
+            f"{ours['median_s'] / theirs['median_s']:.2f} | "
+            f"{store['rss_mib']:.1f} ({pair['baseline_rss_mib']:.1f}) |"
         )
     return lines
 

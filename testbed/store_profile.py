@@ -75,7 +75,10 @@ class StoreProfile:
     @property
     def name(self) -> str:
         due = "" if self.due == StoreProfile.due else f"_due{_short(self.due)}"
-        return f"store_{_short(self.actions)}{due}"
+        future = ""
+        if self.future_share != StoreProfile.future_share:
+            future = f"_future{_short(round(self.actions * self.future_share))}"
+        return f"store_{_short(self.actions)}{due}{future}"
 
 
 def hook_weights() -> list[float]:

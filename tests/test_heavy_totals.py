@@ -16,6 +16,7 @@ from exporter.db.schema import STATUSES, TableNames
 from exporter.db.session import Session
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
+from exporter.totals import ledger
 from exporter.totals.ledger import ActionLedger, Totals
 from testbed.store import ActionSchedulerStore
 from tests.support import truth
@@ -103,11 +104,17 @@ def check_scrape(coordinator: Coordinator, connection: pymysql.connections.Conne
     assert_matches(result, truth.compute(connection))
 
 
+@pytest.mark.parametrize("page_rows", [ledger.OPEN_PAGE_ROWS, 3])
 def test_chunked_totals_equal_the_truth_as_the_queue_moves(
     store: ActionSchedulerStore,
     coordinator: Coordinator,
     connect: Callable[[], pymysql.connections.Connection[Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    page_rows: int,
 ) -> None:
+    """Also with the open actions read in pages of 3 index entries: many of them share a
+    scheduled date, so the pages end inside a date (the key is the date and the id)."""
+    monkeypatch.setattr(ledger, "OPEN_PAGE_ROWS", page_rows)
     history(store)
     connection = connect()
     check_scrape(coordinator, connection)  # every chunk counted

@@ -8,6 +8,7 @@ handler counters), and no statement may scan the actions or logs table.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,7 +41,8 @@ def rows_per_statement(server: Server, database: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def stores(mariadb: Server) -> Iterator[dict[int, str]]:
-    names = {size: f"as_plans_{size}" for size in (SMALL, LARGE)}
+    run = secrets.token_hex(3)  # another test run may share the server
+    names = {size: f"as_plans_{run}_{size}" for size in (SMALL, LARGE)}
     with mariadb.connect(local_infile=True) as connection:
         for size, name in names.items():
             generate(connection, StoreProfile(size, due=DUE), database=name)
@@ -131,8 +133,15 @@ def test_a_quiet_table_costs_index_entries_not_rows(
     mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]
 ) -> None:
     """Once counted, a walk of an unchanged table reads the group index: one entry per
-    action and a lookup per group and chunk (plus the open actions by id)."""
+    action and a lookup per group and chunk, plus the open actions' index entries, in
+    pages (each entry read, then its row of the page)."""
     first, later = heavy_rows_per_statement(site(database=stores[LARGE], table_prefix=PREFIX))
     checks = later[len(later) // 2 :]  # the third walk: every chunk only checked
-    assert sum(checks) <= 1.1 * LARGE, checks
+    with mariadb.connect(stores[LARGE]) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {PREFIX}actionscheduler_actions"
+            " WHERE status NOT IN ('complete', 'failed', 'canceled')"
+        )
+        (open_actions,) = cursor.fetchone()
+    assert sum(checks) <= 1.1 * (LARGE + 2 * open_actions), checks
     assert sum(checks) < 0.6 * sum(first), (sum(checks), sum(first))

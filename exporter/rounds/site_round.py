@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import wait
 from typing import Any
 
@@ -162,7 +162,7 @@ class SiteRound:
         result = SiteResult(
             label, self.site.labels, report.failure is None, report.samples, report.problems
         )
-        result.samples += self._not_read(report.read)
+        result.samples += self._not_read(self._in_round, report.read)
         failure = report.failure
         if failure is not None:
             result.problems.insert(0, failure.problem)
@@ -170,8 +170,7 @@ class SiteRound:
                 label, f"site down site={label} kind={failure.kind} problem={failure.problem!r}"
             )
             if self._heavy is not None:  # no stale heavy values for a site that is down
-                for collector in self._heavy.collectors:
-                    result.samples += observer.report(collector, NOT_READ, aged=False)
+                result.samples += self._not_read(self._heavy.collectors)
         else:
             note = ""
             if not report.complete:
@@ -197,7 +196,7 @@ class SiteRound:
         its sources not read, `up` its last answer (none before the first)."""
         answered = self._answers.get(label)
         result = SiteResult(label, self.site.labels, bool(answered), problems=[NOT_REACHED])
-        result.samples += self._not_read(set())
+        result.samples += self._not_read(self._in_round)
         if self._heavy is not None:
             result.samples += self._heavy.served(label)
         self._observer.counters.add(label, catalog.ERRORS, "deadline")
@@ -208,10 +207,14 @@ class SiteRound:
             result.samples.append(sample(catalog.UP, answered))
         return result
 
-    def _not_read(self, read: set[str]) -> list[Sample]:
+    def _not_read(
+        self, collectors: Sequence[Collector], read: Collection[str] = ()
+    ) -> list[Sample]:
+        """The one place that reports sources as not read: those of `collectors` whose
+        names are not in `read`."""
         return [
             item
-            for collector in self._in_round
+            for collector in collectors
             if collector.name not in read
             for item in self._observer.report(collector, NOT_READ, aged=False)
         ]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from exporter.db.schema import VALID_DATE_FLOOR, TableNames, label_value, placeholders
@@ -39,6 +39,8 @@ from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
 
 # How long the walk rests after a statement, relative to the statement's own time.
 PAUSE_RATIO = 1.0
+# Index entries of open actions read per statement of a walk (a page).
+OPEN_PAGE_ROWS = 50_000
 
 _FINISHED_SQL = ", ".join(f"'{status}'" for status in FINISHED)
 
@@ -217,20 +219,71 @@ class _Walk:
 
     def _open_in(self, chunk: Chunk) -> Counter[str]:
         if self._open_by_cell is None:
-            self._open_by_cell = {}
-            for cell, raw_status, count in self._query(
-                f"SELECT action_id DIV %s, status, COUNT(*) FROM {self._actions}"
-                f" WHERE status NOT IN ({_FINISHED_SQL}) GROUP BY 1, 2",
-                (self._chunk_rows,),
-            ):
-                by_status = self._open_by_cell.setdefault(int(cell), Counter())
-                by_status[label_value(raw_status).lower()] += int(count)
+            self._open_by_cell = self.open_counts()
         found: Counter[str] = Counter()
         first, last = chunk.start // self._chunk_rows, chunk.end // self._chunk_rows
         for cell, by_status in self._open_by_cell.items():
             if first <= cell <= last:  # chunks are whole cells of the grid
                 found.update(by_status)
         return +found
+
+    def open_counts(self) -> dict[int, Counter[str]]:
+        """The open actions per grid cell and status, read once per walk in pages of the
+        (status, scheduled_date_gmt) index: a store with two million scheduled renewals
+        is read in statements of `OPEN_PAGE_ROWS` index entries, not one of two million."""
+        by_cell: dict[int, Counter[str]] = {}
+        statuses = self._query(
+            f"SELECT status FROM {self._actions}"
+            f" WHERE status NOT IN ({_FINISHED_SQL}) GROUP BY status",
+            (),
+        )
+        for (raw_status,) in statuses:
+            status = label_value(raw_status).lower()
+            for cell, count in self._open_of(raw_status):
+                by_status = by_cell.setdefault(cell, Counter())
+                by_status[status] += count
+        return by_cell
+
+    def _open_of(self, status: object) -> Iterator[tuple[int, int]]:
+        """(cell, count) of one status's open actions: the NULL-dated ones (which Action
+        Scheduler never writes) in one statement, the others page by page in the index's
+        order, each page ending at the greatest (date, id) key it read."""
+        size = self._chunk_rows
+        for cell, count in self._query(
+            f"SELECT action_id DIV %s, COUNT(*) FROM {self._actions}"
+            " WHERE status = %s AND scheduled_date_gmt IS NULL GROUP BY 1",
+            (size, status),
+        ):
+            yield int(cell), int(count)
+        after: tuple[str, int] | None = None
+        while True:
+            args: tuple[object, ...] = ()
+            if after is None:
+                condition = "scheduled_date_gmt IS NOT NULL"
+            else:
+                condition = (
+                    "(scheduled_date_gmt > %s OR (scheduled_date_gmt = %s AND action_id > %s))"
+                )
+                args = (after[0], after[0], after[1])
+            rows = self._query(
+                # The key as one sortable text: its greatest is the page's last entry.
+                "SELECT action_id DIV %s, COUNT(*),"
+                " MAX(CONCAT(DATE_FORMAT(scheduled_date_gmt, '%%Y-%%m-%%d %%H:%%i:%%s'),"
+                " LPAD(action_id, 20, '0')))"
+                f" FROM (SELECT action_id, scheduled_date_gmt FROM {self._actions}"
+                f" WHERE status = %s AND {condition}"
+                " ORDER BY scheduled_date_gmt, action_id LIMIT %s) AS page GROUP BY 1",
+                (size, status, *args, OPEN_PAGE_ROWS),
+            )
+            read = 0
+            last = ""
+            for cell, count, key in rows:
+                read += int(count)
+                last = max(last, label_value(key))
+                yield int(cell), int(count)
+            if read < OPEN_PAGE_ROWS or not last:
+                return
+            after = (last[:19], int(last[19:]))
 
     def _site_groups(self) -> list[int]:
         """The groups table's ids, read once per walk; none when there are too many."""
@@ -248,6 +301,19 @@ class _Walk:
         if self._pause_ratio > 0:
             self._sleep((time.perf_counter() - started) * self._pause_ratio)
         return rows
+
+
+def read_open_counts(
+    session: Session,
+    tables: TableNames,
+    chunk_rows: int,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[int, Counter[str]]:
+    """The open actions per grid cell and status, as a walk reads them (the benchmark
+    measures its statements)."""
+    walk = _Walk(session, tables, chunk_rows, _Keys(), PAUSE_RATIO, sleep)
+    return walk.open_counts()
 
 
 def _assign(chunk: Chunk, counted: Chunk) -> None:

@@ -14,6 +14,7 @@ import pytest
 from exporter.config.model import SiteConfig
 from exporter.db.schema import TableNames
 from exporter.db.session import Row
+from exporter.totals import ledger
 from exporter.totals.chunk import FINISHED
 from exporter.totals.ledger import ActionLedger, Totals
 from tests.support.fake_session import FakeSession, Script
@@ -26,6 +27,7 @@ class Action:
     status: str
     group: int
     hook: str = "hook"
+    scheduled: str | None = "2026-12-01 10:00:00"
 
 
 class Table:
@@ -44,7 +46,9 @@ class Table:
                 ("SELECT MAX(action_id)", lambda _: [(max(self.rows, default=None), 10**8)]),
                 ("SELECT MIN(action_id)", self._next_id),
                 ("GROUP BY 1, 2, 3", self._recount),
-                ("action_id DIV %s, status", self._open_by_cell),
+                ("GROUP BY status", self._open_statuses),
+                ("scheduled_date_gmt IS NULL GROUP BY 1", self._open_undated),
+                ("AS page GROUP BY 1", self._open_page),
                 ("WHERE group_id IN", self._count_in_groups),
                 ("FROM wp_actionscheduler_groups LIMIT", lambda _: [(0,), (1,), (2,)]),
             ]
@@ -62,12 +66,34 @@ class Table:
                 counts[(row.status, row.group, row.hook if row.status == "failed" else None)] += 1
         return [(s, g, h, n, None) for (s, g, h), n in counts.items()]
 
-    def _open_by_cell(self, args: Sequence[object] | None) -> list[Row]:
-        (size,) = ints(args)
+    def _open_statuses(self, _: Sequence[object] | None) -> list[Row]:
+        return [(s,) for s in sorted({r.status for r in self.rows.values()} - set(FINISHED))]
+
+    def _open_undated(self, args: Sequence[object] | None) -> list[Row]:
+        size, status = int(str((args or ())[0])), (args or ())[1]
         counts = Counter(
-            (i // size, row.status) for i, row in self.rows.items() if row.status not in FINISHED
+            i // size for i, r in self.rows.items() if r.status == status and r.scheduled is None
         )
-        return [(cell, status, n) for (cell, status), n in counts.items()]
+        return list(counts.items())
+
+    def _open_page(self, args: Sequence[object] | None) -> list[Row]:
+        """The page statement of the ledger: keyset on (scheduled, id), then per cell."""
+        size, status, *after, limit = list(args or ())
+        keys = sorted(
+            (r.scheduled, i)
+            for i, r in self.rows.items()
+            if r.status == status and r.scheduled is not None
+        )
+        if after:
+            keys = [k for k in keys if k > (str(after[0]), int(str(after[2])))]
+        page = keys[: int(str(limit))]
+        counts: Counter[int] = Counter()
+        last: dict[int, str] = {}
+        for date, action_id in page:
+            cell = action_id // int(str(size))
+            counts[cell] += 1
+            last[cell] = max(last.get(cell, ""), f"{date}{action_id:020d}")
+        return [(cell, count, last[cell]) for cell, count in counts.items()]
 
     def _count_in_groups(self, args: Sequence[object] | None) -> list[Row]:
         *groups, start, end = ints(args)
@@ -149,3 +175,28 @@ def test_an_emptied_and_refilled_table_is_counted_afresh(table: Table) -> None:
     table.rows = {i: Action("canceled", 0) for i in range(1, 11)}
     totals, _ = walk(ledger, table)
     assert totals.by_status_group == Counter({("canceled", 0): 10})
+
+
+def test_open_actions_are_read_in_pages_of_the_index(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two million scheduled renewals are read a page at a time; here pages of 7 over 40
+    open actions, several on one date (the key is the date and the id), one undated."""
+    monkeypatch.setattr(ledger, "OPEN_PAGE_ROWS", 7)
+    for action_id in range(100, 140):
+        table.rows[action_id] = Action(
+            "pending" if action_id % 4 else "in-progress",
+            1,
+            scheduled=f"2027-01-0{action_id % 3 + 1} 00:00:00",
+        )
+    table.rows[140] = Action("pending", 1, scheduled=None)
+    walker = ActionLedger(CHUNK, sleep=lambda _: None)
+    walk(walker, table)
+    walk(walker, table)
+    totals, session = walk(walker, table)
+    assert totals.by_status_group == table.truth()
+    pages = [sql for sql in session.sent if "AS page" in sql]
+    assert len(pages) >= 40 // 7
+    table.rows[120].status = "complete"  # one moves on: its chunk is recounted
+    totals, _ = walk(walker, table)
+    assert totals.by_status_group == table.truth()
