@@ -121,10 +121,16 @@ def _ensure(server: Server, profile: StoreProfile) -> float | None:
 
 def summary(report: dict[str, Any]) -> str:
     machine = report["machine"]
-    lines = [
+    heading = (
         f"{machine['date']} · {machine['cpu']} ({machine['cores']} cores) · "
         f"MariaDB {machine['mariadb']} (buffer pool {machine['buffer_pool']}) · "
-        f"Python {machine['python']}",
+        f"Python {machine['python']}"
+    )
+    if not report["stores"]:  # --many-sites-only
+        verdicts = _verdicts(many_sites_targets(report))
+        return "\n".join([heading, "", *many_sites_table(report["many_sites"]), "", *verdicts])
+    lines = [
+        heading,
         "",
         "| store | scrape median | p95 | raw hot SQL median | ratio | rows examined "
         "(scrape / raw) | RSS MiB | heavy refresh s | generic median | generic / ours |",
@@ -372,6 +378,11 @@ def targets(report: dict[str, Any]) -> list[str]:
                 f"{during:.2f}x",
             ),
         ]
+    return _verdicts([*checks, *many_sites_targets(report)])
+
+
+def many_sites_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    checks: list[tuple[str, bool | None, str]] = []
     for name, setup in report.get("many_sites", {}).items():
         if setup["sites"] < 1000 or "shards" in setup or name.endswith("(baseline)"):
             continue
@@ -397,6 +408,10 @@ def targets(report: dict[str, Any]) -> list[str]:
                 str(max(setup["connections_per_server"].values())),
             ),
         ]
+    return checks
+
+
+def _verdicts(checks: list[tuple[str, bool | None, str]]) -> list[str]:
     verdicts = {True: "PASS", False: "FAIL", None: "info, the target is at 10M"}
     return [f"- [{verdicts[ok]}] {name}: {value}" for name, ok, value in checks]
 

@@ -4,6 +4,10 @@ from a fast one, for tests of timeouts and of scrapes that share a round.
 It also counts the statements (COM_QUERY packets) that clients send through it, so a test
 counts what the exporter itself sent, whatever other clients do on the same server. The
 count holds for plain connections (a TLS session cannot be read).
+
+It can also drop connections as the network does: every open one at once (a failover, a
+restarted proxy), or those idle for `idle_close` seconds (a load balancer's idle timeout,
+ProxySQL, a short `wait_timeout`), without a word to either side.
 """
 
 from __future__ import annotations
@@ -15,17 +19,30 @@ import time
 
 
 class SlowProxy:
-    def __init__(self, target_host: str, target_port: int, delay: float) -> None:
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        delay: float,
+        *,
+        idle_close: float | None = None,
+    ) -> None:
         self.target = (target_host, target_port)
         self.delay = delay
+        self.idle_close = idle_close
+        self.dropped = 0  # connections dropped (idle, or by drop_connections)
+        self._last_traffic: dict[int, float] = {}  # by the client socket's fileno
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._count_lock = threading.Lock()
         self.queries = 0
         self.bytes_to_client = 0
         threading.Thread(target=self._accept, daemon=True, name="slow-proxy").start()
+        if idle_close is not None:
+            threading.Thread(target=self._reap_idle, daemon=True, name="proxy-idle").start()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -41,17 +58,27 @@ class SlowProxy:
             except OSError:
                 client.close()
                 continue
-            self._sockets += [client, server]
+            with self._count_lock:
+                self._sockets += [client, server]
+                self._pairs.append((client, server))
+                self._last_traffic[id(client)] = time.monotonic()
             for source, destination, count in ((client, server, True), (server, client, False)):
                 threading.Thread(
-                    target=self._pump, args=(source, destination, count), daemon=True
+                    target=self._pump, args=(source, destination, count, client), daemon=True
                 ).start()
 
-    def _pump(self, source: socket.socket, destination: socket.socket, count: bool) -> None:
+    def _pump(
+        self,
+        source: socket.socket,
+        destination: socket.socket,
+        count: bool,
+        client: socket.socket,
+    ) -> None:
         packets = _CommandCounter() if count else None
         with contextlib.suppress(OSError):
             while chunk := source.recv(65536):
                 with self._count_lock:
+                    self._last_traffic[id(client)] = time.monotonic()
                     if packets is not None:
                         self.queries += packets.feed(chunk)
                     else:
@@ -61,6 +88,42 @@ class SlowProxy:
         for end in (source, destination):
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
+
+    @property
+    def open_connections(self) -> int:
+        with self._count_lock:
+            return len(self._pairs)
+
+    def drop_connections(self) -> int:
+        """Ends every open connection, and goes on accepting new ones: what a failover or
+        a restarted proxy does to a client's pooled connections. Returns how many."""
+        with self._count_lock:
+            pairs, self._pairs = self._pairs, []
+        for pair in pairs:
+            self._drop(pair)
+        return len(pairs)
+
+    def _reap_idle(self) -> None:
+        while not self._closed.wait(0.05):
+            if self.idle_close is None:  # turned off
+                continue
+            now = time.monotonic()
+            with self._count_lock:
+                idle = [
+                    pair
+                    for pair in self._pairs
+                    if now - self._last_traffic.get(id(pair[0]), now) > self.idle_close
+                ]
+                self._pairs = [pair for pair in self._pairs if pair not in idle]
+            for pair in idle:
+                self._drop(pair)
+
+    def _drop(self, pair: tuple[socket.socket, socket.socket]) -> None:
+        for sock in pair:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with self._count_lock:
+            self.dropped += 1
 
     def close(self) -> None:
         """Stops accepting and ends every open connection, as a server that went away."""

@@ -5,6 +5,7 @@ TLS context for all connections of the same TLS setting."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from exporter.rounds.coordinator import Coordinator
 from exporter.rounds.result import SiteResult
 from exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
+from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.waiting import sampled, wait_until
 
@@ -255,17 +257,8 @@ def test_healthy_sites_beside_locked_neighbours_stay_up_with_their_samples(
     config = ExporterConfig(
         sites=tuple(store_site(mariadb, db, query_timeout=5.0) for db in chosen)
     )
-    blocker = connect()
-    with blocker.cursor() as cursor:
-        tables = ", ".join(f"`{db}`.wp_actionscheduler_actions WRITE" for db in locked)
-        cursor.execute(f"LOCK TABLES {tables}")
-    coordinator = Coordinator(config)
-    try:
-        scrapes = [{result.label: result for result in coordinator.scrape(10.0)} for _ in range(2)]
-    finally:
-        coordinator.close()
-        with blocker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
+    with tables_locked(connect(), [f"`{db}`.wp_actionscheduler_actions" for db in locked]):
+        scrapes = scraped(config, 2)
     for results in scrapes:
         for database in healthy:
             result = results[database]
@@ -291,22 +284,66 @@ def test_healthy_subsites_of_a_network_stay_up_beside_locked_ones(
             store.create("woocommerce_deliver_webhook_async", args=[index])
         store.connection.close()
     locked = prefixes[1:5]
-    blocker = connect()
-    with blocker.cursor() as cursor:
-        tables = ", ".join(f"`{database}`.{p}actionscheduler_actions WRITE" for p in locked)
-        cursor.execute(f"LOCK TABLES {tables}")
-    coordinator = Coordinator(
-        ExporterConfig(sites=(site(name="net", table_prefix="auto", query_timeout=5.0),))
-    )
-    try:
-        scrapes = [{result.label: result for result in coordinator.scrape(10.0)} for _ in range(3)]
-    finally:
-        coordinator.close()
-        with blocker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
+    config = ExporterConfig(sites=(site(name="net", table_prefix="auto", query_timeout=5.0),))
+    with tables_locked(connect(), [f"`{database}`.{p}actionscheduler_actions" for p in locked]):
+        scrapes = scraped(config, 3)
     for results in scrapes:
         for number, prefix in enumerate(prefixes):
             result = results[f"net:{prefix}"]
             assert result.up, result.problems
             if prefix not in locked:
                 assert due(result) == number % 3 + 1, result.problems
+
+
+@contextlib.contextmanager
+def tables_locked(
+    connection: pymysql.connections.Connection[Any], tables: list[str]
+) -> Iterator[None]:
+    """The tables held with `LOCK TABLES ... WRITE` (a backup, an ALTER) for the block."""
+    with connection.cursor() as cursor:
+        cursor.execute("LOCK TABLES " + ", ".join(f"{table} WRITE" for table in tables))
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        connection.close()
+
+
+def scraped(config: ExporterConfig, count: int) -> list[dict[str, SiteResult]]:
+    """`count` scrapes of one exporter, each as its results by site label."""
+    coordinator = Coordinator(config)
+    try:
+        return [{result.label: result for result in coordinator.scrape(10.0)} for _ in range(count)]
+    finally:
+        coordinator.close()
+
+
+def test_a_quiet_site_costs_one_statement_per_scrape_at_the_proxy(
+    mariadb: Server, database: str, store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """What a thousand sites' scrape is made of, counted at a proxy in front of the server
+    (the exporter's own statements): a quiet store costs one statement per scrape, one
+    with something due two (the split of the backlog at every scrape here), and new log
+    rows their own. A change that adds a statement per site fails here."""
+    later = store.now().replace(year=store.now().year + 1)
+    store.create("woocommerce_scheduled_subscription_payment", scheduled=later)
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    config = site(host="127.0.0.1", port=proxy.port, due_split_interval=0)
+    coordinator = Coordinator(ExporterConfig(sites=(config,)))
+
+    def statements_of_a_scrape() -> int:
+        before = proxy.queries
+        (result,) = coordinator.scrape(10.0)
+        assert result.up, result.problems
+        return proxy.queries - before
+
+    try:
+        statements_of_a_scrape()  # connects, places the log cursor, the heavy tier's walk
+        assert statements_of_a_scrape() == 1
+        store.create("woocommerce_deliver_webhook_async")  # due now, and a new log row
+        assert statements_of_a_scrape() == 2 + 3  # the split; the new rows, their actions
+        assert statements_of_a_scrape() == 2
+    finally:
+        coordinator.close()
+        proxy.close()
