@@ -31,8 +31,8 @@ class StatusCollector(Collector):
         by_status: Counter[str] = Counter(dict.fromkeys(STATUSES, 0))
         by_status_group: Counter[tuple[str, str]] = Counter()
         for (raw_status, group_id), count in totals.items():
-            # Lowercased by the ledger: the column's collation is case-insensitive, so
-            # Action Scheduler's own queries (status = 'pending') take 'PENDING' too.
+            # As Action Scheduler's own queries see it (`schema.status_of`, in the ledger):
+            # 'PENDING' and 'pending ' are pending.
             status = raw_status if raw_status in STATUSES else UNKNOWN_STATUS
             group = slugs.get(group_id or 0, NO_GROUP)
             by_status[status] += count

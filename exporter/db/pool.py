@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,9 @@ from exporter.db.query_error import QueryError
 # Who a connection is logged in as and how its statements are bounded: a connection is
 # reused only for a site with the same key.
 Login = tuple[Any, ...]
+# An idle connection older than this is closed, not reused: load balancers and proxies
+# drop idle connections silently (AWS's after 350 s, a short wait_timeout sooner).
+MAX_IDLE_SECONDS = 120.0
 
 
 def login_of(site: SiteConfig) -> Login:
@@ -40,6 +44,9 @@ class Pooled:
     database: str
     server_version: str = ""
     grants: list[str] | None = None  # SHOW GRANTS, once read
+    # Taken from the pool's idle ones (the network may have dropped it since), and when.
+    reused: bool = False
+    idle_since: float = 0.0
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -74,7 +81,10 @@ class ServerPool:
                 pooled = open_new()
             elif site.database and pooled.database != site.database:
                 # (A session without a database, such as the discovery's, takes any.)
-                self._switch(pooled, site)
+                try:
+                    self._switch(pooled, site)
+                except pymysql.err.MySQLError:
+                    pooled = open_new()  # the network dropped it while it was idle
         except BaseException:
             self._give_back_slot()
             raise
@@ -82,6 +92,7 @@ class ServerPool:
 
     def release(self, pooled: Pooled) -> None:
         """Back to the pool, open, for the next site with the same login."""
+        pooled.idle_since = time.monotonic()
         with self._lock:
             self._idle.append(pooled)
             self._in_use -= 1
@@ -100,22 +111,34 @@ class ServerPool:
         with self._lock:
             return self._in_use + len(self._idle)
 
-    def close(self) -> None:
+    def close_idle(self) -> None:
+        """Closes every idle connection (one of them was found dropped by the network)."""
         with self._lock:
             idle, self._idle = self._idle, []
         for pooled in idle:
             pooled.close()
 
+    def close(self) -> None:
+        self.close_idle()
+
     def _take_idle(self, site: SiteConfig) -> Pooled | None:
         login = login_of(site)
+        now = time.monotonic()
         with self._lock:
             self._in_use += 1
+            stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
+            self._idle = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
             matching = [p for p in self._idle if p.login == login]
             same_database = [p for p in matching if p.database == site.database]
             chosen = (same_database or matching)[-1] if matching else None
             if chosen is not None:
                 self._idle.remove(chosen)
-                return chosen
+                chosen.reused = True
+        for pooled in stale:
+            pooled.close()
+        if chosen is not None:
+            return chosen
+        with self._lock:
             # A new connection is opened: close idle ones of other logins to stay in bound.
             surplus = max(0, self._in_use + len(self._idle) - self.size)
             closing, self._idle = self._idle[:surplus], self._idle[surplus:]

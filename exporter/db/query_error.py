@@ -33,6 +33,9 @@ class QueryError(SourceError):
     def __init__(self, kind: str, message: str, *, connection_lost: bool) -> None:
         super().__init__(kind, message)
         self.connection_lost = connection_lost
+        # Lost on a pooled connection's first statement since it sat idle: the network
+        # dropped it meanwhile, and a new connection may well work.
+        self.on_idle_connection = False
 
 
 def classify(

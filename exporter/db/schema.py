@@ -83,6 +83,13 @@ def label_value(raw: Any) -> str:
     return text
 
 
+def status_of(raw: Any) -> str:
+    """A status as Action Scheduler's own queries see it: the column's collation ignores
+    case and trailing spaces (PAD SPACE), so `status = 'pending'` takes 'PENDING' and
+    'pending ' too, and GROUP BY may return either as the group's value."""
+    return label_value(raw).rstrip(" ").lower()
+
+
 def seconds(raw: Any) -> float:
     """An age column that may be NULL (no rows) or negative (a date in the future)."""
     if raw is None:

@@ -48,6 +48,8 @@ class Session:
         self.can_write = False
         # Where the time of each statement is counted (the round sets it per reading).
         self._meter: Meter | None = None
+        # A statement succeeded on the connection since it was borrowed or opened.
+        self._proven = False
 
     @property
     def connected(self) -> bool:
@@ -66,22 +68,42 @@ class Session:
         self, sql: str, args: Sequence[object] | None
     ) -> tuple[list[Row], tuple[str, ...]]:
         with self._lock:
-            connection = self._connect()
-            started = time.perf_counter()
             try:
-                with connection.cursor() as cursor:
-                    cursor.execute(sql, args)
-                    rows = list(cursor.fetchall())
-                    names = tuple(column[0] for column in cursor.description or ())
-                    return rows, names
-            except pymysql.err.MySQLError as error:
-                failure = classify(error, self._site.password)
-                if failure.connection_lost:
-                    self._drop()
-                raise failure from error
-            finally:
-                if self._meter is not None:
-                    self._meter(time.perf_counter() - started)
+                return self._attempt(sql, args)
+            except QueryError as failure:
+                if not (failure.connection_lost and failure.on_idle_connection):
+                    raise
+            # A pooled connection that the network dropped while it was idle (a failover, a
+            # load balancer's idle timeout): the others that idled beside it are suspect too,
+            # so once more on a new connection, before anything is reported. The statements
+            # are SELECTs: sending one again is harmless.
+            log.debug("a pooled connection was gone site=%s; reconnecting", self._site.name)
+            if self._pool is not None:
+                self._pool.close_idle()
+            return self._attempt(sql, args)
+
+    def _attempt(
+        self, sql: str, args: Sequence[object] | None
+    ) -> tuple[list[Row], tuple[str, ...]]:
+        connection = self._connect()
+        untried = self._pooled is not None and self._pooled.reused and not self._proven
+        started = time.perf_counter()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, args)
+                rows = list(cursor.fetchall())
+                names = tuple(column[0] for column in cursor.description or ())
+            self._proven = True
+            return rows, names
+        except pymysql.err.MySQLError as error:
+            failure = classify(error, self._site.password)
+            if failure.connection_lost:
+                self._drop()
+                failure.on_idle_connection = untried
+            raise failure from error
+        finally:
+            if self._meter is not None:
+                self._meter(time.perf_counter() - started)
 
     @contextlib.contextmanager
     def billed_to(self, meter: Meter) -> Iterator[None]:
@@ -130,6 +152,7 @@ class Session:
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._pooled = pooled
+        self._proven = False
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
         if self.can_write and not self._warned:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.config.model import SiteConfig
-from exporter.db.schema import chunks, label_value, placeholders
+from exporter.db.schema import chunks, label_value, placeholders, status_of
 from exporter.db.tables import group_slugs
 from exporter.log_events.classify import Event, Kind, classify, infer
 from exporter.log_events.cursor import LogCursor
@@ -295,7 +295,7 @@ def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict
         action_id: _Action(
             label_value(hook),
             slugs.get(int(group_id or 0), ""),
-            label_value(status),
+            status_of(status),
             _date(scheduled),
         )
         for action_id, (_, hook, group_id, status, scheduled) in found.items()

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from exporter.db.schema import VALID_DATE_FLOOR, TableNames, label_value, placeholders
+from exporter.db.schema import VALID_DATE_FLOOR, TableNames, label_value, placeholders, status_of
 from exporter.db.session import Row, Session
 from exporter.errors import SourceError
 from exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
@@ -185,7 +185,7 @@ class _Walk:
         )
         counted = Chunk(chunk.start, chunk.end, basis=basis, counted=True)
         for raw_status, raw_group, raw_hook, raw_count, oldest in rows:
-            status = label_value(raw_status).lower()
+            status = status_of(raw_status)
             group = None if raw_group is None else int(raw_group)
             count = int(raw_count)
             # Hundreds of chunks hold the same keys: one copy of each (memory).
@@ -238,7 +238,7 @@ class _Walk:
             (),
         )
         for (raw_status,) in statuses:
-            status = label_value(raw_status).lower()
+            status = status_of(raw_status)
             for cell, count in self._open_of(raw_status):
                 by_status = by_cell.setdefault(cell, Counter())
                 by_status[status] += count

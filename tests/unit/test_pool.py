@@ -1,0 +1,54 @@
+"""The connection pool's handling of idle connections, without a server."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from exporter.config.model import SiteConfig
+from exporter.db.pool import MAX_IDLE_SECONDS, Pooled, ServerPool, login_of
+
+
+class Connection:
+    """Stands in for a PyMySQL connection object: the pool only closes it here."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def pooled(site: SiteConfig) -> Pooled:
+    connection: Any = Connection()
+    return Pooled(connection, login_of(site), site.database)
+
+
+def closed(connection: Pooled) -> bool:
+    stand_in: Any = connection.connection
+    return bool(stand_in.closed)
+
+
+def test_an_idle_connection_is_reused_until_it_has_idled_too_long() -> None:
+    site = SiteConfig(name="shop", database="wp")
+    pool = ServerPool("db:3306", 2)
+    first = pooled(site)
+    pool.release(pool.acquire(site, 1.0, lambda: first))
+    again = pool.acquire(site, 1.0, lambda: pooled(site))
+    assert again is first and again.reused  # taken from the idle ones
+    pool.release(again)
+    first.idle_since = time.monotonic() - MAX_IDLE_SECONDS - 1  # a load balancer forgot it
+    fresh = pool.acquire(site, 1.0, lambda: pooled(site))
+    assert fresh is not first and not fresh.reused
+    assert closed(first)
+
+
+def test_close_idle_closes_every_idle_connection() -> None:
+    site = SiteConfig(name="shop", database="wp")
+    pool = ServerPool("db:3306", 3)
+    held = [pool.acquire(site, 1.0, lambda: pooled(site)) for _ in range(3)]
+    for connection in held:
+        pool.release(connection)
+    pool.close_idle()
+    assert all(closed(connection) for connection in held)
+    assert pool.open_connections() == 0
