@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.healthcheck import healthy
 from exporter.logs import configure as configure_logging
+from exporter.rounds.budget import MAX_SCRAPE_TIMEOUT
 from exporter.rounds.coordinator import Coordinator
 from exporter.sharding import ENV_POD_NAME, FROM_POD_NAME, parse_shard
 from exporter.web.guarded_http import (
@@ -140,6 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
 
     if args.command == "check":
+        if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_SCRAPE_TIMEOUT):
+            print(
+                "actionscheduler-exporter: invalid configuration: --timeout must be a number "
+                f"of seconds above 0 and at most {MAX_SCRAPE_TIMEOUT:.0f}",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
         return run_check(config, args.timeout)
     if not args.header_timeout > 0 or args.max_connections < 1:
         print(

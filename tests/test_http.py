@@ -3,6 +3,8 @@ while the queue is being written to."""
 
 from __future__ import annotations
 
+import gzip
+import http.client
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -86,6 +88,37 @@ def test_bad_requests_get_clear_answers(
     # A valid header from Prometheus is honoured.
     status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "5"})
     assert status == 200 and "actionscheduler_up" in body
+    # Issue 25, item 5: huge ones were a 500 (OverflowError) for every scrape of the round.
+    for huge in ("1e10", "inf", "9e15"):
+        status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": huge})
+        assert status == 200 and "actionscheduler_up" in body
+    status, _, body = running.get("/metrics", {"X-Prometheus-Scrape-Timeout-Seconds": "nan"})
+    assert status == 400 and "must be positive" in body
+
+
+def test_head_and_gzip_as_prometheus_asks(
+    store: ActionSchedulerStore, exporter_http: StartExporter
+) -> None:
+    """Issue 25, item 8: HEAD /metrics was a 405, and no answer was compressed though
+    Prometheus asks for gzip (1.26 MB of text for 200 sites)."""
+    running = exporter_http()
+    connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
+    try:
+        connection.request("HEAD", "/metrics")
+        head = connection.getresponse()
+        assert head.status == 200 and head.read() == b""
+        assert head.getheader("Content-Type", "").startswith("text/plain")
+        connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
+        zipped = connection.getresponse()
+        assert zipped.status == 200 and zipped.getheader("Content-Encoding") == "gzip"
+        text = gzip.decompress(zipped.read()).decode()
+        assert "actionscheduler_up" in text
+        connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip;q=0"})
+        plain = connection.getresponse()
+        assert plain.getheader("Content-Encoding") is None
+        assert "actionscheduler_up" in plain.read().decode()
+    finally:
+        connection.close()
 
 
 def test_scrapes_stay_consistent_under_concurrent_writes(

@@ -160,6 +160,19 @@ def test_client_certificates(
     [
         ("tls_server_config: {cert_file: x.crt}", "tls_server_config.key_file", "is missing"),
         ("basic_auth_users: {p: plaintext}", "basic_auth_users.p", "bcrypt hash"),
+        # Issue 25, item 5: a hash of the right length with a bad cost or salt.
+        (f"basic_auth_users: {{p: '$2y$ab${'a' * 53}'}}", "basic_auth_users.p", "cost of 04"),
+        (f"basic_auth_users: {{p: '$2y$99${'a' * 53}'}}", "basic_auth_users.p", "cost of 04"),
+        (
+            'http_server_config: {headers: {"X-A\\nB": v}}',  # a line break in the name
+            "http_server_config.headers.'X-A\\nB'",
+            "not a valid header name",
+        ),
+        (
+            "http_server_config: {headers: {X-Shop: '€'}}",
+            "http_server_config.headers.'X-Shop'",
+            "visible ASCII",
+        ),
         (
             "tls_server_config: {cert_file: /nonexistent.crt, key_file: /nonexistent.key}",
             "tls_server_config.cert_file",
@@ -332,10 +345,12 @@ def test_redaction_keeps_messages_readable_for_short_passwords() -> None:
     message = "(1045) Access denied for user 'shop'@'127.0.0.1' (using password: YES)"
     assert redact(message, "e") == message
     assert redact(message, "127") == message
-    assert redact("(1045) wrong password 'Zq7p@ss:w/o'", "Zq7p@ss:w/o") == (
-        "(1045) wrong password '***'"
-    )
-    assert redact("secret and secret", "secret") == "*** and ***"
+    withheld = "the server's message is withheld: it contains the password"
+    assert redact("(1045) wrong password 'Zq7p@ss:w/o'", "Zq7p@ss:w/o") == f"(1045) {withheld}"
+    assert redact("secret and secret", "secret") == withheld
+    # Issue 25, item 4: starring a word told it (a password "denied", or the user's name).
+    assert redact(message, "denied") == f"(1045) {withheld}"
+    assert redact(message, "shop") == f"(1045) {withheld}"
 
 
 def test_basic_auth_answers_long_passwords_and_unknown_users_like_wrong_ones() -> None:
@@ -354,6 +369,11 @@ def test_basic_auth_answers_long_passwords_and_unknown_users_like_wrong_ones() -
     assert not auth.allows(header("nobody", PASSWORD))
     # The unknown user's check costs what a user's does: the same bcrypt cost.
     assert int(auth._dummy[4:6]) == cost
+    # Issue 25, item 5: the scheme in any case, as Go reads it; a header that is not ASCII
+    # base64 is a refusal, not a 500.
+    assert auth.allows(header("prometheus", PASSWORD).replace("Basic", "basic"))
+    assert not auth.allows("Basic \xe9\xe9")
+    assert not auth.allows("Basic")
 
 
 def test_a_flood_of_wrong_passwords_does_not_hold_up_a_known_scraper(

@@ -63,13 +63,18 @@ def classify(
 def redact(message: str, secret: str) -> str:
     """Defence in depth: a driver message must never carry the password.
 
-    Only where it stands as a word of its own: a short password ("e", "127") is also part
-    of ordinary words and addresses, and starring those would garble the message and tell
-    where the password's letters occur."""
+    Where the password stands as a word of its own, the message is withheld but for its
+    error code: starring the word would still tell it (a password `denied` in "Access ***
+    for user", one equal to the user name in "user '***'@"). A short password that is only
+    part of other words ("e", "127") leaves the message as it is."""
     if not secret:
         return message
     pattern = rf"(?<![\w.]){re.escape(secret)}(?![\w.])"
-    return re.sub(pattern, "***", message)
+    if not re.search(pattern, message):
+        return message
+    code = re.match(r"\(\d+\)", message)
+    prefix = f"{code.group(0)} " if code else ""
+    return f"{prefix}the server's message is withheld: it contains the password"
 
 
 def _describe(error: pymysql.err.MySQLError) -> str:

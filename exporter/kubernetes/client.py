@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import yaml
-
+from exporter.config.loader import YamlError, parse_yaml
 from exporter.errors import SourceError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -68,9 +67,15 @@ def in_cluster(service_account_dir: Path = SERVICE_ACCOUNT_DIR) -> Credentials:
 
 def from_kubeconfig(path: Path) -> Credentials:
     try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise KubernetesError("config", f"cannot read kubeconfig {path}: {error}") from error
+        config = parse_yaml(path.read_text())
+    except OSError as error:
+        raise KubernetesError(
+            "config", f"cannot read kubeconfig {path}: {error.strerror}"
+        ) from None
+    except (YamlError, UnicodeDecodeError) as error:
+        # Never the parser's own words: they may quote the token.
+        problem = error if isinstance(error, YamlError) else "is not UTF-8 text"
+        raise KubernetesError("config", f"kubeconfig {path} {problem}") from None
     try:
         context_name = config["current-context"]
         context = _named(config["contexts"], context_name)["context"]

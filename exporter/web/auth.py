@@ -110,11 +110,15 @@ def _common_cost(users: dict[str, bytes]) -> int:
 
 
 def _decode(authorization: str | None) -> tuple[str, str] | None:
-    if not authorization or not authorization.startswith("Basic "):
+    """User and password of a Basic header; None for anything else. The scheme is
+    case-insensitive (RFC 7617, as Go's exporter-toolkit reads it); a header that is not
+    ASCII base64 is a refusal, not an error."""
+    scheme, _, encoded = (authorization or "").partition(" ")
+    if scheme.lower() != "basic":
         return None
     try:
-        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # ValueError: not ASCII (UnicodeDecodeError too)
         return None
     user, separator, password = decoded.partition(":")
     return (user, password) if separator else None

@@ -16,6 +16,7 @@ Relative paths are relative to the file, as in exporter-toolkit.
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,7 +99,7 @@ def load_web_config(path: str) -> WebConfig:
     }
     http = _mapping(source, "http_server_config", top.get("http_server_config") or {}, {"headers"})
     headers = _mapping(source, "http_server_config.headers", http.get("headers") or {}, None)
-    fields["headers"] = {str(name): str(value) for name, value in headers.items()}
+    fields["headers"] = _headers(source, headers)
     return WebConfig(**fields)
 
 
@@ -125,15 +126,39 @@ def _check_key_pair(source: str, cert_file: str, key_file: str) -> None:
         ) from None
 
 
+# $2y$, a cost of 04 to 31 (what bcrypt accepts), 53 characters of salt and hash.
+_BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+# A header's name is a token (RFC 9110); its value visible ASCII, spaces and tabs.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]*")
+
+
 def _bcrypt_hash(source: str, key: str, value: object) -> bytes:
     text = str(value) if value is not None else ""
-    if not text.startswith(("$2a$", "$2b$", "$2y$")) or len(text) != 60:
+    if not _BCRYPT.fullmatch(text):
         raise ConfigError(
             source,
             key,
-            "must be a bcrypt hash ($2y$..., 60 characters), as htpasswd -nBC 10 prints it",
+            "must be a bcrypt hash ($2y$, a cost of 04 to 31, 60 characters in all), as "
+            "htpasswd -nBC 10 prints it",
         )
     return text.encode()
+
+
+def _headers(source: str, raw: dict[str, Any]) -> dict[str, str]:
+    """Response headers that can be sent as they are: a bad one fails at load, not on
+    every request."""
+    headers: dict[str, str] = {}
+    for name, value in raw.items():
+        key = f"http_server_config.headers.{name!r}"
+        if not _HEADER_NAME.fullmatch(str(name)):
+            raise ConfigError(source, key, "is not a valid header name (letters, digits, -)")
+        if not isinstance(value, str | int | float) or not _HEADER_VALUE.fullmatch(str(value)):
+            raise ConfigError(
+                source, key, "must be a value of visible ASCII characters (no line breaks)"
+            )
+        headers[str(name)] = str(value)
+    return headers
 
 
 def _file(source: str, key: str, base: Path, value: object) -> str:

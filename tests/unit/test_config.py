@@ -396,8 +396,36 @@ def test_an_oversized_configuration_file_is_refused_before_it_is_parsed(tmp_path
     """Issue 13: a 40 MB file took 80 s and 736 MB to load."""
     path = tmp_path / "exporter.yml"
     path.write_text("sites:\n" + "  - {database: x}\n" * 400_000)
-    with pytest.raises(ConfigError, match="bytes; a configuration file may have"):
+    with pytest.raises(ConfigError, match="is larger than 1048576 bytes"):
         load_file(str(path))
+
+
+def test_a_device_or_a_pipe_is_read_with_a_bound_not_by_its_size() -> None:
+    """Issue 25, item 5: `--config /dev/zero` ran out of memory at 1.9 GB (stat says 0)."""
+    with pytest.raises(ConfigError, match="is larger than"):
+        load_file("/dev/zero")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("*Zq7pSecret", "found undefined alias"),
+        ("!Zq7pSecret", "could not determine a constructor for the tag"),
+        ("!!int Zq7pSecret", "a value does not fit its type or tag"),
+        ("2024-13-45", "a value does not fit its type or tag"),
+    ],
+)
+def test_a_bad_password_value_is_named_by_place_never_quoted(
+    tmp_path: Path, value: str, problem: str
+) -> None:
+    """Issue 25, item 4: the parser's messages quoted the alias or tag, or a traceback
+    held the value."""
+    path = write(tmp_path, f"sites:\n  - database: x\n    password: {value}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_file(path)
+    message = str(raised.value)
+    assert (problem in message and "line 3" in message) or "does not fit" in message
+    assert "Zq7pSecret" not in message and "13-45" not in message
 
 
 def test_a_bad_listen_address_type_is_a_config_error(tmp_path: Path) -> None:
@@ -430,3 +458,13 @@ def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
     assert [group.slug for group in shop.groups] == ["reports", "woocommerce-webhooks"]
     assert shop.group_thresholds() == {"reports": (7200.0, 21600.0)}
     assert blog.groups == () and blog.group_thresholds() == {}
+
+
+@pytest.mark.parametrize("timeout", ["1e10", "inf", "nan", "0"])
+def test_check_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: str) -> None:
+    """Issue 25, item 5: `check --timeout 1e10` ended in an OverflowError traceback."""
+    path = write(tmp_path, "sites:\n  - {database: x}\n")
+    done = run_cli("--config", path, "--timeout", timeout, "check")
+    assert done.returncode == 2
+    assert "--timeout must be a number of seconds above 0 and at most 600" in done.stderr
+    assert "Traceback" not in done.stderr
