@@ -9,6 +9,7 @@ import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -265,3 +266,24 @@ def test_an_api_that_never_answers_leaves_every_sites_database_metrics_intact(
                 assert result.value("actionscheduler_kubernetes_up") == 0
     finally:
         coordinator.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda pod: pod.update(metadata=None),
+        lambda pod: pod["status"]["containerStatuses"][0].update(restartCount="lots"),
+        lambda pod: pod.update(status=["not", "a", "mapping"]),
+    ],
+)
+def test_an_answer_of_another_shape_is_a_counted_error_not_a_dead_thread(
+    api: FakeKubernetes, damage: Callable[[dict[str, Any]], None]
+) -> None:
+    """Issue 25, item 8: `metadata: null` or `restartCount: "lots"` raised in the
+    background thread without counting in kubernetes_errors_total."""
+    source = KubernetesWorkers(kubernetes_config(api))
+    assert source.read()
+    damage(api.pods[1])
+    with pytest.raises(KubernetesError) as raised:
+        source.read()
+    assert raised.value.kind == "http" and "another shape" in raised.value.message

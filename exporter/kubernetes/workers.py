@@ -17,6 +17,7 @@ from exporter.config.model import KubernetesConfig, SiteConfig
 from exporter.kubernetes.client import (
     Credentials,
     KubernetesClient,
+    KubernetesError,
     from_kubeconfig,
     in_cluster,
 )
@@ -57,11 +58,18 @@ class KubernetesWorkers(Source[None]):
 
     def read(self, context: None = None) -> list[Sample]:
         client = self._connect()
-        found = self._pod_samples(client)
-        if self.config.deployment:
-            found += self._deployment_samples(client)
-        if self.config.horizontalpodautoscaler:
-            found += self._autoscaler_samples(client)
+        try:
+            found = self._pod_samples(client)
+            if self.config.deployment:
+                found += self._deployment_samples(client)
+            if self.config.horizontalpodautoscaler:
+                found += self._autoscaler_samples(client)
+        except (AttributeError, TypeError, ValueError) as error:
+            # `metadata: null`, `restartCount: "lots"`: an answer not of the API's shape
+            # fails the reading (counted, the last good one served), not the thread.
+            raise KubernetesError(
+                "http", f"the API answered with a document of another shape ({error})"
+            ) from None
         return found
 
     def _connect(self) -> KubernetesClient:
