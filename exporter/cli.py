@@ -7,8 +7,9 @@ import gc
 import logging
 import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.healthcheck import healthy
 from exporter.logs import configure as configure_logging
-from exporter.rounds.budget import MAX_SCRAPE_TIMEOUT
+from exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, MAX_SCRAPE_TIMEOUT
 from exporter.rounds.coordinator import Coordinator
 from exporter.sharding import ENV_POD_NAME, FROM_POD_NAME, parse_shard
 from exporter.web.guarded_http import (
@@ -125,18 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_CONFIG
         return 0 if healthy(host, port) else EXIT_UNHEALTHY
     try:
-        config = load_file(args.config) if args.config else load_environment()
-        if listen:
-            try:
-                host, port = listen_address(listen)
-            except ValueError as error:
-                raise ConfigError("command line", "--listen-address", str(error)) from None
-            config = replace(config, listen_host=host, listen_port=port)
-        try:
-            config = replace(config, shard=parse_shard(args.shard, args.total_shards))
-        except ValueError as error:
-            raise ConfigError("command line", "--shard", str(error)) from None
-        web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
+        config, web = _load(args, listen)
     except ConfigError as error:
         print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
         return EXIT_CONFIG
@@ -157,7 +147,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    return serve(config, web, guarded_protocol(args.header_timeout, args.max_connections))
+    protocol = guarded_protocol(args.header_timeout, args.max_connections)
+    return serve(config, web, protocol, reload=lambda: _load(args, listen))
+
+
+def _load(args: argparse.Namespace, listen: str | None) -> tuple[ExporterConfig, WebConfig]:
+    """The configuration and the web configuration, from the files (or the environment)
+    and the command line: at start, and again at every SIGHUP."""
+    config = load_file(args.config) if args.config else load_environment()
+    if listen:
+        try:
+            host, port = listen_address(listen)
+        except ValueError as error:
+            raise ConfigError("command line", "--listen-address", str(error)) from None
+        config = replace(config, listen_host=host, listen_port=port)
+    try:
+        config = replace(config, shard=parse_shard(args.shard, args.total_shards))
+    except ValueError as error:
+        raise ConfigError("command line", "--shard", str(error)) from None
+    web = load_web_config(args.web_config_file) if args.web_config_file else WebConfig()
+    return config, web
 
 
 def _tune_garbage_collection() -> None:
@@ -181,10 +190,16 @@ def run_check(config: ExporterConfig, timeout: float) -> int:
     return 0 if check.healthy(results) else EXIT_UNHEALTHY
 
 
-def serve(config: ExporterConfig, web: WebConfig, protocol: type[H11Protocol]) -> int:
+def serve(
+    config: ExporterConfig,
+    web: WebConfig,
+    protocol: type[H11Protocol],
+    reload: Callable[[], tuple[ExporterConfig, WebConfig]] | None = None,
+) -> int:
     import uvicorn
 
-    from exporter.web.app import create_app
+    from exporter.web.app import Live, Serving, create_app
+    from exporter.web.reload import Reloader
 
     _tune_garbage_collection()
     coordinator = Coordinator(config)
@@ -198,26 +213,37 @@ def serve(config: ExporterConfig, web: WebConfig, protocol: type[H11Protocol]) -
         web.tls,
         bool(web.users),
     )
+    live = Live(Serving.of(coordinator, web))
     tls: dict[str, object] = {}
-    if web.tls:
+    context = server_ssl_context(web) if web.tls else None
+    if context is not None:
         tls = {
             "ssl_certfile": web.cert_file,
             "ssl_keyfile": web.key_file,
-            "ssl_context_factory": lambda _config, _default: server_ssl_context(web),
+            "ssl_context_factory": lambda _config, _default: context,
         }
+    if reload is not None:
+        reloader = Reloader(live, reload, (config.listen_host, config.listen_port), context)
+        signal.signal(signal.SIGHUP, lambda _signal, _frame: reloader.start())
+    # uvicorn drains, then raises the stop signal again with the handler it found: a
+    # handler of ours makes that a clean exit 0 (after closing), not a death by SIGTERM.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        if signal.getsignal(stop) is not signal.SIG_IGN:
+            signal.signal(stop, lambda _signal, _frame: None)
     try:
         uvicorn.run(
-            create_app(coordinator, web),
+            create_app(coordinator, web, live),
             host=config.listen_host,
             port=config.listen_port,
             log_config=None,
             access_log=False,
-            timeout_graceful_shutdown=1,
+            # A scrape in flight at SIGTERM is answered, not cut: its budget at most.
+            timeout_graceful_shutdown=int(DEFAULT_SCRAPE_TIMEOUT),
             http=protocol,
             **tls,  # type: ignore[arg-type]
         )
     finally:
-        coordinator.close()
+        live.current.coordinator.close()
     return 0
 
 

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import pytest
@@ -451,3 +452,94 @@ def test_a_request_in_several_packets_within_the_timeout_is_served(
         connection.sendall(b"GET /healthz HTTP/1.1\r\n")
         connection.sendall(b"Host: 127.0.0.1\r\n\r\n")
         assert connection.recv(1024).startswith(b"HTTP/1.1 200")
+
+
+def test_sighup_reloads_the_configuration_and_keeps_it_when_the_new_one_is_wrong(
+    tmp_path: Path, mariadb: Server, database: str, store: ActionSchedulerStore
+) -> None:
+    """Issue 25, item 8: SIGHUP killed the exporter (exit 129). Now it reads the files
+    again: a new site is served, a new password works; a wrong file is logged and the
+    running configuration kept, as exporter-toolkit does."""
+    site = (
+        f"{{name: %s, host: {mariadb.host}, port: {mariadb.port}, user: {mariadb.user},"
+        f" password: '{mariadb.password}', database: {database}}}"
+    )
+    config = tmp_path / "exporter.yml"
+    config.write_text(f"sites:\n  - {site % 'shop'}\n")
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users: {{prometheus: '{hashed}'}}\n")
+    log = tmp_path / "exporter.log"
+    port = free_port()
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "exporter", "--config", str(config), "--web.config.file",
+             str(web), "--listen-address", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        assert wait_until(lambda: port_open(port), 20)
+        assert 'site="shop"' in get(url, None, "prometheus", PASSWORD)[2]
+
+        config.write_text(f"sites:\n  - {site % 'shop'}\n  - {site % 'blog'}\n")
+        new_hash = bcrypt.hashpw(b"rotated-pw", bcrypt.gensalt(rounds=4)).decode()
+        web.write_text(f"basic_auth_users: {{prometheus: '{new_hash}'}}\n")
+        process.send_signal(signal.SIGHUP)
+        assert wait_until(
+            lambda: 'site="blog"' in get(url, None, "prometheus", "rotated-pw")[2], 20
+        )
+        assert get(url, None, "prometheus", PASSWORD)[0] == 401
+
+        config.write_text("sites: [")  # broken: the running configuration stays
+        process.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "reload failed" in log.read_text(), 20)
+        status, _, body = get(url, None, "prometheus", "rotated-pw")
+        assert status == 200 and 'site="blog"' in body
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+    assert process.returncode == 0
+
+
+def test_sigterm_answers_the_scrape_in_flight_before_stopping(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+    mariadb: Server,
+    database: str,
+) -> None:
+    """Issue 25, item 8: a SIGTERM during a scrape gave that request a 500 and a
+    traceback; now the scrape in flight is answered, then the process exits 0."""
+    locker = mariadb.connect(database)
+    with locker.cursor() as cursor:
+        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+    process, port = serve()
+    answers: list[int] = []
+    scrape = threading.Thread(
+        target=lambda: answers.append(get(f"http://127.0.0.1:{port}/metrics", None)[0])
+    )
+    observer = mariadb.connect()
+    try:
+        scrape.start()
+        assert wait_until(lambda: waiting_for_a_lock(observer, database), 20)
+        # The lock stays: the round goes on for seconds (the lock waits, then the rest).
+        process.send_signal(signal.SIGTERM)
+        scrape.join(30)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        with locker.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        locker.close()
+        observer.close()
+    assert answers == [200]
+    assert process.returncode == 0 and "Traceback" not in stderr
+
+
+def waiting_for_a_lock(connection: Any, database: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+            " WHERE STATE LIKE 'Waiting for table%%' AND DB = %s",
+            (database,),
+        )
+        return bool(cursor.fetchone()[0])

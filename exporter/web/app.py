@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import html
 import time
+from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, PlainTextResponse
@@ -21,7 +22,35 @@ from exporter.web.webconfig import WebConfig
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 
 
-def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAPI:
+@dataclass(frozen=True)
+class Serving:
+    """What the app serves with: replaced as a whole when the configuration is reloaded
+    (SIGHUP), and taken once at the start of each request."""
+
+    coordinator: Coordinator
+    auth: BasicAuth
+    headers: list[tuple[bytes, bytes]]
+
+    @classmethod
+    def of(cls, coordinator: Coordinator, web: WebConfig) -> Serving:
+        headers = [
+            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in web.headers.items()
+        ]
+        return cls(coordinator, BasicAuth(web.users), headers)
+
+
+class Live:
+    """The current `Serving`, shared by the app and its middleware."""
+
+    def __init__(self, serving: Serving) -> None:
+        self.current = serving
+
+
+def create_app(
+    coordinator: Coordinator, web: WebConfig | None = None, live: Live | None = None
+) -> FastAPI:
+    """`live`: a holder whose `Serving` a reload replaces (the server's); by default one
+    of the app's own, serving `coordinator` and `web` for good."""
     app = FastAPI(
         title="actionscheduler-exporter",
         version=__version__,
@@ -29,8 +58,9 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
         redoc_url=None,
         openapi_url=None,
     )
-    web = web or WebConfig()
-    app.add_middleware(Protect, auth=BasicAuth(web.users), headers=web.headers)
+    live = live or Live(Serving.of(coordinator, web or WebConfig()))
+    app.state.live = live
+    app.add_middleware(Protect, live=live)
 
     @app.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
@@ -41,6 +71,7 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
         # Joining the rounds may wait for a first listing of databases (database: auto):
         # off the event loop. Waiting on the rounds holds no thread: any number of scrapes
         # can share a round.
+        coordinator = live.current.coordinator  # a reload may replace it meanwhile
         started = time.monotonic()
         pending = await asyncio.to_thread(coordinator.begin, budget)
         if pending.futures:
@@ -67,7 +98,7 @@ def create_app(coordinator: Coordinator, web: WebConfig | None = None) -> FastAP
 
     @app.get("/", response_class=HTMLResponse)
     async def landing() -> str:
-        return landing_page(coordinator)
+        return landing_page(live.current.coordinator)
 
     return app
 
@@ -76,33 +107,32 @@ class Protect:
     """Basic auth and the configured response headers, as a plain ASGI middleware (no
     per-request task group or stream, unlike Starlette's BaseHTTPMiddleware)."""
 
-    def __init__(self, app: ASGIApp, auth: BasicAuth, headers: dict[str, str]) -> None:
+    def __init__(self, app: ASGIApp, live: Live) -> None:
         self.app = app
-        self.auth = auth
-        self.headers = [
-            (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-        ]
+        self.live = live
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        serving = self.live.current
         # /healthz stays open for liveness probes: it tells nothing but "the process runs".
-        if self.auth.enabled and scope["path"] != "/healthz":
+        if serving.auth.enabled and scope["path"] != "/healthz":
             header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
-            refusal = await self._refusal(header or None)
+            refusal = await self._refusal(serving.auth, header or None)
             if refusal is not None:
-                await refusal(scope, receive, self._with_headers(send))
+                await refusal(scope, receive, self._with_headers(serving.headers, send))
                 return
-        await self.app(scope, receive, self._with_headers(send))
+        await self.app(scope, receive, self._with_headers(serving.headers, send))
 
-    async def _refusal(self, authorization: str | None) -> Response | None:
+    @staticmethod
+    async def _refusal(auth: BasicAuth, authorization: str | None) -> Response | None:
         """None when the request may pass. A pair verified before is checked without a
         thread; others wait for bcrypt on the auth threads, or are told to come back
         later when too many checks wait already."""
-        allowed = self.auth.remembered(authorization)
+        allowed = auth.remembered(authorization)
         if allowed is None:
-            check = self.auth.check(authorization)
+            check = auth.check(authorization)
             if check is None:
                 return PlainTextResponse(
                     "Too many authentication attempts\n", status_code=429,
@@ -117,13 +147,14 @@ class Protect:
             headers={"WWW-Authenticate": 'Basic realm="actionscheduler-exporter"'},
         )
 
-    def _with_headers(self, send: Send) -> Send:
-        if not self.headers:
+    @staticmethod
+    def _with_headers(headers: list[tuple[bytes, bytes]], send: Send) -> Send:
+        if not headers:
             return send
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
+                message = {**message, "headers": [*message.get("headers", []), *headers]}
             await send(message)
 
         return send_with_headers
