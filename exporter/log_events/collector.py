@@ -55,12 +55,32 @@ MESSAGE_CHARACTERS = 512
 _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
 
 
+# Which row a log id holds: its action and its date, as one text.
+_IDENTITY = "CONCAT(action_id, ' ', COALESCE(log_date_gmt, ''))"
+
+
 @dataclass(frozen=True)
 class _Row:
     log_id: int
     action_id: int
     message: str
     date: dt.datetime | None
+    identity: object = ""
+
+
+def _after_replay(
+    rows: list[_Row], replay_until: dt.datetime | None
+) -> tuple[list[_Row], dt.datetime | None]:
+    """The rows to count, and whether a replay goes on: after a restart, rows dated before
+    the newest counted before it are a restored backup's history (counted once already),
+    until the first row that is not. (Rows of that very second are counted: new events
+    right after a truncation are more likely than a backup taken in that second.)"""
+    if replay_until is None:
+        return rows, None
+    for index, row in enumerate(rows):
+        if row.date is not None and row.date >= replay_until:
+            return rows[index:], None
+    return [], replay_until
 
 
 @dataclass(frozen=True)
@@ -101,8 +121,8 @@ class LogEventsCollector(Collector):
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         stream = self._stream(context.tables.prefix)
-        newest, now_at_last = context.values_of(self)
-        return stream.read(context, int(newest or 0), now_at_last)
+        newest, now_at_last, increment = context.values_of(self)
+        return stream.read(context, int(newest or 0), now_at_last, increment)
 
     def _stream(self, prefix: str) -> LogEventsStream:
         stream = self._streams.get(prefix)
@@ -128,58 +148,75 @@ class LogEventsStream:
         self._unclassified = 0
         self._resets = 0
         self._missed = 0
-        # The last row read (log_id, action_id): if its id comes back holding another
-        # action, the table was emptied and refilled past the cursor between two scrapes.
-        self._last_read: tuple[int, int] | None = None
+        # The last row read (log_id, "action_id date"): if its id comes back holding
+        # another row, the table was emptied and refilled past the cursor between two
+        # scrapes (the same actions' ids again, but not at the same second).
+        self._last_read: tuple[int, str] | None = None
+        # After a restart: the newest date counted before it. Rows dated earlier are a
+        # restored backup's history, already counted, until one that is not is read.
+        self._replay_until: dt.datetime | None = None
+        self._newest_counted: dt.datetime | None = None
 
     def columns(self, logs: str) -> Columns:
-        """The newest log id, and which action the last row read belongs to now."""
-        last_id, _ = self._last_read or (0, 0)
+        """The newest log id, which row the last one read is now, and the server's
+        auto_increment_increment (Galera: the cluster's size)."""
+        last_id, _ = self._last_read or (0, "")
         return Columns(
             (
                 f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
-                f"SELECT action_id FROM {logs} WHERE log_id = %s",
+                f"SELECT {_IDENTITY} FROM {logs} WHERE log_id = %s",
+                "SELECT @@auto_increment_increment",
             ),
             (last_id,),
         )
 
-    def read(self, context: DatabaseContext, newest: int, now_at_last: Any) -> Iterator[Sample]:
-        """`newest` and `now_at_last`: the values of `columns`."""
+    def read(
+        self, context: DatabaseContext, newest: int, now_at_last: Any, increment: Any = 1
+    ) -> Iterator[Sample]:
+        """`newest`, `now_at_last` and `increment`: the values of `columns`."""
         logs = context.tables.logs
-        _, last_action = self._last_read or (0, 0)
+        _, last_identity = self._last_read or (0, "")
         cursor = self._cursor
         if cursor is None:  # first scrape: start at the newest row, never replay history
-            cursor = self._cursor = LogCursor(newest, self._gap_grace)
+            stride = max(1, int(increment or 1))
+            cursor = self._cursor = LogCursor(newest, self._gap_grace, stride=stride)
         # Ids went backwards (truncated or re-created, and not empty: a table whose rows
         # were all deleted keeps counting up), or the last row read is another row now.
         restarted = (0 < newest < cursor.position) or (
-            now_at_last is not None and int(now_at_last) != last_action
+            now_at_last is not None and label_value(now_at_last) != last_identity
         )
         start = 0 if restarted else cursor.position
 
         # Nothing above the cursor (a quiet store): no second statement.
         fetched = (
             [
-                _Row(int(log_id), int(action_id), label_value(message), _date(date))
-                for log_id, action_id, message, date in context.query(
+                _Row(int(log_id), int(action_id), label_value(message), _date(date), identity)
+                for log_id, action_id, message, date, identity in context.query(
                     f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
-                    f" log_date_gmt FROM {logs} WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                    f" log_date_gmt, {_IDENTITY} FROM {logs}"
+                    " WHERE log_id > %s ORDER BY log_id LIMIT %s",
                     (start, self.rows_per_scrape),
                 )
             ]
             if newest > start
             else []
         )
+        replay_until = self._newest_counted if restarted else self._replay_until
         rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
+        rows, replay_until = _after_replay(rows, replay_until)
         tally = self._tally(context, rows)
 
         # Every query succeeded: commit.
         if restarted:
             cursor.restart()
             self._resets += 1
+        self._replay_until = replay_until
         self._missed += cursor.advance([row.log_id for row in fetched], self._clock())
         if fetched:
-            self._last_read = (fetched[-1].log_id, fetched[-1].action_id)
+            self._last_read = (fetched[-1].log_id, label_value(fetched[-1].identity))
+        dates = [row.date for row in rows if row.date is not None]
+        if dates:
+            self._newest_counted = max([*dates, *filter(None, [self._newest_counted])])
         for pair in tally.pairs:
             self._initialise(pair)
         self._counters.update(tally.counters)
@@ -187,7 +224,7 @@ class LogEventsStream:
         self._run_duration.merge(tally.run_duration)
         self._rows_read += len(rows)
         self._unclassified += tally.unclassified
-        yield from self._samples(max(0, newest - cursor.position))
+        yield from self._samples(cursor.unread(newest))
 
     def _tally(self, context: DatabaseContext, rows: Sequence[_Row]) -> _Tally:
         tally = _Tally(self._start_delay.empty_copy(), self._run_duration.empty_copy())

@@ -3,12 +3,18 @@
 Auto-increment ids are handed out at INSERT and become visible at COMMIT, so row 101 can
 be readable before row 100. The cursor therefore stops below a missing id for a grace
 period; rows read beyond it are remembered so that they are never counted twice. A gap
-that stays empty longer than the grace period (a rolled-back insert, a deleted row, an
-auto_increment_increment above 1) is given up.
+that stays empty longer than the grace period (a rolled-back insert, a deleted row) is
+given up.
+
+With `auto_increment_increment` above 1 (Galera sets it to the cluster's size) ids come
+`stride` apart: only the ids of that lattice are waited for. The stride starts at the
+server's increment and narrows to the greatest common divisor of the steps seen, so ids
+from several writers (several offsets) are all waited for again.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 # Gaps tracked at the most; beyond it the oldest are given up (a huge id jump).
@@ -19,8 +25,14 @@ MAX_GAPS = 10_000
 class LogCursor:
     position: int
     grace_seconds: float = 30.0
+    stride: int = 1
     _read_above: set[int] = field(default_factory=set)
     _gaps: dict[int, float] = field(default_factory=dict)
+
+    def unread(self, newest: int) -> int:
+        """Ids up to `newest` not read yet: the lag (those read beyond a gap left out)."""
+        expected = max(0, newest - self.position) // max(1, self.stride)
+        return max(0, expected - len([i for i in self._read_above if i <= newest]))
 
     def is_new(self, log_id: int) -> bool:
         return log_id > self.position and log_id not in self._read_above
@@ -39,7 +51,13 @@ class LogCursor:
         consumed = sorted(consumed_ids)
         previous = self.position
         for log_id in consumed:
-            for missing in range(previous + 1, min(log_id, previous + 1 + MAX_GAPS)):
+            if previous:  # the steps between ids narrow the stride (several writers)
+                self.stride = math.gcd(self.stride, log_id - previous) or 1
+            previous = log_id
+        previous = self.position
+        step = max(1, self.stride)
+        for log_id in consumed:
+            for missing in range(previous + step, min(log_id, previous + step * MAX_GAPS), step):
                 self._gaps.setdefault(missing, now)
             previous = log_id
         for missing, since in list(self._gaps.items()):
@@ -52,6 +70,6 @@ class LogCursor:
             for missing in sorted(self._gaps)[: len(self._gaps) - MAX_GAPS]:
                 del self._gaps[missing]
         highest = consumed[-1] if consumed else self.position
-        self.position = min(self._gaps) - 1 if self._gaps else highest
+        self.position = min(self._gaps) - step if self._gaps else highest
         self._read_above = {log_id for log_id in consumed if log_id > self.position}
         return given_up

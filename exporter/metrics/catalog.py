@@ -605,12 +605,13 @@ LOG_ROWS_UNCLASSIFIED = _define(
 LOG_CURSOR_LAG = _define(
     "actionscheduler_log_cursor_lag_rows",
     "gauge",
-    "How far the log cursor is behind the newest log row (log_id difference); it catches up "
-    "at most log_rows_per_scrape rows a scrape.",
+    "How many log rows up to the newest are not read yet (gaps waited for included); it "
+    "catches up at most log_rows_per_scrape rows a scrape.",
     tier="hot",
     section="log",
-    meaning="Newest `log_id` minus the cursor: how many rows (gaps included) wait for the "
-    "next scrapes.",
+    meaning="Log ids up to the newest not read yet: the rows that wait for the next scrapes "
+    "and the gaps still waited for; rows already read beyond a gap are not counted, and with "
+    "`auto_increment_increment` above 1 (Galera) only the ids of its stride.",
 )
 LOG_CURSOR_RESETS = _define(
     "actionscheduler_log_cursor_resets",

@@ -160,6 +160,7 @@ def healthy_store() -> Script:
             ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(1,)]),
             # The log: the newest id, and the action of the last row read.
             ("COALESCE(MAX(log_id), 0)", [(0,)]),
-            ("SELECT action_id FROM wp_actionscheduler_logs WHERE log_id = %s", [(None,)]),
+            ("FROM wp_actionscheduler_logs WHERE log_id = %s", [(None,)]),
+            ("@@auto_increment_increment", [(1,)]),
         ]
     )  # fmt: skip
