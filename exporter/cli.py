@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -147,8 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
-    protocol = guarded_protocol(args.header_timeout, args.max_connections)
-    return serve(config, web, protocol, reload=lambda: _load(args, listen))
+    return serve(
+        config,
+        web,
+        lambda tls: guarded_protocol(args.header_timeout, args.max_connections, tls),
+        reload=lambda: _load(args, listen),
+    )
 
 
 def _load(args: argparse.Namespace, listen: str | None) -> tuple[ExporterConfig, WebConfig]:
@@ -193,9 +198,11 @@ def run_check(config: ExporterConfig, timeout: float) -> int:
 def serve(
     config: ExporterConfig,
     web: WebConfig,
-    protocol: type[H11Protocol],
+    protocol: Callable[[ssl.SSLContext | None], type[H11Protocol]],
     reload: Callable[[], tuple[ExporterConfig, WebConfig]] | None = None,
 ) -> int:
+    """`protocol`: the HTTP protocol class for a TLS context (None: plain HTTP), which
+    does the handshake itself."""
     import uvicorn
 
     from exporter.web.app import Live, Serving, create_app
@@ -214,14 +221,7 @@ def serve(
         bool(web.users),
     )
     live = Live(Serving.of(coordinator, web))
-    tls: dict[str, object] = {}
     context = server_ssl_context(web) if web.tls else None
-    if context is not None:
-        tls = {
-            "ssl_certfile": web.cert_file,
-            "ssl_keyfile": web.key_file,
-            "ssl_context_factory": lambda _config, _default: context,
-        }
     if reload is not None:
         reloader = Reloader(live, reload, (config.listen_host, config.listen_port), context)
         signal.signal(signal.SIGHUP, lambda _signal, _frame: reloader.start())
@@ -239,8 +239,7 @@ def serve(
             access_log=False,
             # A scrape in flight at SIGTERM is answered, not cut: its budget at most.
             timeout_graceful_shutdown=int(DEFAULT_SCRAPE_TIMEOUT),
-            http=protocol,
-            **tls,  # type: ignore[arg-type]
+            http=protocol(context),
         )
     finally:
         live.current.coordinator.close()

@@ -594,3 +594,41 @@ def closed(connection: socket.socket) -> bool:
         return False
     except OSError:
         return True
+
+
+def test_tls_handshakes_count_against_the_limits(
+    tmp_path: Path,
+    certificates: Certificates,
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    """Issue 25, item 2: with TLS, connections that never send a ClientHello held a file
+    descriptor each for 60 s (asyncio's handshake timeout) and none counted against
+    --web.max-connections. Now the handshake runs under the header timeout and counts."""
+    process, port = serve(
+        "--web.config.file", str(web_config(tmp_path, certificates)),
+        "--web.max-connections", "40", "--web.header-timeout", "2",
+    )  # fmt: skip
+    trusted = ssl.create_default_context(cafile=str(certificates.ca))
+    url = f"https://127.0.0.1:{port}/metrics"
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(100):
+            silent.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        # Bounded at once: the exporter holds about as many sockets as the limit.
+        assert wait_until(lambda: open_sockets(process.pid) <= 40 + 5, 10)
+        assert get(url, trusted, "prometheus", PASSWORD)[0] == 200
+        # And the silent ones are all closed within the header timeout.
+        assert wait_until(lambda: all(closed(c) for c in silent), 20, interval=0.2)
+    finally:
+        for connection in silent:
+            connection.close()
+
+
+def open_sockets(pid: int) -> int:
+    """The process's open sockets (its listening one included)."""
+    folder = Path(f"/proc/{pid}/fd")
+    found = 0
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):
+            found += os.readlink(entry).startswith("socket:")
+    return found

@@ -11,14 +11,20 @@
   out, who sends its request at once); only when every connection is busy with a request
   is the new one closed. The warning is written at most once per `WARNING_INTERVAL`
   seconds, with how many were closed since.
+- With TLS the handshake happens inside this protocol (`loop.start_tls`), after the
+  connection is counted and under the same header timeout: asyncio's own server-side TLS
+  would hand over a connection only after its handshake, leaving connections that never
+  finish one uncounted and open for a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
-from typing import Any
+from asyncio import sslproto
+from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -48,8 +54,11 @@ class _Refusals:
             self.logged_at = now
 
 
-def guarded_protocol(header_timeout: float, max_connections: int) -> type[H11Protocol]:
-    """The protocol class to give uvicorn as `http=`, with these limits."""
+def guarded_protocol(
+    header_timeout: float, max_connections: int, tls: ssl.SSLContext | None = None
+) -> type[H11Protocol]:
+    """The protocol class to give uvicorn as `http=`, with these limits; with `tls`, it
+    does the TLS handshake itself (then give uvicorn no TLS settings of its own)."""
 
     class GuardedH11Protocol(_Guarded):
         pass
@@ -57,6 +66,7 @@ def guarded_protocol(header_timeout: float, max_connections: int) -> type[H11Pro
     GuardedH11Protocol.header_timeout = header_timeout
     GuardedH11Protocol.max_connections = max_connections
     GuardedH11Protocol.refusals = _Refusals()
+    GuardedH11Protocol.tls = tls
     return GuardedH11Protocol
 
 
@@ -64,14 +74,22 @@ class _Guarded(H11Protocol):
     header_timeout = DEFAULT_HEADER_TIMEOUT
     max_connections = DEFAULT_MAX_CONNECTIONS
     refusals = _Refusals()
+    tls: ssl.SSLContext | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
         self._waiting_cycle: object = None
         self._waiting_since = 0.0
+        self._encrypted = False  # the TLS handshake handed the connection over
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if transport.get_extra_info("ssl_object") is not None:
+            # The handshake this protocol started is done: the same connection, now
+            # encrypted (counted, and its header timer running, since it was accepted).
+            self._encrypted = True
+            super().connection_made(transport)
+            return
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
             oldest = self._oldest_waiting()
@@ -81,7 +99,38 @@ class _Guarded(H11Protocol):
                 return
             self.refusals.count(len(self.connections) - 1, "the oldest one waiting for headers")
             oldest.transport.close()
-        self._arm_header_timer()
+        self._arm_header_timer()  # bounds the TLS handshake too
+        if self.tls is not None:
+            self._start_tls(transport, self.tls)
+
+    def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
+        """The handshake, under the header timeout. Once it is done the encrypted
+        transport comes to `connection_made`, before any request's bytes do (asyncio's
+        own `start_tls` hands it over only when its caller resumes, which may be after
+        the first request has been read and answered in clear)."""
+        handshake: asyncio.Future[None] = self.loop.create_future()
+        secure = sslproto.SSLProtocol(
+            self.loop,
+            self,
+            context,
+            handshake,
+            server_side=True,
+            # typeshed says int; asyncio takes any number of seconds
+            ssl_handshake_timeout=cast(int, self.header_timeout),
+        )
+        transport.set_protocol(secure)
+        secure.connection_made(transport)
+
+        def done(future: asyncio.Future[None]) -> None:
+            # A failed or abandoned handshake (or a connection closed during it): closed,
+            # and nothing logged per client. The TLS layer tells only a protocol it
+            # handed a connection over to that the connection is lost.
+            error = None if future.cancelled() else future.exception()
+            if not self._encrypted:
+                transport.close()
+                self.connection_lost(error if isinstance(error, Exception) else None)
+
+        handshake.add_done_callback(done)
 
     def _oldest_waiting(self) -> _Guarded | None:
         """The connection that has waited longest for a request's line and headers."""
