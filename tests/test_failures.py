@@ -7,9 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import wait
-from typing import Any
 
-import pymysql
 import pytest
 
 from exporter.config import ExporterConfig, SiteConfig
@@ -20,6 +18,7 @@ from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
+from tests.support.locks import lock_waits
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
 
@@ -301,18 +300,6 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     (first,) = results[0]
     assert first.up
     assert (first.value("actionscheduler_exporter_scrape_duration_seconds") or 0) >= held
-
-
-def lock_waits(connection: pymysql.connections.Connection[Any], database: str) -> int:
-    """Statements waiting for a table lock in the test's own database (the exporter's:
-    another test run's waits are in databases of its own)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-            " WHERE STATE LIKE 'Waiting for table%%' AND DB = %s",
-            (database,),
-        )
-        return int(cursor.fetchone()[0])
 
 
 def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(

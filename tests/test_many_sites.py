@@ -5,7 +5,6 @@ TLS context for all connections of the same TLS setting."""
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
+from tests.support.locks import tables_locked
 from tests.support.waiting import sampled, wait_until
 
 # Names of this run's own: another test run may use the same server at the same time.
@@ -293,20 +293,6 @@ def test_healthy_subsites_of_a_network_stay_up_beside_locked_ones(
             assert result.up, result.problems
             if prefix not in locked:
                 assert due(result) == number % 3 + 1, result.problems
-
-
-@contextlib.contextmanager
-def tables_locked(
-    connection: pymysql.connections.Connection[Any], tables: list[str]
-) -> Iterator[None]:
-    """The tables held with `LOCK TABLES ... WRITE` (a backup, an ALTER) for the block."""
-    with connection.cursor() as cursor:
-        cursor.execute("LOCK TABLES " + ", ".join(f"{table} WRITE" for table in tables))
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
 
 
 def scraped(config: ExporterConfig, count: int) -> list[dict[str, SiteResult]]:

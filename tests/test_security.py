@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 import pytest
@@ -36,6 +35,7 @@ from testbed.mariadb import Server, start_private, temporary
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
+from tests.support.locks import lock_waits
 from tests.support.waiting import port_open, wait_until
 
 PASSWORD = "scrape-me-please"
@@ -427,15 +427,6 @@ def test_slow_clients_are_closed_and_connections_are_bounded(
             connection.sendall(b"GET /metr")
             slow.append(connection)
 
-        def closed(connection: socket.socket) -> bool:
-            connection.settimeout(0.05)
-            try:
-                return connection.recv(1) == b""
-            except TimeoutError:
-                return False
-            except OSError:
-                return True
-
         # Beyond the bound at once, the others after the header timeout: all are closed.
         assert wait_until(lambda: all(closed(c) for c in slow), 20, interval=0.2)
         # A scraper then gets its answer.
@@ -522,7 +513,7 @@ def test_sigterm_answers_the_scrape_in_flight_before_stopping(
     observer = mariadb.connect()
     try:
         scrape.start()
-        assert wait_until(lambda: waiting_for_a_lock(observer, database), 20)
+        assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
         # The lock stays: the round goes on for seconds (the lock waits, then the rest).
         process.send_signal(signal.SIGTERM)
         scrape.join(30)
@@ -534,16 +525,6 @@ def test_sigterm_answers_the_scrape_in_flight_before_stopping(
         observer.close()
     assert answers == [200]
     assert process.returncode == 0 and "Traceback" not in stderr
-
-
-def waiting_for_a_lock(connection: Any, database: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-            " WHERE STATE LIKE 'Waiting for table%%' AND DB = %s",
-            (database,),
-        )
-        return bool(cursor.fetchone()[0])
 
 
 def test_a_flood_of_idle_connections_at_the_cap_does_not_lock_scrapers_out(
