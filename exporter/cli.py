@@ -18,7 +18,7 @@ from exporter import __version__, check
 from exporter.config import ConfigError, ExporterConfig, load_environment, load_file
 from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
-from exporter.healthcheck import healthy
+from exporter.healthcheck import unhealthy
 from exporter.logs import configure as configure_logging
 from exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, MAX_SCRAPE_TIMEOUT
 from exporter.rounds.coordinator import Coordinator
@@ -61,9 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
     parser.add_argument(
+        "--web.listen-address",
         "--listen-address",
+        dest="listen_address",
         metavar="[HOST]:PORT",
-        help=f"where to serve HTTP (default: ${ENV_LISTEN_ADDRESS}, else :{DEFAULT_PORT})",
+        help=f"where to serve HTTP (default: ${ENV_LISTEN_ADDRESS}, else :{DEFAULT_PORT}); "
+        "--listen-address is the same",
+    )
+    parser.add_argument(
+        "--web.telemetry-path",
+        dest="telemetry_path",
+        default="/metrics",
+        metavar="PATH",
+        help="the path of the metrics (default /metrics)",
     )
     parser.add_argument(
         "--web.config.file",
@@ -89,7 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"close new connections beyond this many (default {DEFAULT_MAX_CONNECTIONS})",
     )
     parser.add_argument(
-        "--log-level", default="info", choices=("debug", "info", "warning", "error")
+        "--log.level",
+        "--log-level",
+        dest="log_level",
+        default="info",
+        choices=("debug", "info", "warn", "warning", "error"),
+        help="the least level logged (default info); --log-level is the same",
+    )
+    parser.add_argument(
+        "--log.format",
+        dest="log_format",
+        default="logfmt",
+        choices=("logfmt", "json"),
+        help="logfmt (default) or json, one object a line",
     )
     parser.add_argument(
         "--timeout",
@@ -117,7 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
+    if not args.telemetry_path.startswith("/") or args.telemetry_path in ("/", "/healthz"):
+        print(
+            "actionscheduler-exporter: invalid configuration: --web.telemetry-path must be a "
+            f"path starting with / other than / and /healthz, got {args.telemetry_path!r}",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     listen = args.listen_address or os.environ.get(ENV_LISTEN_ADDRESS)
     if args.command == "healthcheck":
         try:
@@ -125,7 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as error:
             print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
             return EXIT_CONFIG
-        return 0 if healthy(host, port) else EXIT_UNHEALTHY
+        problem = unhealthy(host, port)
+        if problem:
+            print(f"actionscheduler-exporter: unhealthy: {problem}", file=sys.stderr)
+            return EXIT_UNHEALTHY
+        return 0
     try:
         config, web = _load(args, listen)
     except ConfigError as error:
@@ -153,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         web,
         lambda tls: guarded_protocol(args.header_timeout, args.max_connections, tls),
         reload=lambda: _load(args, listen),
+        telemetry_path=args.telemetry_path,
     )
 
 
@@ -200,6 +234,7 @@ def serve(
     web: WebConfig,
     protocol: Callable[[ssl.SSLContext | None], type[H11Protocol]],
     reload: Callable[[], tuple[ExporterConfig, WebConfig]] | None = None,
+    telemetry_path: str = "/metrics",
 ) -> int:
     """`protocol`: the HTTP protocol class for a TLS context (None: plain HTTP), which
     does the handshake itself."""
@@ -232,7 +267,7 @@ def serve(
             signal.signal(stop, lambda _signal, _frame: None)
     try:
         uvicorn.run(
-            create_app(coordinator, web, live),
+            create_app(coordinator, web, live, telemetry_path=telemetry_path),
             host=config.listen_host,
             port=config.listen_port,
             log_config=None,

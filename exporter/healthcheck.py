@@ -16,19 +16,33 @@ _TIMEOUT = 4.0
 
 def healthy(host: str, port: int) -> bool:
     """True when GET /healthz answers 200, over plain HTTP or TLS."""
+    return not unhealthy(host, port)
+
+
+def unhealthy(host: str, port: int) -> str:
+    """Why GET /healthz did not answer 200 (over plain HTTP, nor TLS); empty when it did."""
     target = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host  # noqa: S104 - a bind-all address
-    for connection in (
-        http.client.HTTPConnection(target, port, timeout=_TIMEOUT),
-        http.client.HTTPSConnection(target, port, timeout=_TIMEOUT, context=_unverified()),
+    problems: list[str] = []
+    for scheme, connection in (
+        ("http", http.client.HTTPConnection(target, port, timeout=_TIMEOUT)),
+        (
+            "https",
+            http.client.HTTPSConnection(target, port, timeout=_TIMEOUT, context=_unverified()),
+        ),
     ):
         try:
             connection.request("GET", "/healthz")
-            return connection.getresponse().status == 200
-        except (OSError, http.client.HTTPException):
-            continue
+            status = connection.getresponse().status
+            if status == 200:
+                return ""
+            problems.append(f"{scheme}: /healthz answered {status}")
+        except OSError as error:
+            problems.append(f"{scheme}: {error.strerror or error}")
+        except http.client.HTTPException as error:
+            problems.append(f"{scheme}: {type(error).__name__}")
         finally:
             connection.close()
-    return False
+    return f"nothing healthy answers on {target}:{port} ({'; '.join(problems)})"
 
 
 def _unverified() -> ssl.SSLContext:

@@ -1,7 +1,9 @@
-"""Log lines in logfmt, the format Prometheus' own components write."""
+"""Log lines in logfmt, the format Prometheus' own components write, or JSON (one object a
+line), as exporter-toolkit's `--log.format` offers."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -21,9 +23,23 @@ class LogfmtFormatter(logging.Formatter):
         return line
 
 
-def configure(level: str) -> None:
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        entry = {
+            "ts": f"{stamp}.{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure(level: str, log_format: str = "logfmt") -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(LogfmtFormatter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel("WARNING" if level == "warn" else level.upper())

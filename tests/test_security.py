@@ -24,10 +24,12 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.config import ConfigError, SiteConfig
+from exporter.config import ConfigError, ExporterConfig, SiteConfig
 from exporter.config.model import TLSConfig
+from exporter.db import session
 from exporter.db.grants import can_write
 from exporter.db.query_error import redact
+from exporter.rounds.coordinator import Coordinator
 from exporter.web.auth import BasicAuth
 from exporter.web.webconfig import load_web_config
 from testbed.certs import Certificates, make_certificates
@@ -272,6 +274,7 @@ def test_a_user_that_can_write_is_reported(
     database: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    session._WARNED.clear()  # warned once per server and user: not by an earlier test
     with caplog.at_level(logging.WARNING):
         (as_root,) = scrape(site())
     assert as_root.value("actionscheduler_exporter_database_user_can_write") == 1
@@ -613,3 +616,27 @@ def open_sockets(pid: int) -> int:
         with contextlib.suppress(OSError):
             found += os.readlink(entry).startswith("socket:")
     return found
+
+
+def test_a_custom_telemetry_path(serve: Callable[..., tuple[subprocess.Popen[str], int]]) -> None:
+    """Issue 26, item 6: exporter-toolkit's --web.telemetry-path."""
+    _, port = serve("--web.telemetry-path", "/prometheus")
+    assert get(f"http://127.0.0.1:{port}/prometheus", None)[0] == 200
+    assert get(f"http://127.0.0.1:{port}/metrics", None)[0] == 404
+    assert "href='prometheus'" in get(f"http://127.0.0.1:{port}/", None)[2]
+
+
+def test_the_write_warning_is_logged_once_per_server_and_user(
+    scrape: Scrape, site: Callable[..., SiteConfig], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26, item 6: with `table_prefix: auto` the warning that the database user may
+    write repeated at every scrape (the warned-once flag lived on a per-scrape session)."""
+    session._WARNED.clear()  # other tests of this process warned about the same user
+    network = site(name="net", table_prefix="auto")
+    coordinator = Coordinator(ExporterConfig(sites=(network,)))
+    try:
+        for _ in range(3):
+            coordinator.scrape(10.0)
+    finally:
+        coordinator.close()
+    assert caplog.text.count("the database user may write") == 1

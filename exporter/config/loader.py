@@ -6,6 +6,7 @@ place, so a DSN parameter, a YAML key and a `defaults:` entry mean exactly the s
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -408,7 +409,11 @@ def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
     if "password_file" in raw:
         path = _checked(source, f"{key}.password_file", values.text, raw["password_file"])
         try:
-            return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+            password = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+            if not password:
+                # An empty file is a mistake (a secret not mounted yet), not "no password".
+                raise ConfigError(source, f"{key}.password_file", f"{path} is empty")
+            return password
         except OSError as error:
             raise ConfigError(
                 source, f"{key}.password_file", f"cannot read {path}: {error.strerror}"
@@ -508,9 +513,11 @@ def _reject_unknown(source: str, key: str, raw: dict[str, Any], known: set[str])
     for name in raw:
         if name not in known:
             where = f"{key}.{name}" if key else str(name)
-            raise ConfigError(
-                source, where, f"is not a known key (known: {', '.join(sorted(known))})"
+            closest = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=0.6)
+            hint = (
+                f"did you mean {closest[0]}?" if closest else f"known: {', '.join(sorted(known))}"
             )
+            raise ConfigError(source, where, f"is not a known key ({hint})")
 
 
 def _checked(source: str, key: str, check: Callable[[Any], Any], value: object) -> Any:

@@ -25,6 +25,20 @@ from exporter.db.tls_contexts import SharedContextConnection
 
 log = logging.getLogger(__name__)
 
+# Server and user pairs already warned about: once per pair for the process, whatever
+# the sessions (a network's subsites borrow new ones every round).
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _first_time(key: tuple[str, str]) -> bool:
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return False
+        _WARNED.add(key)
+        return True
+
+
 Row = tuple[Any, ...]
 # Takes the seconds one statement took.
 Meter = Callable[[float], None]
@@ -43,7 +57,6 @@ class Session:
         self._pool = pool
         self._pooled: Pooled | None = None
         self._lock = threading.Lock()
-        self._warned = False
         self.server_version = ""
         self.can_write = False
         # Where the time of each statement is counted (the round sets it per reading).
@@ -155,8 +168,7 @@ class Session:
         self._proven = False
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
-        if self.can_write and not self._warned:
-            self._warned = True
+        if self.can_write and _first_time((site.endpoint, site.user)):
             log.warning(
                 "the database user may write site=%s user=%s: grant it SELECT on the "
                 "four Action Scheduler tables only (README, 'The database user')",

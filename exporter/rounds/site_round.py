@@ -200,9 +200,8 @@ class SiteRound:
         if self._heavy is not None:
             result.samples += self._heavy.served(label)
         self._observer.counters.add(label, catalog.ERRORS, "deadline")
-        self._observer.note(
-            f"{label}/round", f"slow round site={label} problem={NOT_REACHED!r}", site=label
-        )
+        # Under the site's own key, as a slow round's: "site recovered" when it is read again.
+        self._observer.problem(label, f"slow round site={label} problem={NOT_REACHED!r}")
         if answered is not None:
             result.samples.append(sample(catalog.UP, answered))
         return result

@@ -47,7 +47,11 @@ class Live:
 
 
 def create_app(
-    coordinator: Coordinator, web: WebConfig | None = None, live: Live | None = None
+    coordinator: Coordinator,
+    web: WebConfig | None = None,
+    live: Live | None = None,
+    *,
+    telemetry_path: str = "/metrics",
 ) -> FastAPI:
     """`live`: a holder whose `Serving` a reload replaces (the server's); by default one
     of the app's own, serving `coordinator` and `web` for good."""
@@ -62,7 +66,7 @@ def create_app(
     app.state.live = live
     app.add_middleware(Protect, live=live)
 
-    @app.api_route("/metrics", methods=["GET", "HEAD"])
+    @app.api_route(telemetry_path, methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
         try:
             budget = ScrapeBudget.from_header(request.headers.get(SCRAPE_TIMEOUT_HEADER))
@@ -98,7 +102,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse)
     async def landing() -> str:
-        return landing_page(live.current.coordinator)
+        return landing_page(live.current.coordinator, telemetry_path)
 
     return app
 
@@ -170,7 +174,7 @@ def _accepts_gzip(header: str) -> bool:
     return False
 
 
-def landing_page(coordinator: Coordinator) -> str:
+def landing_page(coordinator: Coordinator, telemetry_path: str = "/metrics") -> str:
     rows = "".join(
         f"<tr><td>{html.escape(site.name)}</td><td>{html.escape(site.table_prefix)}</td></tr>"
         for site in coordinator.config.sites
@@ -179,7 +183,8 @@ def landing_page(coordinator: Coordinator) -> str:
         "<!doctype html><html><head><meta charset='utf-8'>"
         "<title>Action Scheduler exporter</title></head><body>"
         f"<h1>Action Scheduler exporter {html.escape(__version__)}</h1>"
-        "<p><a href='metrics'>Metrics</a> · <a href='healthz'>Health</a></p>"
+        f"<p><a href='{html.escape(telemetry_path.lstrip('/'))}'>Metrics</a> · "
+        "<a href='healthz'>Health</a></p>"
         "<h2>Sites</h2><table border='1' cellpadding='4'>"
         "<tr><th>site</th><th>table prefix</th></tr>"
         f"{rows}</table></body></html>\n"

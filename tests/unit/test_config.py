@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -468,3 +469,39 @@ def test_check_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: str) ->
     assert done.returncode == 2
     assert "--timeout must be a number of seconds above 0 and at most 600" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_key_is_told_its_closest_known_one(tmp_path: Path) -> None:
+    """Issue 26, item 6: a typo listed all 33 known keys instead of the one it missed."""
+    path = write(tmp_path, "sites:\n  - {database: x, query_timout: 5s}\n")
+    with pytest.raises(
+        ConfigError, match=r"query_timout: is not a known key \(did you mean query_timeout\?\)"
+    ):
+        load_file(path)
+
+
+def test_an_empty_password_file_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    """Issue 26, item 6: an empty password file logged in without a password."""
+    secret = tmp_path / "password"
+    secret.write_text("\n")
+    path = write(tmp_path, f"sites:\n  - {{database: x, password_file: {secret}}}\n")
+    with pytest.raises(ConfigError, match=r"sites\[0\].password_file: .* is empty"):
+        load_file(path)
+
+
+def test_exporter_toolkit_flags(tmp_path: Path) -> None:
+    """Issue 26, item 6: --web.listen-address (the old flag kept), --log.level,
+    --log.format=json, and a healthcheck that says why it failed."""
+    path = write(
+        tmp_path, "sites:\n  - {database: x, host: 127.0.0.1, port: 1, query_timeout: 1s}\n"
+    )
+    done = run_cli("--config", path, "--log.level", "warn", "--log.format", "json", "check")
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert any(entry["level"] == "warning" and "site down" in entry["msg"] for entry in lines)
+    for flag in ("--web.listen-address", "--listen-address"):
+        down = run_cli(flag, "127.0.0.1:1", "healthcheck")
+        assert down.returncode == 1
+        assert "unhealthy: nothing healthy answers on 127.0.0.1:1" in down.stderr
+    bad = run_cli("--config", path, "--web.telemetry-path", "metrics")
+    assert bad.returncode == 2 and "--web.telemetry-path must be a path" in bad.stderr
