@@ -77,4 +77,4 @@ chart-files: $(STAMP)
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
 
 clean:
-	rm -rf $(VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info
