@@ -30,16 +30,19 @@ COPY --from=build /opt/exporter /opt/exporter
 # No bytecode written at run time: the root filesystem may be read-only.
 # The listen address, read by the server and by the healthcheck (which cannot see the
 # server's command line): change the port here, not with --listen-address.
+# The configuration: this file when one is mounted there, else the environment
+# (AS_EXPORTER_DSN and the rest: `docker run -e AS_EXPORTER_DSN=...` needs no file).
 ENV PATH=/opt/exporter/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    AS_EXPORTER_LISTEN_ADDRESS=:9966
+    AS_EXPORTER_LISTEN_ADDRESS=:9966 \
+    AS_EXPORTER_CONFIG=/etc/actionscheduler-exporter/exporter.yml
 # A numeric user, so that Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
 EXPOSE 9966
-# The exporter stops gracefully on SIGTERM within a second.
+# The exporter answers the scrapes in flight on SIGTERM (10 s at most), then stops.
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=30s --timeout=5s --retries=3 \
     CMD ["actionscheduler-exporter", "healthcheck"]
 ENTRYPOINT ["actionscheduler-exporter"]
-CMD ["--config", "/etc/actionscheduler-exporter/exporter.yml"]
+CMD ["serve"]

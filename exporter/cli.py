@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from exporter import __version__, check
-from exporter.config import ConfigError, ExporterConfig, load_environment, load_file
+from exporter.config import ConfigError, ExporterConfig, load_default, load_file
 from exporter.config.model import DEFAULT_PORT
 from exporter.config.values import listen_address
 from exporter.healthcheck import unhealthy
@@ -46,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="actionscheduler-exporter",
         description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress).",
-        epilog="Without --config, one site is read from AS_EXPORTER_DSN "
-        "(mysql://user:password@host:3306/database?table_prefix=wp_), "
+        epilog="Without --config: the file $AS_EXPORTER_CONFIG names, when it exists (the "
+        "image sets /etc/actionscheduler-exporter/exporter.yml); else one site from "
+        "AS_EXPORTER_DSN (mysql://user:password@host:3306/database?table_prefix=wp_), "
         "AS_EXPORTER_SITE and AS_EXPORTER_PASSWORD_FILE.",
     )
     parser.add_argument(
@@ -193,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _load(args: argparse.Namespace, listen: str | None) -> tuple[ExporterConfig, WebConfig]:
     """The configuration and the web configuration, from the files (or the environment)
     and the command line: at start, and again at every SIGHUP."""
-    config = load_file(args.config) if args.config else load_environment()
+    config = load_file(args.config) if args.config else load_default()
     if listen:
         try:
             host, port = listen_address(listen)

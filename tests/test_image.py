@@ -240,3 +240,35 @@ def test_the_charts_helm_test_pod_passes_against_the_running_image(
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert 'actionscheduler_up{site="shop"} 1.0' in ran.stdout
+
+
+def test_the_image_runs_from_the_environment_alone(
+    podman: Podman,
+    image: tuple[str, dict[str, Any], dict[str, Any]],
+    mariadb: Server,
+    database: str,
+    store: ActionSchedulerStore,
+) -> None:
+    """Issue 26, item 2: `docker run -e AS_EXPORTER_DSN=...` failed (the image forced
+    --config and no file was mounted). Now the environment's site is served."""
+    store.create("woocommerce_deliver_webhook_async")
+    auth = mariadb.user + (f":{mariadb.password}" if mariadb.password else "")
+    port = free_port()
+    name = f"as-exporter-env-{secrets.token_hex(4)}"
+    podman.run(
+        "run", "--detach", "--name", name, "--read-only", "--network", "host",
+        *CONTAINER_LIMITS,
+        "--env", f"AS_EXPORTER_DSN=mysql://{auth}@{mariadb.host}:{mariadb.port}/{database}",
+        "--env", "AS_EXPORTER_SITE=shop",
+        "--env", f"AS_EXPORTER_LISTEN_ADDRESS=127.0.0.1:{port}",
+        image[0],
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: port_open(port), timeout=60), podman.run("logs", name).stderr
+        metrics = scrape(port)
+        assert metrics["actionscheduler_up"] == {(("site", "shop"),): 1.0}
+        assert (
+            metrics["actionscheduler_due_actions"][(("claim", "unclaimed"), ("site", "shop"))] == 1
+        )
+    finally:
+        podman.run("rm", "--force", "--time", "5", name, check=False)

@@ -1,7 +1,7 @@
 """Configuration: YAML file for many sites, environment variables for one."""
 
 from exporter.config.errors import ConfigError
-from exporter.config.loader import load_environment, load_file
+from exporter.config.loader import load_default, load_environment, load_file
 from exporter.config.model import AUTO_PREFIX, ExporterConfig, SiteConfig, TLSConfig
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "ExporterConfig",
     "SiteConfig",
     "TLSConfig",
+    "load_default",
     "load_environment",
     "load_file",
 ]

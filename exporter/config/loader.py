@@ -32,6 +32,9 @@ from exporter.config.model import (
 )
 
 ENV_DSN = "AS_EXPORTER_DSN"
+# A configuration file read when there is one at that path (the image sets it), else the
+# environment's site.
+ENV_CONFIG = "AS_EXPORTER_CONFIG"
 ENV_SITE = "AS_EXPORTER_SITE"
 ENV_PASSWORD_FILE = "AS_EXPORTER_PASSWORD_FILE"  # noqa: S105 - a variable name
 
@@ -218,6 +221,17 @@ def parse_yaml(text: str) -> Any:
 # libyaml's parser when PyYAML has it (its wheels do): ten times as fast on a big file.
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def load_default(environ: Mapping[str, str] | None = None) -> ExporterConfig:
+    """Without --config: the file `AS_EXPORTER_CONFIG` names when it exists (a container
+    with its configuration mounted), else the site of the environment. A named file that
+    does not exist is an error unless the environment has a DSN instead."""
+    env = os.environ if environ is None else environ
+    path = env.get(ENV_CONFIG)
+    if path and (Path(path).exists() or not env.get(ENV_DSN)):
+        return load_file(path)
+    return load_environment(env)
 
 
 def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig:

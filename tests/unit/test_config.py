@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ConfigError, load_environment, load_file
+from exporter.config import ConfigError, load_default, load_environment, load_file
 
 SECRET = "s3cr3t-pa55word"
 
@@ -505,3 +505,18 @@ def test_exporter_toolkit_flags(tmp_path: Path) -> None:
         assert "unhealthy: nothing healthy answers on 127.0.0.1:1" in down.stderr
     bad = run_cli("--config", path, "--web.telemetry-path", "metrics")
     assert bad.returncode == 2 and "--web.telemetry-path must be a path" in bad.stderr
+
+
+def test_without_config_the_named_file_when_it_exists_else_the_environment(
+    tmp_path: Path,
+) -> None:
+    """Issue 26, item 2: the image names a configuration file; without one mounted, the
+    environment's site is served."""
+    path = write(tmp_path, "sites:\n  - {name: from-file, database: x}\n")
+    dsn = "mysql://reader@db:3306/shop"
+    assert load_default({"AS_EXPORTER_CONFIG": path}).sites[0].name == "from-file"
+    missing = str(tmp_path / "none.yml")
+    from_env = load_default({"AS_EXPORTER_CONFIG": missing, "AS_EXPORTER_DSN": dsn})
+    assert from_env.sites[0].database == "shop"
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_default({"AS_EXPORTER_CONFIG": missing})
