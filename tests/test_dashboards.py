@@ -218,3 +218,24 @@ def test_empty_panels_are_documented() -> None:
     for _, title, query in all_queries():
         if query.may_be_empty:
             assert title in readme, title
+
+
+def test_the_readme_lists_every_recorded_series_a_dashboard_needs() -> None:
+    """Issue 26, item 7: imported alone, the key panels were empty and nothing said why.
+    The dashboards README's table names the recording rules each dashboard queries."""
+    recorded = {rule["record"] for rule in rules() if "record" in rule}
+    readme = (ROOT / "dashboards" / "README.md").read_text()
+    table = readme.split("recorded series it queries", 1)[1].split("\n\n", 1)[0]
+    for name, label in (("actionscheduler-overview.json", "overview"),
+                        ("actionscheduler-hooks.json", "hooks")):  # fmt: skip
+        document = load(name)
+        used = {
+            series
+            for panel in document["panels"]
+            for target in panel["targets"]
+            for series in referenced_names(target["expr"])
+            if series in recorded
+        }
+        row = next(line for line in table.splitlines() if line.startswith(f"| {label} |"))
+        listed = set(re.findall(r"`([a-z_]+:[a-z_0-9:]+)`", row))
+        assert used == listed, (label, used ^ listed)
