@@ -131,7 +131,7 @@ def start_private(
     datadir = workdir / "data"
     run_as = ["--user=root"] if os.geteuid() == 0 else []
     if not (datadir / "mysql").is_dir():
-        subprocess.run(
+        installed = subprocess.run(
             [
                 install_db,
                 "--no-defaults",
@@ -140,9 +140,15 @@ def start_private(
                 "--auth-root-authentication-method=normal",
                 *run_as,
             ],
-            check=True,
             capture_output=True,
+            text=True,
+            check=False,
         )
+        if installed.returncode != 0:  # the tool's own words, not a bare exit status
+            output = (installed.stderr or installed.stdout).strip()[-2000:]
+            raise MariaDBUnavailableError(
+                f"mariadb-install-db failed (exit {installed.returncode}) for {datadir}: {output}"
+            )
     port = port or free_port()
     error_log = workdir / "error.log"
     process = subprocess.Popen(
