@@ -520,3 +520,21 @@ def test_without_config_the_named_file_when_it_exists_else_the_environment(
     assert from_env.sites[0].database == "shop"
     with pytest.raises(ConfigError, match="cannot read the file"):
         load_default({"AS_EXPORTER_CONFIG": missing})
+
+
+def test_a_kubeconfig_with_a_yaml_error_on_its_token_line_does_not_tell_the_token(
+    tmp_path: Path,
+) -> None:
+    """Issue 25, item 4: the parser's message quoted the line, and the source logged it
+    at every refresh."""
+    from exporter.kubernetes.client import KubernetesError, from_kubeconfig
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\ncurrent-context: c\nusers:\n"
+        "  - name: u\n    user: {token: Zq7pToken: broken}\n"
+    )
+    with pytest.raises(KubernetesError) as raised:
+        from_kubeconfig(kubeconfig)
+    assert "Zq7pToken" not in raised.value.message
+    assert "line 5" in raised.value.message
