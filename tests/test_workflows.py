@@ -1,5 +1,5 @@
-"""The GitHub workflows (the release), checked by actionlint with shellcheck on their scripts:
-they cannot run here, but they must be valid."""
+"""The GitHub workflows (pushes and pull requests, the release), checked by actionlint with
+shellcheck on their scripts: they cannot run here, but they must be valid."""
 
 from __future__ import annotations
 
@@ -22,8 +22,16 @@ def tool(name: str) -> str:
     return found
 
 
-def test_there_is_a_release_workflow() -> None:
-    assert [path.name for path in WORKFLOWS] == ["release.yml"]
+def test_there_are_a_ci_and_a_release_workflow() -> None:
+    assert [path.name for path in WORKFLOWS] == ["ci.yml", "release.yml"]
+
+
+def test_ci_runs_what_the_readme_runs() -> None:
+    """Issue 26, item 8: pushes and pull requests run `make test`, through .ci/run."""
+    ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    steps = [step.get("run", "") for step in ci["jobs"]["test"]["steps"]]
+    assert any("bash .ci/run" in step for step in steps)
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
