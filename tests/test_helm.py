@@ -587,3 +587,22 @@ def test_the_keda_query_selects_the_podmonitor_targets_job() -> None:
     assert trigger["metadata"]["query"] == keda_query(
         "shop", f'namespace="shop",job="{monitor["namespace"]}/{monitor["name"]}"'
     )
+
+
+def test_the_packaged_chart_renders_and_validates_like_the_source(tmp_path: Path) -> None:
+    """Issue 26, item 3: users install the chart the release workflow pushes (`helm install
+    oci://...`): the package `helm package` makes must render what the source renders."""
+    archive = Path(helm.package(CHART, destination=tmp_path))
+    assert archive.name == f"actionscheduler-exporter-{CHART_VERSION}.tgz"
+    packaged = helm.Chart.load(archive).render(ALL_ON, name="shop", namespace="shop")
+    source = helm.Chart.load(CHART).render(ALL_ON, name="shop", namespace="shop")
+    assert packaged == source
+    for path, text in sorted(packaged.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for obj in yaml.safe_load_all(text):
+            if obj:
+                validate(obj)
+
+
+CHART_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
