@@ -6,6 +6,12 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum 
 # checkov pins libraries the test tools need newer: it gets a virtualenv of its own.
 CHECKOV_VERSION := 3.3.30
 CHECKOV := .tools/checkov/bin/checkov
+# `make demo PORT=9967 DSN=mysql://root@db:3306`: the port to serve, a server to use.
+PORT ?= 9966
+DSN ?=
+# The demo needs the exporter's runtime dependencies only.
+DEMO_VENV := .venv-demo
+DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # The other Pythons the fast tier and the database tests run on, where this machine has them.
 OTHER_PYTHONS ?= 3.12 3.13
 
@@ -26,8 +32,13 @@ $(CHECKOV):
 	scripts/bootstrap-venv.sh "$(PYTHON)" .tools/checkov
 	.tools/checkov/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION)
 
-demo: $(STAMP)
-	$(BIN)/python -m testbed.demo
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	scripts/bootstrap-venv.sh "$(PYTHON)" "$(DEMO_VENV)"
+	$(DEMO_VENV)/bin/pip install --quiet --disable-pip-version-check -c constraints.txt -e .
+	rm -f $(DEMO_VENV)/.installed-* && touch $@
+
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/python -m testbed.demo --port $(PORT) $(if $(DSN),--dsn '$(DSN)')
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -77,4 +88,4 @@ chart-files: $(STAMP)
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
 
 clean:
-	rm -rf $(VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

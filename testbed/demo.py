@@ -5,26 +5,38 @@ by `table_prefix: auto`. Producers enqueue webhooks, e-mails and renewals; worke
 run, complete and sometimes fail them exactly as Action Scheduler writes its rows; now
 and then a worker is killed mid-batch. The second site has too few workers, so its
 backlog grows.
+
+It uses the MariaDB that `--dsn` names, else one on 127.0.0.1:3306 that root may log
+into without a password, else a private server it starts in `.demo/` (Debian's
+mariadb-server, installed when missing). It creates a database of its own, with a
+name no one else uses, and drops that one at exit: never another. Ctrl-C stops
+everything it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import random
+import secrets
+import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import pymysql
 import uvicorn
 
 from exporter.config import ExporterConfig, SiteConfig
 from exporter.logs import configure as configure_logging
 from exporter.rounds.coordinator import Coordinator
 from exporter.web.app import create_app
-from testbed.mariadb import Server, ensure_server
+from testbed.mariadb import MariaDBUnavailableError, Server, ensure_server, from_dsn
 from testbed.store import ActionSchedulerStore
 
-DATABASE = "as_demo"
+# A database of the demo's own: created at start, dropped at exit.
+DATABASE = f"as_demo_{secrets.token_hex(4)}"
 HOOKS = (
     ("woocommerce_deliver_webhook_async", "woocommerce-webhooks", 0.02),
     ("woocommerce_scheduled_subscription_payment", "woocommerce-subscriptions", 0.05),
@@ -33,6 +45,16 @@ HOOKS = (
     ("mailchimp_woocommerce_sync_order", "mailchimp", 0.3),
 )
 log = logging.getLogger("demo")
+
+
+def quietly(work: Callable[..., None]) -> Callable[..., None]:
+    """A demo thread that ends quietly when the database goes away at exit."""
+
+    def run(*args: object) -> None:
+        with contextlib.suppress(pymysql.err.Error, OSError):
+            work(*args)
+
+    return run
 
 
 def producer(server: Server, prefix: str, per_second: float, stop: threading.Event) -> None:
@@ -72,7 +94,6 @@ def worker(server: Server, prefix: str, batch_size: int, stop: threading.Event) 
 def prepare(server: Server) -> None:
     admin = server.connect()
     with admin.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         cursor.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
     admin.close()
     for prefix in ("wp_", "wp_2_"):
@@ -83,21 +104,37 @@ def prepare(server: Server) -> None:
                 store.run_action(store.create(hook, group=group))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def drop(server: Server) -> None:
+    """The demo's own database, and only it."""
+    with contextlib.suppress(pymysql.err.Error, OSError):
+        admin = server.connect()
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+        admin.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=9966)
+    parser.add_argument("--dsn", help="mysql://user:password@host:port of a server to use")
     args = parser.parse_args()
     configure_logging("info")
 
-    server = ensure_server(Path(".demo") / "mariadb")
-    prepare(server)
+    try:
+        server = (
+            from_dsn(args.dsn) if args.dsn else ensure_server(Path(".demo").resolve() / "mariadb")
+        )
+        prepare(server)
+    except (MariaDBUnavailableError, pymysql.err.Error, OSError) as error:
+        print(f"demo: no MariaDB to run on: {error}", file=sys.stderr)
+        return 1
     stop = threading.Event()
     threads = [
-        threading.Thread(target=producer, args=(server, "wp_", 4.0, stop)),
-        threading.Thread(target=worker, args=(server, "wp_", 10, stop)),
-        threading.Thread(target=worker, args=(server, "wp_", 10, stop)),
-        threading.Thread(target=producer, args=(server, "wp_2_", 3.0, stop)),
-        threading.Thread(target=worker, args=(server, "wp_2_", 5, stop)),
+        threading.Thread(target=quietly(producer), args=(server, "wp_", 4.0, stop)),
+        threading.Thread(target=quietly(worker), args=(server, "wp_", 10, stop)),
+        threading.Thread(target=quietly(worker), args=(server, "wp_", 10, stop)),
+        threading.Thread(target=quietly(producer), args=(server, "wp_2_", 3.0, stop)),
+        threading.Thread(target=quietly(worker), args=(server, "wp_2_", 5, stop)),
     ]
     for thread in threads:
         thread.daemon = True
@@ -116,6 +153,7 @@ def main() -> None:
         heavy_interval=15.0,
     )
     coordinator = Coordinator(ExporterConfig(sites=(site,)))
+    log.info("the demo's database is %s on %s:%d", DATABASE, server.host, server.port)
     print(
         f"\nThe exporter serves http://127.0.0.1:{args.port}/metrics "
         f"(landing page http://127.0.0.1:{args.port}/). Ctrl-C stops the demo.\n",
@@ -131,9 +169,14 @@ def main() -> None:
         )
     finally:
         stop.set()
+        for thread in threads:
+            thread.join(timeout=5)
         coordinator.close()
-        server.stop()
+        drop(server)
+        if server.process is not None:  # a private server of the demo's own
+            server.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

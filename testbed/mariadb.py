@@ -127,6 +127,7 @@ def start_private(
     if mariadbd is None or install_db is None:
         raise MariaDBUnavailableError("mariadbd is not installed (apt-get install mariadb-server)")
 
+    workdir = workdir.resolve()  # mariadb-install-db resolves a relative one against /usr
     workdir.mkdir(parents=True, exist_ok=True)
     datadir = workdir / "data"
     run_as = ["--user=root"] if os.geteuid() == 0 else []
