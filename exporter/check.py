@@ -10,19 +10,21 @@ from exporter.rounds.result import SiteResult
 _COLUMNS = (
     "SITE",
     "UP",
-    "DUE",
-    "CLAIMED",
+    # Named for what they count: the due backlog unclaimed and claimed (the groups' table
+    # has them together), and the failed actions the table keeps (not a rate).
+    "DUE-UNCLAIMED",
+    "DUE-CLAIMED",
     "OLDEST DUE",
     "RUNNING",
     "LONGEST RUN",
     "CLAIMS",
     "ORPHANED",
     "STALE",
-    "FAILED",
+    "FAILED-KEPT",
 )
 
 
-_GROUP_COLUMNS = ("SITE", "GROUP", "DUE", "OLDEST DUE")
+_GROUP_COLUMNS = ("SITE", "GROUP", "DUE-ALL", "OLDEST DUE")
 # Groups listed per site: the ones waiting longest.
 WORST_GROUPS = 5
 

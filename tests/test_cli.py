@@ -46,7 +46,9 @@ def test_check_prints_the_queue_and_exits_0(
     )
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[:2]
-    assert header.split()[:3] == ["SITE", "UP", "DUE"]
+    # Issue 26, item 7: columns named for what they count.
+    assert header.split()[:4] == ["SITE", "UP", "DUE-UNCLAIMED", "DUE-CLAIMED"]
+    assert header.split()[-1] == "FAILED-KEPT"
     cells = row.split()
     # site, up, due, claimed, oldest due, running, longest run, claims/limit, orphaned, stale
     assert cells[:4] == ["shop", "yes", "15", "5"]
@@ -55,7 +57,7 @@ def test_check_prints_the_queue_and_exits_0(
     # The worst groups: the killed worker's webhooks, 20 due, the oldest 15 minutes late.
     lines = done.stdout.splitlines()
     table = lines[lines.index("") + 1 :]
-    assert table[0].split() == ["SITE", "GROUP", "DUE", "OLDEST", "DUE"]
+    assert table[0].split() == ["SITE", "GROUP", "DUE-ALL", "OLDEST", "DUE"]
     assert table[1].split() == ["shop", "woocommerce-webhooks", "20", "15m"]
 
 
