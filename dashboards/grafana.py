@@ -129,7 +129,29 @@ def dashboard(
     panels: list[Panel],
     links: list[Json],
 ) -> Json:
+    built = _layout(panels)
     return {
+        # What grafana.com's import dialog reads: the data source to ask for, and what the
+        # dashboard needs. Every query still goes through the `datasource` variable.
+        "__inputs": [
+            {
+                "name": "DS_PROMETHEUS",
+                "label": "Prometheus",
+                "description": "The Prometheus that scrapes the exporter and holds the "
+                "recording rules of rules/actionscheduler.rules.yml",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ],
+        "__requires": [
+            {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+            {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+            *(
+                {"type": "panel", "id": kind, "name": kind, "version": ""}
+                for kind in sorted({panel["type"] for panel in built})
+            ),
+        ],
         "uid": uid,
         "title": title,
         "description": description,
@@ -144,7 +166,7 @@ def dashboard(
         "templating": {"list": variables},
         "annotations": {"list": [alert_annotation()]},
         "links": links,
-        "panels": _layout(panels),
+        "panels": built,
     }
 
 

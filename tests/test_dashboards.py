@@ -239,3 +239,16 @@ def test_the_readme_lists_every_recorded_series_a_dashboard_needs() -> None:
         row = next(line for line in table.splitlines() if line.startswith(f"| {label} |"))
         listed = set(re.findall(r"`([a-z_]+:[a-z_0-9:]+)`", row))
         assert used == listed, (label, used ^ listed)
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_the_import_dialog_asks_for_prometheus_and_knows_the_panels(name: str) -> None:
+    """Issue 26, item 7: without __inputs and __requires, grafana.com's import did not
+    ask for a data source nor say what the dashboard needs."""
+    document = load(name)
+    assert [entry["pluginId"] for entry in document["__inputs"]] == ["prometheus"]
+    required = {(entry["type"], entry["id"]) for entry in document["__requires"]}
+    assert {("grafana", "grafana"), ("datasource", "prometheus")} <= required
+    assert {panel["type"] for panel in document["panels"]} == {
+        panel_id for kind, panel_id in required if kind == "panel"
+    }
