@@ -25,7 +25,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "rules" / "actionscheduler.rules.yml"
-CHART_COPY = ROOT / "helm" / "actionscheduler-exporter" / "files" / "rules" / "scoped.rules.yml"
+CHART_COPY = (
+    ROOT / "helm" / "actionscheduler-exporter" / "files" / "rules" / "scoped.rules.yml.tmpl"
+)
 PLACEHOLDER = "__SCOPE__"
 EXPORTER_PLACEHOLDER = "__EXPORTER__"
 EXPORTER_LABEL = "exporter"
