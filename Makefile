@@ -81,8 +81,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run --sizes $(BENCH_SIZES)
 
 # Copies rules/ and dashboards/*.json into the Helm chart, with the rules scoped for one
-# release beside them (tests keep them equal).
+# release beside them, and writes the schema of the chart's sites from the exporter's own
+# configuration keys (tests keep them equal).
 chart-files: $(STAMP)
+	$(BIN)/python -m exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/

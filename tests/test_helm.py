@@ -3,6 +3,8 @@ Kubernetes 1.36 and of the prometheus-operator and KEDA CRDs; scanned by checkov
 
 from __future__ import annotations
 
+import copy
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,12 +15,14 @@ import pytest
 import yaml
 
 from dashboards.queries import keda_query
-from exporter.config import load_file
+from exporter.config import chart_schema, load_file
+from exporter.config.loader import SITE_KEYS
 from tests.support.helm_chart import (
     ALL_ON,
     CHART,
     MINIMAL,
     ROOT,
+    SITES,
     crd_schema,
     find,
     merged,
@@ -172,8 +176,13 @@ def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
         (merged(MINIMAL, **{"keda.trigger": "both"}), "trigger"),
         (merged(MINIMAL, **{"worker.batchSize": 0}), "batchSize"),
         (merged(MINIMAL, **{"keda.prometheus.threshold": "fifty"}), "threshold"),
-        (merged(MINIMAL, config={"sites": [{"name": "x", "password": "secret"}]}), "password"),
         (merged(MINIMAL, config={"sites": [{"name": "x", "dsn": "mysql://u:pw@h/d"}]}), "dsn"),
+        # Issue 26, item 5: the schema of a site is the exporter's own keys: a typo fails.
+        (
+            merged(MINIMAL, config={"sites": [{"name": "x", "query_timout": "5s"}]}),
+            "query_timout",
+        ),
+        (merged(MINIMAL, config={"defaults": {"top_hook": 5}, "sites": SITES[:1]}), "top_hook"),
     ]:
         with pytest.raises(helm.HelmValuesError, match=problem):
             chart.validate_schema(bad)
@@ -181,6 +190,11 @@ def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
 
 def test_templates_fail_with_a_clear_message() -> None:
     for values, message in [
+        # Issue 26, item 5: the schema's `not` said only "'not' failed".
+        (
+            merged(MINIMAL, config={"sites": [{"name": "x", "password": "secret"}]}),
+            r"config.sites\[0\].password: passwords never go into values",
+        ),
         ({"config": {"sites": []}}, "config.sites is empty"),
         (merged(ALL_ON, **{"podMonitor.enabled": True}), "choose one"),
         (merged(ALL_ON, **{"keda.prometheus.serverAddress": ""}), "serverAddress is empty"),
@@ -606,3 +620,12 @@ def test_the_packaged_chart_renders_and_validates_like_the_source(tmp_path: Path
 
 
 CHART_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+
+
+def test_the_site_schema_is_the_exporters_own_keys() -> None:
+    """One source: values.schema.json's site keys are generated from the exporter's
+    (`python -m exporter.config.chart_schema`, run by `make chart-files`)."""
+    committed = json.loads((CHART / "values.schema.json").read_text())
+    assert chart_schema.updated(copy.deepcopy(committed)) == committed
+    sites = committed["properties"]["config"]["properties"]["sites"]["items"]
+    assert set(sites["properties"]) == SITE_KEYS

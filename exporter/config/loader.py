@@ -111,7 +111,7 @@ _REPLICA_KEYS: dict[str, Callable[[Any], Any]] = {
     "max_lag": values.duration,
     "fallback": values.fallback,
 }
-_SITE_KEYS = {
+SITE_KEYS = {
     *_SCALARS,
     "name",
     "dsn",
@@ -141,7 +141,7 @@ def load_file(path: str) -> ExporterConfig:
     defaults = document.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ConfigError(source, "defaults", "must be a mapping of site keys")
-    _reject_unknown(source, "defaults", defaults, _SITE_KEYS - {"name"})
+    _reject_unknown(source, "defaults", defaults, SITE_KEYS - {"name"})
 
     sites_raw = document.get("sites")
     if not isinstance(sites_raw, list) or not sites_raw:
@@ -257,7 +257,7 @@ def _site(
     source: str, key: str, raw: dict[str, Any], defaults: dict[str, Any] | None = None
 ) -> SiteConfig:
     """Precedence, lowest first: `defaults:`, the site's DSN, the site's own keys."""
-    _reject_unknown(source, key, raw, _SITE_KEYS)
+    _reject_unknown(source, key, raw, SITE_KEYS)
     fields: dict[str, Any] = {}
     tls: dict[str, Any] = {}
     if defaults:

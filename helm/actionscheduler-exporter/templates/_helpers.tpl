@@ -204,8 +204,14 @@ true
 {{/* The exporter's configuration file, with passwords as files and the worker's settings. */}}
 {{- define "ase.exporterConfig" -}}
 {{- $sites := list -}}
-{{- range .Values.config.sites -}}
-{{- $site := deepCopy . -}}
+{{- range $index, $entry := .Values.config.sites -}}
+{{- if hasKey $entry "password" -}}
+{{- fail (printf "config.sites[%d].password: passwords never go into values (they would be in the release's history): put them in a Secret and name it in databasePasswords.existingSecret, a key per site name" $index) -}}
+{{- end -}}
+{{- if hasKey $entry "password_file" -}}
+{{- fail (printf "config.sites[%d].password_file: the chart writes it from databasePasswords.existingSecret; name the Secret there" $index) -}}
+{{- end -}}
+{{- $site := deepCopy $entry -}}
 {{- if $.Values.databasePasswords.existingSecret -}}
 {{- $_ := set $site "password_file" (printf "/etc/actionscheduler-exporter/passwords/%s" $site.name) -}}
 {{- end -}}
