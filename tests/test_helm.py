@@ -491,8 +491,12 @@ def test_values_yaml_documents_every_key() -> None:
         free_form_below = None
         above = lines[index - 1].strip()
         assert above.startswith("#"), f"values.yaml line {index + 1} has no comment: {line}"
-        if stripped.split(":")[0] in {"resources", "labels"}:
+        if stripped.split(":")[0] in FREE_FORM:
             free_form_below = indent
+
+
+# Values whose keys are data (Kubernetes fields, labels), documented as a whole.
+FREE_FORM = {"resources", "labels", "podSecurityContext", "securityContext"}
 
 
 def _values_keys(node: Any, prefix: str = "") -> set[str]:
@@ -500,7 +504,7 @@ def _values_keys(node: Any, prefix: str = "") -> set[str]:
     if isinstance(node, dict):
         for key, value in node.items():
             keys.add(prefix + key)
-            if isinstance(value, dict) and value and key not in {"resources", "labels"}:
+            if isinstance(value, dict) and value and key not in FREE_FORM:
                 keys |= _values_keys(value, prefix + key + ".")
     return keys
 
@@ -629,3 +633,88 @@ def test_the_site_schema_is_the_exporters_own_keys() -> None:
     assert chart_schema.updated(copy.deepcopy(committed)) == committed
     sites = committed["properties"]["config"]["properties"]["sites"]["items"]
     assert set(sites["properties"]) == SITE_KEYS
+
+
+COMMUNITY_KEYS: dict[str, Any] = {
+    "serviceAccount.create": True,
+    "serviceAccount.name": "queue-exporter",
+    "serviceAccount.annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"},
+    "podSecurityContext": {"runAsNonRoot": True, "runAsUser": 10001, "fsGroup": 10001},
+    "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+    "extraArgs": ["--log.format=json"],
+    "env": [{"name": "TZ", "value": "UTC"}],
+    "priorityClassName": "monitoring",
+    "extraVolumes": [{"name": "client-cert", "secret": {"secretName": "db-client"}}],
+    "extraVolumeMounts": [{"name": "client-cert", "mountPath": "/etc/db-client"}],
+    "serviceMonitor.additionalLabels": {"team": "shop"},
+    "prometheusRule.additionalLabels": {"team": "shop"},
+    "prometheusRule.disabledAlerts": ["ActionSchedulerFatalErrors"],
+    "prometheusRule.alertOverrides": {
+        "ActionSchedulerSiteDown": {"for": "10m", "labels": {"severity": "warning"}}
+    },
+    "dashboards.namespace": "grafana",
+    "worker.podAnnotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"},
+    "worker.nodeSelector": {"pool": "workers"},
+    "worker.tolerations": [{"key": "workers", "operator": "Exists", "effect": "NoSchedule"}],
+    "worker.affinity": {"podAntiAffinity": {}},
+}
+
+
+def test_the_keys_of_prometheus_community_charts_reach_the_objects() -> None:
+    """Issue 26, item 5: serviceAccount, podSecurityContext, securityContext, extraArgs,
+    env, priorityClassName, extra volumes, additionalLabels, the worker's scheduling keys,
+    dashboards' namespace, and alerts turned off or re-tuned by name, without forking."""
+    values = merged(ALL_ON, **COMMUNITY_KEYS)
+    helm.Chart.load(CHART).validate_schema(values)
+    objects = render(values)
+    for obj in objects:
+        validate(obj)
+    account = find(objects, "ServiceAccount")
+    assert account["metadata"]["name"] == "queue-exporter"
+    assert account["metadata"]["annotations"] == COMMUNITY_KEYS["serviceAccount.annotations"]
+    binding = find(objects, "RoleBinding")
+    assert binding["subjects"][0]["name"] == "queue-exporter"
+    exporter = find(objects, "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert exporter["serviceAccountName"] == "queue-exporter"
+    # Helm merges maps with the defaults: the user's keys win, the rest stay strong.
+    assert COMMUNITY_KEYS["podSecurityContext"].items() <= exporter["securityContext"].items()
+    assert exporter["priorityClassName"] == "monitoring"
+    (container,) = exporter["containers"]
+    assert COMMUNITY_KEYS["securityContext"].items() <= container["securityContext"].items()
+    assert container["args"][-1] == "--log.format=json"
+    assert {"name": "TZ", "value": "UTC"} in container["env"]
+    assert {"name": "client-cert", "mountPath": "/etc/db-client"} in container["volumeMounts"]
+    assert "client-cert" in [volume["name"] for volume in exporter["volumes"]]
+    assert find(objects, "ServiceMonitor")["metadata"]["labels"]["team"] == "shop"
+    rule = find(objects, "PrometheusRule")
+    assert rule["metadata"]["labels"]["team"] == "shop"
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    assert "ActionSchedulerFatalErrors" not in alerts
+    assert alerts["ActionSchedulerSiteDown"]["for"] == "10m"
+    assert alerts["ActionSchedulerSiteDown"]["labels"]["severity"] == "warning"
+    assert {o["metadata"]["namespace"] for o in objects if o["kind"] == "ConfigMap"
+            and "grafana_dashboard" in o["metadata"].get("labels", {})} == {"grafana"}  # fmt: skip
+    worker = find(objects, "Deployment", "worker")
+    pod = worker["spec"]["template"]
+    assert pod["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"]
+    assert pod["spec"]["nodeSelector"] == {"pool": "workers"}
+    assert pod["spec"]["tolerations"] == COMMUNITY_KEYS["worker.tolerations"]
+    # No annotation of a tool of ours on the users' objects (the helm test pods may).
+    for obj in objects:
+        annotations = obj["metadata"].get("annotations") or {}
+        if "helm.sh/hook" in annotations:
+            continue
+        assert not [key for key in annotations if key.startswith("checkov.io/")], obj["kind"]
+
+
+def test_defaults_stay_strong_and_unknown_alert_names_fail() -> None:
+    exporter = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
+    assert exporter["securityContext"]["runAsNonRoot"] is True
+    assert exporter["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+    assert exporter["automountServiceAccountToken"] is True  # the Kubernetes source is on
+    for values, message in [
+        (merged(ALL_ON, **{"prometheusRule.disabledAlerts": ["SiteDown"]}), '"SiteDown" is not'),
+        (merged(ALL_ON, **{"serviceAccount.create": False}), "name the existing account"),
+    ]:
+        with pytest.raises(helm.HelmError, match=message):
+            render(values)

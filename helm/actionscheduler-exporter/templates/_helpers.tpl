@@ -293,3 +293,13 @@ series that never comes.
 {{- fail (printf "%s is %q, which is not a site of config.sites (%s): name one of them" $key $wanted (join ", " $known)) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The exporter's ServiceAccount: the chart's (named after the release unless named), or
+an existing one with serviceAccount.create false. */}}
+{{- define "ase.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "ase.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.create is false: name the existing account in serviceAccount.name" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}

@@ -5,7 +5,22 @@ metadata:
     {{- include "ase.workerSelectorLabels" . | nindent 4 }}
   annotations:
     checksum/loop: {{ .Files.Get "files/worker/as-worker-loop.sh" | sha256sum }}
+    {{- with .Values.worker.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 spec:
+  {{- with .Values.worker.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.worker.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.worker.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   {{- with .Values.worker.serviceAccountName }}
   # An account of the store's own (IRSA, workload identity) for actions that call cloud APIs.
   serviceAccountName: {{ . }}
@@ -99,9 +114,3 @@ spec:
     {{- end }}
 {{- end }}
 
-{{/* Security-scanner findings that do not apply to a queue worker, with the reason. */}}
-{{- define "ase.workerCheckovSkips" -}}
-checkov.io/skip1: CKV_K8S_40=runs as the WordPress image's own user (www-data, 33 by default) so that it reads the site's files
-checkov.io/skip2: CKV_K8S_9=a queue worker serves no traffic, so a readiness probe has nothing to report
-checkov.io/skip3: CKV_K8S_35=WordPress images read their database settings from the environment (WORDPRESS_DB_PASSWORD), so worker.env and worker.envFrom pass the user's Secret the way the image expects
-{{- end -}}
