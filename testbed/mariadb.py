@@ -131,6 +131,11 @@ def start_private(
     workdir.mkdir(parents=True, exist_ok=True)
     datadir = workdir / "data"
     run_as = ["--user=root"] if os.geteuid() == 0 else []
+    # A temporary directory of its own: two servers bootstrapping at once in the shared
+    # /tmp collided on their temporary tables' names (another test run beside this one).
+    tmpdir = workdir / "tmp"
+    tmpdir.mkdir(exist_ok=True)
+    environment = {**os.environ, "TMPDIR": str(tmpdir)}
     if not (datadir / "mysql").is_dir():
         installed = subprocess.run(
             [
@@ -144,6 +149,7 @@ def start_private(
             capture_output=True,
             text=True,
             check=False,
+            env=environment,
         )
         if installed.returncode != 0:  # the tool's own words, not a bare exit status
             output = (installed.stderr or installed.stdout).strip()[-2000:]
@@ -164,11 +170,13 @@ def start_private(
             f"--log-error={error_log}",
             "--skip-name-resolve",
             "--innodb-buffer-pool-size=256M",
+            f"--tmpdir={tmpdir}",
             *run_as,
             *(extra_arguments or []),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=environment,
     )
     server = Server(
         "127.0.0.1", port, process=process, workdir=workdir, connect_options=connect_options or {}
