@@ -197,7 +197,7 @@ def test_invalid_web_config(tmp_path: Path, text: str, key: str, problem: str) -
         capture_output=True,
         text=True,
         timeout=30,
-        env={**os.environ, "AS_EXPORTER_DSN": "mysql://h/d"},
+        env={**os.environ, "AS_EXPORTER_DSN": "mysql://u@h/d"},
     )
     assert done.returncode == 2
     assert f"{path}: {key}" in done.stderr

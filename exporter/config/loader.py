@@ -272,6 +272,14 @@ def _site(
         tls.update(dsn_tls)
 
     _scalars_and_tls(source, key, raw, fields, tls)
+    if not fields.get("user"):
+        # No default: a silent `root` is a login nobody chose.
+        raise ConfigError(
+            source,
+            f"{key}.user",
+            "is not set: name the database user the exporter logs in as "
+            "(user:, or user@ in the dsn)",
+        )
     _check_tls_files(source, f"{key}.tls", tls)
     fields["tls"] = TLSConfig(**tls)
 

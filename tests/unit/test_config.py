@@ -102,163 +102,227 @@ def test_environment_gives_one_site() -> None:
     ("text", "key", "problem"),
     [
         ("sites: []", "sites", "non-empty list"),
-        ("sites:\n  - {database: x, query_timeout: soon}", "sites[0].query_timeout", "duration"),
         (
-            "sites:\n  - {database: x, qeury_timeout: 5}",
+            "sites:\n  - {database: x, user: u, query_timeout: soon}",
+            "sites[0].query_timeout",
+            "duration",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, qeury_timeout: 5}",
             "sites[0].qeury_timeout",
             "not a known key",
         ),
-        ("sites:\n  - {database: x, port: 70000}", "sites[0].port", "TCP port"),
-        ("sites:\n  - {database: x, table_prefix: 'wp; DROP'}", "sites[0].table_prefix", "prefix"),
-        ("sites:\n  - {database: x, labels: {site: a}}", "sites[0].labels.site", "sets itself"),
+        ("sites:\n  - {database: x, user: u, port: 70000}", "sites[0].port", "TCP port"),
         (
-            "sites:\n  - {database: x, labels: {'bad-name': a}}",
+            "sites:\n  - {database: x, user: u, table_prefix: 'wp; DROP'}",
+            "sites[0].table_prefix",
+            "prefix",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, labels: {site: a}}",
+            "sites[0].labels.site",
+            "sets itself",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, labels: {'bad-name': a}}",
             "sites[0].labels.bad-name",
             "label name",
         ),
         (
-            "sites:\n  - {name: a, database: x}\n  - {name: a, database: y}",
+            "sites:\n  - {name: a, database: x, user: u}\n  - {name: a, database: y, user: u}",
             "sites[1].name",
             "used twice",
         ),
-        ("sites:\n  - {name: a}", "sites[0].database", "missing"),
+        ("sites:\n  - {name: a, user: u}", "sites[0].database", "missing"),
+        # issue 26, item 6: no silent root
+        ("sites:\n  - {name: a, database: x}", "sites[0].user", "is not set"),
         ("sites:\n  - {dsn: 'postgres://x/y'}", "sites[0].dsn", "mysql://"),
-        ("sites:\n  - {dsn: 'mysql://h/d', host: h}", "sites[0].dsn", "either dsn or host"),
-        ("sites:\n  - {dsn: 'mysql://h/d?colour=red'}", "sites[0].dsn?colour", "DSN parameter"),
+        ("sites:\n  - {dsn: 'mysql://u@h/d', host: h}", "sites[0].dsn", "either dsn or host"),
+        ("sites:\n  - {dsn: 'mysql://u@h/d?colour=red'}", "sites[0].dsn?colour", "DSN parameter"),
         (
-            "sites:\n  - {database: x, tls: {ca_file: /nonexistent/ca.pem}}",
+            "sites:\n  - {database: x, user: u, tls: {ca_file: /nonexistent/ca.pem}}",
             "sites[0].tls.ca_file",
             "does not exist",
         ),
         (
-            "sites:\n  - {database: x, concurrent_batches_limit: 0}",
+            "sites:\n  - {database: x, user: u, concurrent_batches_limit: 0}",
             "sites[0].concurrent_batches_limit",
             "at least 1",
         ),
         (
-            "sites:\n  - {database: x, alerts: {failure_ratio: 2}}",
+            "sites:\n  - {database: x, user: u, alerts: {failure_ratio: 2}}",
             "sites[0].alerts.failure_ratio",
             "at most 1",
         ),
         (
-            "sites:\n  - {database: x, alerts: {oldest_due: 5m}}",
+            "sites:\n  - {database: x, user: u, alerts: {oldest_due: 5m}}",
             "sites[0].alerts.oldest_due",
             "not a known key",
         ),
         (
-            "sites:\n  - {database: x, workers: {namespace: shop}}",
+            "sites:\n  - {database: x, user: u, workers: {namespace: shop}}",
             "sites[0].workers.deployment",
             "is missing",
         ),
         (
-            "sites:\n  - {database: x, kubernetes: {namespace: shop}}",
+            "sites:\n  - {database: x, user: u, kubernetes: {namespace: shop}}",
             "sites[0].kubernetes.selector",
             "is missing",
         ),
         (
-            "sites:\n  - {database: x, kubernetes: {namespace: a, selector: b, cache: never}}",
+            "sites:\n  - {database: x, user: u,"
+            " kubernetes: {namespace: a, selector: b, cache: never}}",
             "sites[0].kubernetes.cache",
             "duration",
         ),
-        ("sites:\n  - {database: x, heavy_interval: -5m}", "sites[0].heavy_interval", "duration"),
         (
-            "sites:\n  - {database: x, heavy_query_timeout: 0}",
+            "sites:\n  - {database: x, user: u, heavy_interval: -5m}",
+            "sites[0].heavy_interval",
+            "duration",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, heavy_query_timeout: 0}",
             "sites[0].heavy_query_timeout",
             "positive duration",
         ),
         ("sites: [x", "", "not valid YAML"),
         ("- just a list", "", "mapping"),
         # issue 13, items 6 and 12: infinite, NaN and absurd values, wrong types
-        ("sites:\n  - {database: x, query_timeout: .inf}", "sites[0].query_timeout", "positive"),
-        ("sites:\n  - {database: x, query_timeout: .nan}", "sites[0].query_timeout", "positive"),
-        ("sites:\n  - {database: x, timeout_period: .inf}", "sites[0].timeout_period", "positive"),
         (
-            "sites:\n  - {database: x, query_timeout: 1000000000}",
+            "sites:\n  - {database: x, user: u, query_timeout: .inf}",
+            "sites[0].query_timeout",
+            "positive",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, query_timeout: .nan}",
+            "sites[0].query_timeout",
+            "positive",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, timeout_period: .inf}",
+            "sites[0].timeout_period",
+            "positive",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, query_timeout: 1000000000}",
             "sites[0].query_timeout",
             "30 days",
         ),
         (
-            "sites:\n  - {database: x, alerts: {failure_rate: .nan}}",
+            "sites:\n  - {database: x, user: u, alerts: {failure_rate: .nan}}",
             "sites[0].alerts.failure_rate",
             "finite",
         ),
         (
-            "sites:\n  - {database: x, log_rows_per_scrape: 100000000000000000000000}",
+            "sites:\n  - {database: x, user: u, log_rows_per_scrape: 100000000000000000000000}",
             "sites[0].log_rows_per_scrape",
             "at most",
         ),
         (
-            "sites:\n  - {database: x, top_hooks: 100000000000000000000000}",
+            "sites:\n  - {database: x, user: u, top_hooks: 100000000000000000000000}",
             "sites[0].top_hooks",
             "at most",
         ),
-        ("sites:\n  - {database: x}\nlisten_address: 29001", "listen_address", "string"),
+        (
+            "sites:\n  - {database: x, user: u}\nlisten_address: 29001",
+            "listen_address",
+            "string",
+        ),
         ("sites:\n  - {dsn: 'mysql://u:p@[::1/db'}", "sites[0].dsn", "not a valid URL"),
         ("sites: " + "[" * 20000, "", "not valid"),
         # issue 13, item 16: a site named like a subsite of a table_prefix: auto site
         (
-            "sites:\n  - {name: net, database: x, table_prefix: auto}\n"
-            "  - {name: 'net:wp_', database: y}",
+            "sites:\n  - {name: net, database: x, user: u, table_prefix: auto}\n"
+            "  - {name: 'net:wp_', database: y, user: u}",
             "sites[1].name",
             "clash",
         ),
-        ("sites:\n  - {database: x}\nlisten: 1", "listen", "not a known key"),
-        # issue 14: the chunked walk and the replica
-        ("sites:\n  - {database: x, heavy_chunk_rows: 5}", "sites[0].heavy_chunk_rows", "from 10"),
         (
-            "sites:\n  - {database: x, heavy_chunk_rows: 5000000}",
+            "sites:\n  - {database: x, user: u}\nlisten: 1",
+            "listen",
+            "not a known key",
+        ),
+        # issue 14: the chunked walk and the replica
+        (
+            "sites:\n  - {database: x, user: u, heavy_chunk_rows: 5}",
+            "sites[0].heavy_chunk_rows",
+            "from 10",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, heavy_chunk_rows: 5000000}",
             "sites[0].heavy_chunk_rows",
             "1000000",
         ),
         # issue 15: the due split, named groups and hooks
-        ("sites:\n  - {database: x, due_split_rows: 200000}", "sites[0].due_split_rows", "100000"),
-        ("sites:\n  - {database: x, due_split_rows: -1}", "sites[0].due_split_rows", "from 0"),
-        ("sites:\n  - {database: x, groups: [reports]}", "sites[0].groups", "mapping"),
         (
-            "sites:\n  - {database: x, groups: {reports: {alerts: {restarts: 2}}}}",
+            "sites:\n  - {database: x, user: u, due_split_rows: 200000}",
+            "sites[0].due_split_rows",
+            "100000",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, due_split_rows: -1}",
+            "sites[0].due_split_rows",
+            "from 0",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, groups: [reports]}",
+            "sites[0].groups",
+            "mapping",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, groups: {reports: {alerts: {restarts: 2}}}}",
             "sites[0].groups.reports.alerts.restarts",
             "not a known key",
         ),
         (
-            "sites:\n  - {database: x, groups: {reports: {alert: {}}}}",
+            "sites:\n  - {database: x, user: u, groups: {reports: {alert: {}}}}",
             "sites[0].groups.reports.alert",
             "not a known key",
         ),
         (
-            "sites:\n  - {database: x, groups: {reports: {alerts: {oldest_due_warning: soon}}}}",
+            "sites:\n  - {database: x, user: u,"
+            " groups: {reports: {alerts: {oldest_due_warning: soon}}}}",
             "sites[0].groups.reports.alerts.oldest_due_warning",
             "duration",
         ),
-        ("sites:\n  - {database: x, hooks: a_hook}", "sites[0].hooks", "list of hook names"),
-        ("sites:\n  - {database: x, hooks: ['']}", "sites[0].hooks[0]", "non-empty"),
-        ("sites:\n  - {database: x, replica: db2}", "sites[0].replica", "mapping"),
         (
-            "sites:\n  - {database: x, replica: {host: r, lag: 5}}",
+            "sites:\n  - {database: x, user: u, hooks: a_hook}",
+            "sites[0].hooks",
+            "list of hook names",
+        ),
+        (
+            "sites:\n  - {database: x, user: u, hooks: ['']}",
+            "sites[0].hooks[0]",
+            "non-empty",
+        ),
+        ("sites:\n  - {database: x, user: u, replica: db2}", "sites[0].replica", "mapping"),
+        (
+            "sites:\n  - {database: x, user: u, replica: {host: r, lag: 5}}",
             "sites[0].replica.lag",
             "not a known key",
         ),
         (
-            "sites:\n  - {database: x, replica: {host: r, fallback: never}}",
+            "sites:\n  - {database: x, user: u, replica: {host: r, fallback: never}}",
             "sites[0].replica.fallback",
             "'primary' or 'none'",
         ),
         (
-            "sites:\n  - {database: x, replica: {host: r, max_lag: -1}}",
+            "sites:\n  - {database: x, user: u, replica: {host: r, max_lag: -1}}",
             "sites[0].replica.max_lag",
             "duration",
         ),
         (
-            "sites:\n  - {database: x, heavy_interval: 0, replica: {host: r}}",
+            "sites:\n  - {database: x, user: u, heavy_interval: 0, replica: {host: r}}",
             "sites[0].replica",
             "heavy_interval above 0",
         ),
         (
-            "sites:\n  - {database: x, replica: {dsn: 'mysql://u@r/other'}}",
+            "sites:\n  - {database: x, user: u, replica: {dsn: 'mysql://u@r/other'}}",
             "sites[0].replica.dsn",
             "the site's database",
         ),
         (
-            "sites:\n  - {database: x, replica: {dsn: 'mysql://u@r/x', host: r}}",
+            "sites:\n  - {database: x, user: u, replica: {dsn: 'mysql://u@r/x', host: r}}",
             "sites[0].replica.dsn",
             "either dsn or host",
         ),
@@ -283,7 +347,7 @@ def test_heavy_interval_defaults_to_five_minutes_and_zero_means_every_scrape(
     tmp_path: Path, written: str, seconds: float
 ) -> None:
     key = f", heavy_interval: {written}" if written else ""
-    (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x{key}}}")).sites
+    (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x, user: u{key}}}")).sites
     assert site.heavy_interval == seconds
     assert site.heavy_query_timeout == 60.0
 
@@ -362,7 +426,7 @@ def test_cli_rejects_a_bad_listen_address() -> None:
     done = run_cli(
         "--listen-address",
         "localhost",
-        env={"AS_EXPORTER_DSN": "mysql://h/d", "PATH": "/usr/bin:/bin"},
+        env={"AS_EXPORTER_DSN": "mysql://u@h/d", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 2
     assert "--listen-address" in done.stderr
@@ -388,7 +452,7 @@ def test_text_that_is_not_utf8_is_named_as_such(tmp_path: Path) -> None:
     assert "listen-address" not in done.stderr and "Traceback" not in done.stderr
     password = tmp_path / "password"
     password.write_bytes(b"\xff\xfe secret")
-    good = write(tmp_path, f"sites:\n  - {{database: d, password_file: {password}}}\n")
+    good = write(tmp_path, f"sites:\n  - {{database: d, user: u, password_file: {password}}}\n")
     with pytest.raises(ConfigError, match=r"password_file: .* is not UTF-8 text"):
         load_file(good)
 
@@ -396,7 +460,7 @@ def test_text_that_is_not_utf8_is_named_as_such(tmp_path: Path) -> None:
 def test_an_oversized_configuration_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
     """Issue 13: a 40 MB file took 80 s and 736 MB to load."""
     path = tmp_path / "exporter.yml"
-    path.write_text("sites:\n" + "  - {database: x}\n" * 400_000)
+    path.write_text("sites:\n" + "  - {database: x, user: u}\n" * 400_000)
     with pytest.raises(ConfigError, match="is larger than 1048576 bytes"):
         load_file(str(path))
 
@@ -430,7 +494,10 @@ def test_a_bad_password_value_is_named_by_place_never_quoted(
 
 
 def test_a_bad_listen_address_type_is_a_config_error(tmp_path: Path) -> None:
-    path = write(tmp_path, "sites:\n  - {database: x}\nlisten_address: 29001\n")
+    path = write(
+        tmp_path,
+        "sites:\n  - {database: x, user: u}\nlisten_address: 29001\n",
+    )
     done = run_cli("--config", path, "check")
     assert done.returncode == 2
     assert "listen_address: must be a string" in done.stderr
@@ -444,13 +511,14 @@ def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
         "defaults: {alerts: {oldest_due_critical: 6h}}\n"
         "sites:\n"
         "  - database: shop\n"
+        "    user: exporter\n"
         "    due_split_rows: 0\n"
         "    due_split_interval: 0s\n"
         "    hooks: [woocommerce_deliver_webhook_async]\n"
         "    groups:\n"
         "      reports: {alerts: {oldest_due_warning: 2h}}\n"
         "      woocommerce-webhooks:\n"
-        "  - {database: blog}\n"
+        "  - {database: blog, user: exporter}\n"
     )
     shop, blog = load_file(write(tmp_path, text)).sites
     assert shop.due_split_rows == 0 and blog.due_split_rows == 10_000
@@ -464,7 +532,7 @@ def test_named_groups_hooks_and_the_due_split(tmp_path: Path) -> None:
 @pytest.mark.parametrize("timeout", ["1e10", "inf", "nan", "0"])
 def test_check_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: str) -> None:
     """Issue 25, item 5: `check --timeout 1e10` ended in an OverflowError traceback."""
-    path = write(tmp_path, "sites:\n  - {database: x}\n")
+    path = write(tmp_path, "sites:\n  - {database: x, user: u}\n")
     done = run_cli("--config", path, "--timeout", timeout, "check")
     assert done.returncode == 2
     assert "--timeout must be a number of seconds above 0 and at most 600" in done.stderr
@@ -473,7 +541,7 @@ def test_check_refuses_a_timeout_it_cannot_wait(tmp_path: Path, timeout: str) ->
 
 def test_an_unknown_key_is_told_its_closest_known_one(tmp_path: Path) -> None:
     """Issue 26, item 6: a typo listed all 33 known keys instead of the one it missed."""
-    path = write(tmp_path, "sites:\n  - {database: x, query_timout: 5s}\n")
+    path = write(tmp_path, "sites:\n  - {database: x, user: u, query_timout: 5s}\n")
     with pytest.raises(
         ConfigError, match=r"query_timout: is not a known key \(did you mean query_timeout\?\)"
     ):
@@ -484,7 +552,7 @@ def test_an_empty_password_file_is_an_error_naming_the_key(tmp_path: Path) -> No
     """Issue 26, item 6: an empty password file logged in without a password."""
     secret = tmp_path / "password"
     secret.write_text("\n")
-    path = write(tmp_path, f"sites:\n  - {{database: x, password_file: {secret}}}\n")
+    path = write(tmp_path, f"sites:\n  - {{database: x, user: u, password_file: {secret}}}\n")
     with pytest.raises(ConfigError, match=r"sites\[0\].password_file: .* is empty"):
         load_file(path)
 
@@ -493,7 +561,8 @@ def test_exporter_toolkit_flags(tmp_path: Path) -> None:
     """Issue 26, item 6: --web.listen-address (the old flag kept), --log.level,
     --log.format=json, and a healthcheck that says why it failed."""
     path = write(
-        tmp_path, "sites:\n  - {database: x, host: 127.0.0.1, port: 1, query_timeout: 1s}\n"
+        tmp_path,
+        "sites:\n  - {database: x, user: u, host: 127.0.0.1, port: 1, query_timeout: 1s}\n",
     )
     done = run_cli("--config", path, "--log.level", "warn", "--log.format", "json", "check")
     assert done.returncode == 1
@@ -512,7 +581,7 @@ def test_without_config_the_named_file_when_it_exists_else_the_environment(
 ) -> None:
     """Issue 26, item 2: the image names a configuration file; without one mounted, the
     environment's site is served."""
-    path = write(tmp_path, "sites:\n  - {name: from-file, database: x}\n")
+    path = write(tmp_path, "sites:\n  - {name: from-file, database: x, user: u}\n")
     dsn = "mysql://reader@db:3306/shop"
     assert load_default({"AS_EXPORTER_CONFIG": path}).sites[0].name == "from-file"
     missing = str(tmp_path / "none.yml")
