@@ -27,7 +27,6 @@ class Combined:
     # The collectors' values, by name; empty when the statement failed.
     prefetched: dict[str, Row] = field(default_factory=dict)
     seconds: float = 0.0  # the statement's time, shared by the collectors it served
-    error: QueryError | None = None  # why it failed (then each collector reads alone)
 
     def share(self, collector: str) -> float:
         """The part of the statement's time that counts as the collector's duration."""
@@ -67,8 +66,9 @@ def read_combined(
     except QueryError as error:
         if error.connection_lost:
             raise
+        # Each collector reads its own columns now: a failure is the failing one's alone.
         stats = known_stats if known_stats is not None else read_table_stats(session, tables)
-        return Combined(stats, error=error)
+        return Combined(stats)
     seconds = time.perf_counter() - started
     values = list(row)
     stats = known_stats if known_stats is not None else parse_table_stats(tables, values.pop(0))
