@@ -216,12 +216,14 @@ class Session:
             pooled.close()
 
 
-def lock_wait_seconds(timeout: float) -> int:
+def lock_wait_seconds(timeout: float) -> int | None:
     """How long a statement waits for a table lock (whole seconds, as the server takes
     them): half the query timeout, so that a site behind a `LOCK TABLES`, a backup or an
     `ALTER TABLE` gives its round back early instead of holding one of the server's
-    connections for every statement's full timeout."""
-    return max(1, int(timeout / 2))
+    connections for every statement's full timeout. None below a 2 s query timeout: a
+    whole second would not be shorter, and which of the two fired first would be chance."""
+    seconds = int(timeout / 2)
+    return seconds if seconds >= 1 else None
 
 
 def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
@@ -231,7 +233,9 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
         row = cursor.fetchone()
         version = str(row[0]) if row else ""
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
-        cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait_seconds(timeout),))
+        lock_wait = lock_wait_seconds(timeout)
+        if lock_wait is not None:
+            cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait,))
         if "mariadb" in version.lower():
             cursor.execute("SET SESSION max_statement_time = %s", (timeout,))
         else:
