@@ -4,19 +4,11 @@ webhook receiver of the test's own."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-
-from testbed.mariadb import stop_process, wait_until_ready
-from testbed.ports import free_port
+from tests.support.daemon import Daemon, installed
 
 
 class WebhookReceiver:
@@ -58,14 +50,6 @@ class WebhookReceiver:
 
 class Alertmanager:
     def __init__(self, webhook_url: str) -> None:
-        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-        if binary is None:
-            pytest.fail(
-                "Alertmanager is not installed: `make test` installs Debian's "
-                "prometheus-alertmanager package; run it, or apt-get install it"
-            )
-        self._workdir = tempfile.TemporaryDirectory(prefix="as-test-alertmanager-")
-        workdir = Path(self._workdir.name)
         config = {
             "route": {
                 "receiver": "test",
@@ -78,27 +62,21 @@ class Alertmanager:
                 {"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": False}]}
             ],
         }
-        (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self._log = (workdir / "alertmanager.log").open("w")
-        self._process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'alertmanager.yml'}",
+        self._daemon = Daemon(
+            "alertmanager",
+            installed(("prometheus-alertmanager", "alertmanager"), "prometheus-alertmanager"),
+            config,
+            lambda workdir, port: [
                 f"--storage.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address=127.0.0.1:{port}",
                 "--cluster.listen-address=",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
         )
-        wait_until_ready(f"http://127.0.0.1:{self.port}/-/ready", "alertmanager")
+        self.port = self._daemon.port
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        stop_process(self._process)
-        self._log.close()
-        self._workdir.cleanup()
+        self._daemon.stop()

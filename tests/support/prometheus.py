@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-
-from testbed.mariadb import stop_process, wait_until_ready
-from testbed.ports import free_port
+from tests.support.daemon import Daemon, installed
 from tests.support.waiting import wait_until
 
 
@@ -29,14 +23,6 @@ class Prometheus:
         scrape_configs: list[dict[str, Any]] | None = None,
     ) -> None:
         """Scrapes `targets` as one static job, or `scrape_configs` as given."""
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail(
-                "prometheus is not installed: `make test` installs Debian's "
-                "prometheus package; run it, or apt-get install prometheus"
-            )
-        self._workdir = tempfile.TemporaryDirectory(prefix="as-test-prometheus-")
-        workdir = Path(self._workdir.name)
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1s"},
             "scrape_configs": scrape_configs
@@ -47,22 +33,18 @@ class Prometheus:
             config["alerting"] = {
                 "alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]
             }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.port = free_port()
-        self._log = (workdir / "prometheus.log").open("w")
-        self._process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'prometheus.yml'}",
+        self._daemon = Daemon(
+            "prometheus",
+            installed(("prometheus",), "prometheus"),
+            config,
+            lambda workdir, port: [
                 f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address=127.0.0.1:{port}",
                 # Series go stale within seconds, not five minutes: tests run in seconds.
                 "--query.lookback-delta=5s",
             ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
         )
-        wait_until_ready(f"{self.url}/-/ready", "prometheus")
+        self.port = self._daemon.port
 
     @property
     def url(self) -> str:
@@ -96,20 +78,12 @@ class Prometheus:
         return result
 
     def stop(self) -> None:
-        stop_process(self._process)
-        self._log.close()
-        self._workdir.cleanup()
+        self._daemon.stop()
 
 
 def promtool() -> str:
     """The path of promtool, which `make test` installs (Debian's prometheus package)."""
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.fail(
-            "promtool is not installed: `make test` installs Debian's prometheus "
-            "package; run it, or apt-get install prometheus"
-        )
-    return found
+    return installed(("promtool",), "prometheus")
 
 
 def promtool_run(*args: str) -> subprocess.CompletedProcess[str]:
