@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
-from testbed import schema
+from testbed import schedules, schema
+from testbed.messages import ENGLISH, Messages
 
 _DEADLOCK = 1213
 _DEADLOCK_RETRIES = 5
@@ -35,10 +37,15 @@ class Claim:
 
 class ActionSchedulerStore:
     def __init__(
-        self, connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
+        self,
+        connection: pymysql.connections.Connection[Any],
+        prefix: str = "wp_",
+        messages: Messages = ENGLISH,
     ) -> None:
         self.connection = connection
         self.prefix = prefix
+        # The site's language: the words of every log row it writes.
+        self.messages = messages
         self.offset = dt.timedelta(0)
         self._frozen: dt.datetime | None = None
         # WordPress drops strict modes and NO_ZERO_DATE for its own connection; so do we.
@@ -108,10 +115,13 @@ class ActionSchedulerStore:
         args: list[Any] | None = None,
         priority: int = 10,
         status: str = "pending",
+        schedule: str = schedules.SINGLE,
+        recurrence: int | str = 3600,
     ) -> int:
         """save_action(): a new row and its "action created" log row.
 
-        scheduled defaults to now, as for as_enqueue_async_action() in 3.x.
+        scheduled defaults to now, as for as_enqueue_async_action() in 3.x. `schedule`:
+        single, async, interval (every `recurrence` seconds) or cron (`recurrence`).
         """
         now = self.now()
         when = now if scheduled is None else scheduled
@@ -128,13 +138,15 @@ class ActionSchedulerStore:
                 when,
                 priority,
                 encoded if len(encoded) <= 191 else _hash(encoded),
-                'O:30:"ActionScheduler_SimpleSchedule":0:{}',
+                schedules.serialized(
+                    schedule, when if isinstance(when, dt.datetime) else now, recurrence
+                ),
                 group_id,
                 encoded if len(encoded) > 191 else None,
             ),
         )
         action_id = int(cursor.lastrowid)
-        self.log(action_id, "action created")
+        self.log(action_id, self.messages.created)
         return action_id
 
     def create_failed_many(
@@ -161,9 +173,9 @@ class ActionSchedulerStore:
             first = first if first is not None else int(cursor.lastrowid)
         assert first is not None
         for text in (
-            "action created",
-            "action started via WP CLI",
-            f"action failed via WP CLI: {message}",
+            self.messages.created,
+            self.messages.start("WP CLI"),
+            self.messages.failure("WP CLI", message),
         ):
             self._executemany(
                 f"INSERT INTO {self.logs} (action_id, message, log_date_gmt, log_date_local)"
@@ -199,7 +211,7 @@ class ActionSchedulerStore:
             " last_attempt_gmt = %s, last_attempt_local = %s WHERE action_id = %s",
             (now, now, action_id),
         )
-        self.log(action_id, f"action started via {via}")
+        self.log(action_id, self.messages.start(via))
 
     def complete(self, action_id: int, via: str = "WP CLI") -> None:
         """mark_complete(): last_attempt_gmt becomes the finish time."""
@@ -209,12 +221,12 @@ class ActionSchedulerStore:
             " last_attempt_local = %s WHERE action_id = %s",
             (now, now, action_id),
         )
-        self.log(action_id, f"action complete via {via}")
+        self.log(action_id, self.messages.completion(via))
 
     def fail(self, action_id: int, message: str, via: str = "WP CLI") -> None:
         """mark_failure(): only the status changes; last_attempt_gmt keeps the start."""
         self._set_failed(action_id)
-        self.log(action_id, f"action failed via {via}: {message}")
+        self.log(action_id, self.messages.failure(via, message))
 
     def fail_without_callback(self, action_id: int, hook: str, via: str = "WP CLI") -> None:
         self.fail(
@@ -230,8 +242,8 @@ class ActionSchedulerStore:
         self._set_failed(action_id)
         self.log(
             action_id,
-            f"unexpected shutdown: PHP Fatal error {error} in "
-            "/var/www/html/wp-content/plugins/shop/job.php on line 42",
+            self.messages.fatal
+            % {"error": error, "file": "/var/www/html/wp-content/plugins/shop/job.php", "line": 42},
         )
         self.release_claim(claim_id)
 
@@ -243,7 +255,7 @@ class ActionSchedulerStore:
         self._execute(
             f"UPDATE {self.actions} SET status = 'canceled' WHERE action_id = %s", (action_id,)
         )
-        self.log(action_id, "action canceled")
+        self.log(action_id, self.messages.canceled)
 
     def log(self, action_id: int, message: str) -> None:
         now = self.now()
@@ -265,7 +277,7 @@ class ActionSchedulerStore:
             self._execute(
                 f"UPDATE {self.actions} SET claim_id = 0 WHERE action_id = %s", (action_id,)
             )
-            self.log(action_id, "action reset")
+            self.log(action_id, self.messages.reset)
         return len(ids)
 
     def cleaner_mark_failed(self, failure_period: int = 300) -> int:
@@ -277,12 +289,7 @@ class ActionSchedulerStore:
         )
         for action_id in ids:
             self._set_failed(action_id)
-            self.log(
-                action_id,
-                f"action marked as failed after {failure_period} seconds. "
-                "Unknown error occurred. Check server, PHP and database error "
-                "logs to diagnose cause.",
-            )
+            self.log(action_id, self.messages.timed_out % failure_period)
         return len(ids)
 
     def purge(self, retention: int = 31 * 86400) -> int:
@@ -326,6 +333,87 @@ class ActionSchedulerStore:
         if len(claim.action_ids) > finished:
             self.start(claim.action_ids[finished])
         return claim
+
+    # -- recurring actions (ActionScheduler_Abstract_QueueRunner, 3.5+) ------------------
+    def run_recurring(
+        self,
+        action_id: int,
+        error: str | None = None,
+        via: str = "WP CLI",
+        *,
+        threshold: int = 5,
+        next_instance_error: str | None = None,
+    ) -> int | None:
+        """process_action() of an interval or cron action (failed with `error`, if given),
+        then schedule_next_instance(): the next occurrence's id, or None when none was
+        scheduled (consistently failing, or `next_instance_error` thrown by repeat())."""
+        self.start(action_id, via)
+        if error is None:
+            self.complete(action_id, via)
+        else:
+            self.fail(action_id, error, via)
+        if error is not None and self.consistently_failing(action_id, threshold):
+            self.log(action_id, self.messages.consistently_failing)
+            return None
+        if next_instance_error is not None:
+            self.log(action_id, self.messages.next_instance_failed % next_instance_error)
+            return None
+        return self.repeat(action_id)
+
+    def consistently_failing(self, action_id: int, threshold: int = 5) -> bool:
+        """recurring_action_is_consistently_failing(), query for query: the hook's
+        threshold-th action scheduled before now, in query_actions()' default order
+        (scheduled date, ascending), among failed ones and among all."""
+        hook, now = self.hook_of(action_id), self.now()
+
+        def nth(condition: str) -> int | None:
+            ids = self._ids(
+                f"SELECT action_id FROM {self.actions} WHERE hook = %s{condition}"
+                " AND scheduled_date_gmt < %s ORDER BY scheduled_date_gmt ASC LIMIT %s, 1",
+                (hook, now, threshold - 1),
+            )
+            return ids[0] if ids else None
+
+        failing = nth(" AND status = 'failed'")
+        return failing is not None and nth("") == failing
+
+    def repeat(self, action_id: int) -> int:
+        """ActionScheduler_ActionFactory::repeat(): the next occurrence, same hook, args,
+        group and priority. An interval's is one interval from now; a cron's is an hour
+        from now here (this writer does not evaluate cron expressions)."""
+        rows = self._query(
+            f"SELECT a.hook, a.args, a.extended_args, a.priority, a.schedule, g.slug"
+            f" FROM {self.actions} a LEFT JOIN {self.groups} g ON g.group_id = a.group_id"
+            " WHERE a.action_id = %s",
+            (action_id,),
+        )
+        hook, args, extended, priority, schedule, group = rows[0]
+        interval = re.search(r'interval_in_seconds";i:(\d+);', str(schedule))
+        cron = re.search(r'\0cron";s:\d+:"([^"]*)";', str(schedule))
+        kind = schedules.INTERVAL if interval else schedules.CRON
+        recurrence: int | str = (
+            int(interval.group(1)) if interval else (cron.group(1) if cron else "0 * * * *")
+        )
+        step = int(recurrence) if isinstance(recurrence, int) else 3600
+        return self.create(
+            str(hook),
+            group=str(group or ""),
+            scheduled=self.now() + dt.timedelta(seconds=step),
+            args=json.loads(extended or args or "[]"),
+            priority=int(priority),
+            schedule=kind,
+            recurrence=recurrence,
+        )
+
+    def unschedule_all(self, hook: str) -> int:
+        """as_unschedule_all_actions(): every pending action of the hook is canceled."""
+        ids = self._ids(
+            f"SELECT action_id FROM {self.actions} WHERE hook = %s AND status = 'pending'",
+            (hook,),
+        )
+        for action_id in ids:
+            self.cancel(action_id)
+        return len(ids)
 
     def hook_of(self, action_id: int) -> str:
         rows = self._query(f"SELECT hook FROM {self.actions} WHERE action_id = %s", (action_id,))

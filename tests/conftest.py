@@ -17,6 +17,7 @@ from exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.support.fake_kubernetes import FakeKubernetes, pod
+from tests.support.follower import Follow, following
 from tests.support.http_server import RunningExporter
 
 
@@ -150,3 +151,9 @@ def private_server() -> Iterator[Server]:
     """A MariaDB of this test's own, which it may stop and start again."""
     with temporary(start_private) as server:
         yield server
+
+
+@pytest.fixture
+def follow(site: SiteFactory) -> Iterator[Follow]:
+    """Exporters kept across scrapes: `follow(**site_overrides)`."""
+    yield from following(site)

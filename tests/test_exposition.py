@@ -14,6 +14,7 @@ from exporter.config.model import GroupConfig, WorkersConfig
 from exporter.exposition.render import render
 from exporter.metrics import catalog
 from exporter.rounds.coordinator import Coordinator
+from testbed import schedules
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
@@ -54,6 +55,9 @@ def test_every_family_is_emitted_and_only_declared_ones(
         store.run_batch(3, outcome=lambda hook: "boom")
         store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
         store.log(store.create("translated_hook"), "Aktion erstellt")
+        with store.seconds_ago(60):
+            nightly = store.create("shop_nightly_sync", schedule=schedules.INTERVAL)
+        assert store.run_recurring(nightly, "boom", threshold=1) is None
         (result,) = coordinator.scrape()
 
         # The heavy tier refreshes in the background: wait until it has seen the changes.

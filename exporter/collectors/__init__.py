@@ -5,6 +5,7 @@ from exporter.collectors.due import DueCollector
 from exporter.collectors.due_split import DueSplitCollector
 from exporter.collectors.failures import FailuresCollector
 from exporter.collectors.in_progress import InProgressCollector
+from exporter.collectors.recurring import RecurringCollector
 from exporter.collectors.retention import RetentionCollector
 from exporter.collectors.status import StatusCollector
 from exporter.collectors.table_sizes import TableSizesCollector
@@ -20,6 +21,7 @@ def default_collectors() -> tuple[Collector, ...]:
         ClaimsCollector(),
         StatusCollector(),
         FailuresCollector(),
+        RecurringCollector(),
         RetentionCollector(),
         TableSizesCollector(),
     )

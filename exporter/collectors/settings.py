@@ -24,6 +24,7 @@ class SiteSettings(Source[SiteConfig]):
         catalog.THRESHOLD_FAILURE_RATE,
         catalog.THRESHOLD_RESTARTS,
         catalog.CONCURRENT_BATCHES_LIMIT,
+        catalog.DEDICATED_WORKERS,
         catalog.WORKER_INFO,
     )
 
@@ -41,6 +42,7 @@ class SiteSettings(Source[SiteConfig]):
             sample(catalog.THRESHOLD_FAILURE_RATIO, alerts.failure_ratio),
             sample(catalog.THRESHOLD_FAILURE_RATE, alerts.failure_rate),
             sample(catalog.THRESHOLD_RESTARTS, alerts.restarts),
+            sample(catalog.DEDICATED_WORKERS, int(context.runs_dedicated_workers)),
         ]
         for group, (warning, critical) in sorted(context.group_thresholds().items()):
             samples.append(sample(catalog.THRESHOLD_GROUP_OLDEST_DUE_WARNING, warning, group=group))

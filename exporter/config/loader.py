@@ -61,6 +61,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "due_split_interval": values.duration_or_zero,
     "database_pattern": values.text,
     "discovery_interval": values.duration,
+    "dedicated_workers": values.boolean,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,

@@ -149,6 +149,9 @@ class SiteConfig:
     # Where the site's workers run: one entry per Deployment (a pool of runners each).
     workers: tuple[WorkersConfig, ...] = ()
     kubernetes: KubernetesConfig | None = None
+    # Only `wp action-scheduler run` workers run the queue (the must-use plugin turns the
+    # web runners off); None: true when `workers` is set.
+    dedicated_workers: bool | None = None
 
     def group_thresholds(self) -> dict[str, tuple[float, float]]:
         """(warning, critical) per group with thresholds of its own; a threshold the group
@@ -161,6 +164,12 @@ class SiteConfig:
             for group in self.groups
             if group.has_thresholds
         }
+
+    @property
+    def runs_dedicated_workers(self) -> bool:
+        if self.dedicated_workers is None:
+            return bool(self.workers)
+        return self.dedicated_workers
 
     @property
     def discovers_prefixes(self) -> bool:

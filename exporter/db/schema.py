@@ -59,6 +59,26 @@ class TableNames:
         return self.name("logs")
 
 
+# The `schedule` column is a PHP-serialized object: its class says whether the action
+# recurs. Matched on the class name at the start, never unserialized.
+RECURRING_SCHEDULES: tuple[str, ...] = (
+    "ActionScheduler_IntervalSchedule",
+    "ActionScheduler_CronSchedule",
+)
+SCHEDULE_HEAD_CHARACTERS = 64  # enough for `O:<length>:"<class name>"`
+_RECURRING_HEADS = tuple(f'O:{len(name)}:"{name}"' for name in RECURRING_SCHEDULES)
+
+
+def is_recurring(schedule_head: Any) -> bool:
+    """True for the start of a serialized interval or cron schedule."""
+    return label_value(schedule_head).startswith(_RECURRING_HEADS)
+
+
+def schedule_head(column: str = "schedule") -> str:
+    """The SQL expression reading the part of the schedule `is_recurring` needs."""
+    return f"LEFT({column}, {SCHEDULE_HEAD_CHARACTERS})"
+
+
 # Label texts shared by every site that has them: a thousand sites' hooks and groups are
 # mostly the same few names, held between scrapes by the background sources. Bounded, and
 # not sys.intern: on Python 3.12 interned strings are never freed, and hook names are data.

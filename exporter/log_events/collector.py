@@ -21,11 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.config.model import SiteConfig
-from exporter.db.schema import chunks, label_value, placeholders, status_of
+from exporter.db.schema import (
+    chunks,
+    is_recurring,
+    label_value,
+    placeholders,
+    schedule_head,
+    status_of,
+)
 from exporter.db.tables import group_slugs
-from exporter.log_events.classify import Event, Kind, classify, infer
+from exporter.log_events.classify import Event, Kind, classify
 from exporter.log_events.cursor import LogCursor
 from exporter.log_events.histogram import Histogram
+from exporter.log_events.structure import LoggedRow, RunnerContexts, events_by_place
 from exporter.metrics import catalog
 from exporter.metrics.catalog import OTHER, MetricDef
 from exporter.metrics.folding import StickyFold
@@ -46,6 +54,7 @@ _COUNTER_FOR = {
     Kind.FAILED: catalog.FAILED,
     Kind.CANCELED: catalog.CANCELED,
     Kind.RESET: catalog.RESET,
+    Kind.STOPPED: catalog.RECURRING_STOPPED,
 }
 # Characters of a message read: enough for every message Action Scheduler writes (a
 # missing callback names a hook of up to 191 characters), never a whole exception text of
@@ -89,6 +98,7 @@ class _Action:
     group: str
     status: str
     scheduled: dt.datetime | None
+    recurring: bool
 
 
 class LogEventsCollector(Collector):
@@ -98,10 +108,12 @@ class LogEventsCollector(Collector):
     metrics = (
         catalog.CREATED,
         catalog.STARTED,
+        catalog.STARTED_BY_RUNNER,
         catalog.COMPLETED,
         catalog.FAILED,
         catalog.CANCELED,
         catalog.RESET,
+        catalog.RECURRING_STOPPED,
         catalog.START_DELAY,
         catalog.RUN_DURATION,
         catalog.LOG_ROWS_READ,
@@ -139,7 +151,13 @@ class LogEventsStream:
         self._gap_grace = site.log_gap_grace
         self._clock = clock
         self._cursor: LogCursor | None = None
-        self._counters: Counter[tuple[MetricDef, Labels]] = Counter()
+        self._counters: Counter[tuple[MetricDef, Labels]] = Counter(
+            {
+                (catalog.STARTED_BY_RUNNER, (("runner", runner),)): 0
+                for runner in catalog.RUNNER_LABELS
+            }
+        )
+        self._contexts = RunnerContexts()
         self._start_delay = Histogram(catalog.START_DELAY, START_DELAY_BUCKETS)
         self._run_duration = Histogram(catalog.RUN_DURATION, RUN_DURATION_BUCKETS)
         self._hooks = StickyFold(site.top_hooks)
@@ -219,6 +237,10 @@ class LogEventsStream:
             self._newest_counted = max([*dates, *filter(None, [self._newest_counted])])
         for pair in tally.pairs:
             self._initialise(pair)
+        for hook in tally.recurring_hooks:
+            for reason in catalog.STOP_REASONS:
+                key = (catalog.RECURRING_STOPPED, (("hook", hook), ("reason", reason)))
+                self._counters.setdefault(key, 0)
         self._counters.update(tally.counters)
         self._start_delay.merge(tally.start_delay)
         self._run_duration.merge(tally.run_duration)
@@ -236,20 +258,28 @@ class LogEventsStream:
             row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
         }
         history = _History(context, needs_history)
+        by_place = history.events_by_place(actions, self._contexts)
 
         for row, recognised in events:
             action = actions.get(row.action_id)
-            event = recognised or infer(
-                action.status if action else None, is_latest_row=history.is_latest(row)
-            )
+            event = recognised or by_place.get(row.log_id)
             if event is None:
                 tally.unclassified += 1
                 continue
+            if event.kind is Kind.STARTED:
+                runner = catalog.RUNNERS.get(event.runner, OTHER)
+                tally.counters[(catalog.STARTED_BY_RUNNER, (("runner", runner),))] += 1
             metric = _COUNTER_FOR.get(event.kind)
             if metric is None:
                 continue
             hook = self._hooks(action.hook) if action else OTHER
             group = self._groups(action.group) if action else OTHER
+            if action and action.recurring:
+                tally.recurring_hooks.add(hook)
+            if event.kind is Kind.STOPPED:
+                tally.recurring_hooks.add(hook)
+                tally.counters[(metric, (("hook", hook), ("reason", event.reason)))] += 1
+                continue
             labels: Labels = (("hook", hook), ("group", group))
             tally.pairs.add(labels)
             if event.kind is Kind.FAILED:
@@ -283,6 +313,8 @@ class LogEventsStream:
         """Every counter of a (hook, group) pair exists from its first event on, so the
         pair's later first failure of a kind is an increase from 0 that rate() sees."""
         for metric in _COUNTER_FOR.values():
+            if metric is catalog.RECURRING_STOPPED:
+                continue  # per hook, for recurring hooks only (see read)
             if metric is catalog.FAILED:
                 for reason in catalog.FAILURE_REASONS:
                     self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)
@@ -313,6 +345,7 @@ class _Tally:
     def __post_init__(self) -> None:
         self.counters: Counter[tuple[MetricDef, Labels]] = Counter()
         self.pairs: set[Labels] = set()
+        self.recurring_hooks: set[str] = set()
         self.unclassified = 0
 
 
@@ -320,8 +353,9 @@ def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict
     found: dict[int, tuple[Any, ...]] = {}
     for chunk in chunks(sorted(action_ids)):
         for row in context.query(
-            "SELECT action_id, hook, group_id, status, scheduled_date_gmt"
-            f" FROM {context.tables.actions} WHERE action_id IN ({placeholders(chunk)})",
+            "SELECT action_id, hook, group_id, status, scheduled_date_gmt,"
+            f" {schedule_head()} FROM {context.tables.actions}"
+            f" WHERE action_id IN ({placeholders(chunk)})",
             chunk,
         ):
             found[int(row[0])] = row
@@ -334,32 +368,57 @@ def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict
             slugs.get(int(group_id or 0), ""),
             status_of(status),
             _date(scheduled),
+            is_recurring(schedule),
         )
-        for action_id, (_, hook, group_id, status, scheduled) in found.items()
+        for action_id, (_, hook, group_id, status, scheduled, schedule) in found.items()
     }
 
 
 class _History:
-    """Every log row (id, date) of some actions: their start rows and their latest rows."""
+    """Every log row of some actions (id, date, the start of the message): their start
+    rows, their latest rows, and what each row's place in the action's log tells."""
 
     def __init__(self, context: DatabaseContext, action_ids: Iterable[int]) -> None:
-        self._rows: dict[int, list[tuple[int, dt.datetime | None]]] = {}
+        self._rows: dict[int, list[tuple[int, dt.datetime | None, str]]] = {}
         for chunk in chunks(sorted(action_ids)):
-            for action_id, log_id, date in context.query(
-                f"SELECT action_id, log_id, log_date_gmt FROM {context.tables.logs}"
+            for action_id, log_id, date, message in context.query(
+                f"SELECT action_id, log_id, log_date_gmt, LEFT(message, {MESSAGE_CHARACTERS})"
+                f" FROM {context.tables.logs}"
                 f" WHERE action_id IN ({placeholders(chunk)}) ORDER BY log_id",
                 chunk,
             ):
-                self._rows.setdefault(int(action_id), []).append((int(log_id), _date(date)))
+                self._rows.setdefault(int(action_id), []).append(
+                    (int(log_id), _date(date), label_value(message))
+                )
 
-    def is_latest(self, row: _Row) -> bool:
-        rows = self._rows.get(row.action_id, [])
-        return bool(rows) and rows[-1][0] == row.log_id
+    def events_by_place(
+        self, actions: dict[int, _Action], contexts: RunnerContexts
+    ) -> dict[int, Event]:
+        """The event each row's place tells, by log id (see structure.py). A second pass
+        when the first taught `contexts` the words of this site's starts."""
+        for _ in range(2):
+            events: dict[int, Event] = {}
+            learned = False
+            for action_id, rows in self._rows.items():
+                action = actions.get(action_id)
+                if action is None:
+                    continue
+                found, new_words = events_by_place(
+                    [LoggedRow(log_id, message) for log_id, _, message in rows],
+                    action.status,
+                    action.recurring,
+                    contexts,
+                )
+                events.update(found)
+                learned = learned or new_words
+            if not learned:
+                break
+        return events
 
     def previous_date(self, row: _Row) -> dt.datetime | None:
         """The date of the action's log row just before this one (its start, for an end)."""
         earlier = [
-            date for log_id, date in self._rows.get(row.action_id, []) if log_id < row.log_id
+            date for log_id, date, _ in self._rows.get(row.action_id, []) if log_id < row.log_id
         ]
         return earlier[-1] if earlier else None
 

@@ -367,6 +367,18 @@ THRESHOLD_RESTARTS = _define(
     section="settings",
     meaning="`alerts.restarts` (default 3): worker container restarts within 15 minutes.",
 )
+DEDICATED_WORKERS = _define(
+    "actionscheduler_dedicated_workers",
+    "gauge",
+    "1 when only dedicated workers (wp action-scheduler run) should run the site's queue "
+    "(site's dedicated_workers setting; on by default when workers: is set).",
+    tier="none",
+    section="settings",
+    meaning="1 when the site declares that only its dedicated workers run the queue (the "
+    "must-use plugin turns off WP-Cron's and the async request's runners): `dedicated_workers` "
+    "in the site's configuration, true by default when `workers` is set, and set by the "
+    "chart for the site its workers run. Runs by web requests then raise an alert.",
+)
 WORKER_INFO = _define(
     "actionscheduler_worker",
     "info",
@@ -490,6 +502,21 @@ TABLE_SIZE = _define(
     meaning="Data plus index size per table, from the same statistics. A log table of 100 "
     "million rows shows here before the disk fills.",
 )
+RECURRING_HOOKS_STOPPED = _define(
+    "actionscheduler_recurring_hooks_stopped",
+    "gauge",
+    "Recurring hooks with no next occurrence: the latest action is a failed interval or "
+    "cron action, and none is pending or in progress (1 per hook; absent when none).",
+    tier="heavy",
+    section="queue",
+    labels=("hook",),
+    meaning="Hooks whose recurring job is gone: the hook's latest action (by scheduled "
+    "date) is a failed interval or cron action (the `schedule` column's class), and the "
+    "hook has no pending or in-progress action. 1 per such hook (folded hooks are summed "
+    'under `hook="other"`); absent when there is none. A canceled latest action (an '
+    "unschedule) is intentional and not counted. Needs no log text: right on translated "
+    "sites too.",
+)
 OLDEST_FINISHED_AGE = _define(
     "actionscheduler_oldest_finished_action_age_seconds",
     "gauge",
@@ -521,6 +548,23 @@ STARTED = _define(
     section="log",
     labels=_EVENT_LABELS,
     meaning='Runs started ("action started via …").',
+)
+STARTED_BY_RUNNER = _define(
+    "actionscheduler_actions_started_by_runner",
+    "counter",
+    "Action runs started, from the log, by the runner that started them: wp_cli, wp_cron, "
+    "async_request, admin_list_table, other.",
+    tier="hot",
+    section="log",
+    labels=("runner",),
+    meaning='Runs started, by `runner`, the context of "action started via …": `wp_cli` '
+    "(`wp action-scheduler run`, the dedicated workers), `wp_cron` (WP-Cron's queue runner, "
+    "inside a web request), `async_request` (the loopback request an admin page load "
+    "starts), `admin_list_table` (someone pressed Run under Tools → Scheduled Actions), "
+    "`other` (a plugin's own context, or none). Per site only: the hook and group of a run "
+    "are in `actionscheduler_actions_started_total`, so series do not multiply by hook, "
+    "group and runner. On translated sites the runner is read from the end of the message, "
+    "where Action Scheduler leaves it untranslated.",
 )
 COMPLETED = _define(
     "actionscheduler_actions_completed",
@@ -563,6 +607,22 @@ RESET = _define(
     meaning='Claimed actions the cleaner released after the timeout period ("action '
     "reset\"): a dead worker's batch being handed to another.",
 )
+RECURRING_STOPPED = _define(
+    "actionscheduler_recurring_actions_stopped",
+    "counter",
+    "Recurring actions Action Scheduler did not reschedule, from the log, by reason: "
+    "consistently_failing, next_instance_failed, unknown.",
+    tier="hot",
+    section="log",
+    labels=("hook", "reason"),
+    meaning="Recurring actions after whose run Action Scheduler (3.5+) scheduled no next "
+    "occurrence, by `reason`: `consistently_failing` (the hook's last actions all failed, "
+    "up to the filter `action_scheduler_recurring_action_failure_threshold`, 5 by default: "
+    '"This action appears to be consistently failing"), `next_instance_failed` '
+    '("There was a failure scheduling the next instance"), `unknown` (a translated '
+    "site: a row logged after the run's end on a recurring action, which only these two "
+    "messages are). Hooks are folded like the other hook families.",
+)
 START_DELAY = _define(
     "actionscheduler_action_start_delay_seconds",
     "histogram",
@@ -596,7 +656,7 @@ LOG_ROWS_UNCLASSIFIED = _define(
     "actionscheduler_log_rows_unclassified",
     "counter",
     "Log rows whose message was not recognised and whose event could not be inferred from "
-    "the action's status (translated sites: created and started events).",
+    "its place in the action's log (translated sites: the created events).",
     tier="hot",
     section="log",
     meaning="Log rows whose message was not recognised and whose event could not be "
@@ -798,6 +858,17 @@ KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
     "http",
 )
 FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
+# The runner label's fixed set: Action Scheduler's own contexts, everything else "other".
+RUNNERS: dict[str, str] = {
+    "WP CLI": "wp_cli",
+    "WP Cron": "wp_cron",
+    "Async Request": "async_request",
+    "Admin List Table": "admin_list_table",
+}
+RUNNER_LABELS: tuple[str, ...] = (*RUNNERS.values(), OTHER)
+# Runners that are web requests: on a site with dedicated workers, none should run.
+WEB_RUNNERS: tuple[str, ...] = ("wp_cron", "async_request")
+STOP_REASONS: tuple[str, ...] = ("consistently_failing", "next_instance_failed", "unknown")
 
 # Labels that Prometheus, or the Prometheus Operator for a ServiceMonitor or PodMonitor,
 # set on every series of a target: the exporter's own series never use them.

@@ -65,9 +65,9 @@ class Log:
                 ("COALESCE(MAX(log_id), 0)", self._newest),
                 ("FROM wp_actionscheduler_logs WHERE log_id = %s", self._at),
                 ("@@auto_increment_increment", lambda _: [(self.increment,)]),
+                ("SELECT action_id, log_id, log_date_gmt", lambda _: []),
                 ("LEFT(message", self._after),
                 ("SELECT action_id, hook, group_id", self._actions),
-                ("SELECT action_id, log_id, log_date_gmt", lambda _: []),
             ]
         )
 
@@ -88,7 +88,7 @@ class Log:
         ][:limit]
 
     def _actions(self, args: Sequence[object] | None) -> list[Row]:
-        return [(int(str(a)), "hook", 0, "pending", None) for a in args or ()]
+        return [(int(str(a)), "hook", 0, "pending", None, "") for a in args or ()]
 
 
 def created(collector: LogEventsCollector, context: DatabaseContext) -> float:
