@@ -211,6 +211,39 @@ def panels() -> list[Panel]:
             runbook="hook-failure-ratio.md",
         ),
         Panel(
+            "Recurring hooks stopped",
+            "table",
+            "Recurring hooks with no next occurrence: the latest action failed and nothing "
+            "is pending (Action Scheduler stopped rescheduling it, or its run was killed). "
+            "The job will not run again until it is scheduled again; see the runbook.",
+            [
+                Query(
+                    "max by (site, hook) (actionscheduler_recurring_hooks_stopped"
+                    f"{{{SITE}, {HOOK}}})",
+                    "{{site}} {{hook}}",
+                    instant=True,
+                )
+            ],
+            width=12,
+            runbook="recurring-action-stopped.md",
+        ),
+        Panel(
+            "Recurring actions not rescheduled",
+            "timeseries",
+            "Stops Action Scheduler logged per hour, per hook and reason: "
+            "consistently_failing (the hook's last runs all failed), next_instance_failed, "
+            "unknown (a translated site).",
+            [
+                Query(
+                    "sum by (site, hook, reason) (increase("
+                    f"actionscheduler_recurring_actions_stopped_total{{{SITE}, {HOOK}}}[1h])) > 0",
+                    "{{site}} {{hook}} {{reason}}",
+                )
+            ],
+            width=12,
+            runbook="recurring-action-stopped.md",
+        ),
+        Panel(
             "Actions created by hook",
             "timeseries",
             "New actions per second per hook: where the load comes from. A flood from one "

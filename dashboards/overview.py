@@ -246,6 +246,26 @@ def panels() -> list[Panel]:
             runbook="timeout-failures.md",
         ),
         Panel(
+            "Runs by runner",
+            "timeseries",
+            "Runs started per second by the runner that started them: wp_cli (the "
+            "dedicated workers), wp_cron and async_request (web requests), "
+            "admin_list_table (someone pressed Run in the admin), other (a plugin's own). "
+            "On a site with dedicated workers, anything but wp_cli and admin_list_table "
+            "means the must-use plugin is not loaded somewhere.",
+            [
+                Query(
+                    "sum by (site, runner) (rate(actionscheduler_actions_started_by_runner_total"
+                    f"{{{SITE}}}[$__rate_interval]))",
+                    "{{site}} {{runner}}",
+                )
+            ],
+            unit="ops",
+            width=12,
+            runbook="queue-run-by-web-requests.md",
+            overrides=[_color("/wp_cron|async_request/", "red")],
+        ),
+        Panel(
             "Worker restarts",
             "timeseries",
             "Restarts of the site's worker container in 15 minutes, from the exporter's "

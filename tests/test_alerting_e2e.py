@@ -6,6 +6,7 @@ annotations, the healthy site raises nothing, and losing the exporter is noticed
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,12 +17,14 @@ import yaml
 
 from exporter.config import SiteConfig
 from exporter.config.model import AlertThresholds
+from testbed import schedules
 from testbed.mariadb import Server, start_private, temporary
 from testbed.rules import render
 from testbed.store import ActionSchedulerStore
 from tests.support.alertmanager import Alertmanager, WebhookReceiver
 from tests.support.http_server import RunningExporter
 from tests.support.prometheus import Prometheus
+from tests.support.recurring import BATCH, FEED, NIGHTLY, REPORT, STOCK, write_history
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +47,9 @@ EXPECTED_WITH_SITES = {
     ("ActionSchedulerOrphanedClaimsGrowing", "killed"),
     ("ActionSchedulerConcurrentBatchesAtLimit", "atlimit"),
     ("ActionSchedulerQueueStalled", "atlimit"),  # at the limit, nothing runs
+    ("ActionSchedulerQueueRunByWebRequests", "webrun"),
+    ("ActionSchedulerRecurringActionStopped", "recurring"),
+    ("ActionSchedulerTimeoutFailures", "recurring"),  # its recurring hook's worker died
 }
 EXPECTED_WHEN_EXPORTER_GONE = {"ActionSchedulerExporterDown", "ActionSchedulerMetricsAbsent"}
 
@@ -57,9 +63,11 @@ class Queue:
         database: str,
         prefix: str,
         outcome: Callable[[str], str | None] | None = None,
+        via: str = "WP CLI",
     ) -> None:
         self.store = ActionSchedulerStore(server.connect(database), prefix)
         self.outcome = outcome
+        self.via = via
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -72,7 +80,7 @@ class Queue:
                 )
                 if self.outcome:
                     self.store.create("mailchimp_sync_order", group="mailchimp", args=[index])
-            self.store.run_batch(10, self.outcome)
+            self.store.run_batch(10, self.outcome, via=self.via)
             self.stop.wait(0.3)
 
     def close(self) -> None:
@@ -102,13 +110,14 @@ def test_each_failure_raises_its_alert_through_alertmanager(
     exporter_http: Callable[..., RunningExporter],
     tmp_path: Path,
 ) -> None:
-    stores = {prefix: store_factory(prefix) for prefix in ("wp_", "st_", "fl_", "kw_", "cl_")}
+    prefixes = ("wp_", "st_", "fl_", "kw_", "cl_", "wr_", "rc_")
+    stores = {prefix: store_factory(prefix) for prefix in prefixes}
     with gone_server.connect().cursor() as cursor:
         cursor.execute("CREATE DATABASE gone")
     ActionSchedulerStore(gone_server.connect("gone")).create_tables()
 
     sites = (
-        site(name="healthy", table_prefix="wp_"),
+        site(name="healthy", table_prefix="wp_", dedicated_workers=True),
         site(
             name="stalled",
             table_prefix="st_",
@@ -117,6 +126,9 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         site(name="failing", table_prefix="fl_"),
         site(name="killed", table_prefix="kw_", timeout_period=5),
         site(name="atlimit", table_prefix="cl_", concurrent_batches_limit=1),
+        # web requests run the queue of a site with dedicated workers
+        site(name="webrun", table_prefix="wr_", dedicated_workers=True),
+        site(name="recurring", table_prefix="rc_", heavy_interval=2.0),
         site(
             name="gone",
             host=gone_server.host,
@@ -135,7 +147,8 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
         queues = [
             Queue(mariadb, database, "wp_"),
-            Queue(mariadb, database, "kw_"),
+            Queue(mariadb, database, "kw_", via="WP Cron"),  # no dedicated workers: quiet
+            Queue(mariadb, database, "wr_", via="WP Cron"),
             Queue(
                 mariadb,
                 database,
@@ -167,6 +180,17 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         stores["cl_"].stake_claim(1)
         for index in range(5):
             stores["cl_"].create("woocommerce_deliver_webhook_async", args=[index])
+        # recurring: hooks Action Scheduler stopped, and one unscheduled on purpose
+        write_history(stores["rc_"])
+        # healthy: a recurring hook that failed once and was then unscheduled on purpose
+        feed = stores["wp_"].create(
+            FEED,
+            schedule=schedules.INTERVAL,
+            recurrence=600,
+            scheduled=stores["wp_"].now() + dt.timedelta(seconds=60),
+        )  # not due yet: only this test runs it
+        assert stores["wp_"].run_recurring(feed, "Feed service down") is not None
+        assert stores["wp_"].unschedule_all(FEED) == 1
         # gone: its database stops
         gone_server.stop()
 
@@ -189,6 +213,15 @@ def test_each_failure_raises_its_alert_through_alertmanager(
             a for a in received if a["labels"]["alertname"] == "ActionSchedulerHookFailureRatio"
         ]
         assert {a["labels"]["hook"] for a in failing} == {"mailchimp_sync_order"}
+        stopped = [
+            a["labels"]["hook"]
+            for a in received
+            if a["labels"]["alertname"] == "ActionSchedulerRecurringActionStopped"
+        ]
+        wait_until(lambda: len(stopped_alerts(receiver)) == 4, WAIT)
+        assert stopped_alerts(receiver) == {NIGHTLY, REPORT, STOCK, BATCH}, stopped
+        web = [a for a in received if a["labels"]["alertname"].endswith("ByWebRequests")]
+        assert {a["labels"]["runner"] for a in web} == {"wp_cron"}
         assert not [a for a in received if a["labels"]["site"] == "healthy"]
 
         # Losing the exporter itself is noticed.
@@ -209,6 +242,14 @@ def crash_one(store: ActionSchedulerStore) -> bool:
     store.start(crashing)
     store.fatal(crashing, claim.claim_id)
     return True
+
+
+def stopped_alerts(receiver: WebhookReceiver) -> set[str]:
+    return {
+        a["labels"]["hook"]
+        for a in receiver.received()
+        if a["labels"]["alertname"] == "ActionSchedulerRecurringActionStopped"
+    }
 
 
 def close_all(queues: list[Queue]) -> None:

@@ -17,10 +17,12 @@ from dashboards.grafana import DATASOURCE, RUNBOOKS, SCHEMA_VERSION, Panel, Quer
 from dashboards.queries import keda_query
 from exporter.config import SiteConfig
 from exporter.config.model import WorkersConfig
+from testbed import schedules
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.support.http_server import RunningExporter
 from tests.support.prometheus import Prometheus
+from tests.support.recurring import NIGHTLY, write_history
 from tests.support.series import RULES, exported_series, external_series, referenced_names, rules
 from tests.support.waiting import wait_until
 
@@ -164,6 +166,15 @@ def scraped_queue(
         with store.seconds_ago(600):
             for index in range(30):
                 store.create("wc_admin_import_orders", group="imports", args=[index])
+        # runs by every runner, and recurring hooks Action Scheduler stopped...
+        write_history(store)
+        prometheus.wait_for(
+            f'actionscheduler_recurring_actions_stopped_total{{hook="{NIGHTLY}"}} == 1'
+        )
+        # ... one of which, scheduled again, is stopped again: an increase in the log
+        with store.seconds_ago(60):
+            again = store.create(NIGHTLY, schedule=schedules.INTERVAL, recurrence=60)
+        assert store.run_recurring(again, "Supplier API unreachable", threshold=1) is None
         # Until every panel that must show data does (the test checks it again below).
         wait_until(lambda: not empty_panels(prometheus), 90, interval=1.0)
         stop.set()

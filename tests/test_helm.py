@@ -269,6 +269,8 @@ def test_exporter_config_is_valid_and_keeps_passwords_out(tmp_path: Path) -> Non
         "shop-actionscheduler-exporter-worker"
     ]
     assert shop.alerts.oldest_due_warning == 600
+    # The chart's workers run the shop's queue: web-request runs there raise an alert.
+    assert shop.runs_dedicated_workers and not network.runs_dedicated_workers
     worker = find(objects, "Deployment", "-worker")
     container = worker["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}

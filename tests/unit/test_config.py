@@ -607,3 +607,26 @@ def test_a_kubeconfig_with_a_yaml_error_on_its_token_line_does_not_tell_the_toke
         from_kubeconfig(kubeconfig)
     assert "Zq7pToken" not in raised.value.message
     assert "line 5" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("written", "dedicated"),
+    [
+        ("", False),
+        (", workers: {namespace: shop, deployment: shop-worker}", True),
+        (", workers: {namespace: shop, deployment: shop-worker}, dedicated_workers: false", False),
+        (", dedicated_workers: true", True),
+    ],
+)
+def test_dedicated_workers_default_to_whether_workers_are_declared(
+    tmp_path: Path, written: str, dedicated: bool
+) -> None:
+    (site,) = load_file(write(tmp_path, f"sites:\n  - {{database: x, user: u{written}}}")).sites
+    assert site.runs_dedicated_workers is dedicated
+
+
+def test_dedicated_workers_must_be_a_boolean(tmp_path: Path) -> None:
+    path = write(tmp_path, "sites:\n  - {database: x, user: u, dedicated_workers: sometimes}")
+    with pytest.raises(ConfigError) as raised:
+        load_file(path)
+    assert raised.value.key.endswith("dedicated_workers")

@@ -217,6 +217,10 @@ true
 {{- end -}}
 {{- if and $.Values.worker.enabled (eq $site.name $.Values.worker.site) -}}
 {{- $_ := set $site "concurrent_batches_limit" $.Values.worker.concurrentBatches -}}
+{{- /* The chart's workers run this queue: runs by web requests raise an alert. */ -}}
+{{- if not (hasKey $site "dedicated_workers") -}}
+{{- $_ := set $site "dedicated_workers" true -}}
+{{- end -}}
 {{- if eq $.Values.worker.kind "Deployment" -}}
 {{- $contexts := dict "root" $ -}}
 {{- $_ := include "ase.workerContexts" $contexts -}}
