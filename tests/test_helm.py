@@ -55,6 +55,8 @@ VARIANTS = {
     "all-on": ALL_ON,
     "podmonitor": merged(ALL_ON, **{"serviceMonitor.enabled": False, "podMonitor.enabled": True}),
     "cronjob-worker": merged(ALL_ON, **{"worker.kind": "CronJob", "keda.enabled": False}),
+    "slo-rules": merged(ALL_ON, **{"slo.enabled": True}),
+    "slo-pyrra": merged(ALL_ON, **{"slo.enabled": True, "slo.format": "pyrra"}),
     "mysql-trigger": merged(
         ALL_ON,
         **{
@@ -498,7 +500,8 @@ def test_values_yaml_documents_every_key() -> None:
 
 
 # Values whose keys are data (Kubernetes fields, labels), documented as a whole.
-FREE_FORM = {"resources", "labels", "podSecurityContext", "securityContext"}
+# objectives: the document of slo/objectives.yml, documented there and checked by the template.
+FREE_FORM = {"resources", "labels", "podSecurityContext", "securityContext", "objectives"}
 
 
 def _values_keys(node: Any, prefix: str = "") -> set[str]:

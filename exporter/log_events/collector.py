@@ -60,6 +60,7 @@ _COUNTER_FOR = {
 # missing callback names a hook of up to 191 characters), never a whole exception text of
 # 64 KB, so memory is bounded by the rows read, not by what actions log.
 MESSAGE_CHARACTERS = 512
+_OUTCOMES = {Kind.COMPLETED: "completed", Kind.FAILED: "failed"}
 # Runs whose end the log dates precisely; a cleaner's timeout says nothing of the run.
 _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
 
@@ -111,6 +112,7 @@ class LogEventsCollector(Collector):
         catalog.STARTED_BY_RUNNER,
         catalog.COMPLETED,
         catalog.FAILED,
+        catalog.FINISHED,
         catalog.CANCELED,
         catalog.RESET,
         catalog.RECURRING_STOPPED,
@@ -285,6 +287,9 @@ class LogEventsStream:
             if event.kind is Kind.FAILED:
                 labels = (*labels, ("reason", event.reason))
             tally.counters[(metric, labels)] += 1
+            if event.kind in _OUTCOMES:
+                outcome = (("group", group), ("outcome", _OUTCOMES[event.kind]))
+                tally.counters[(catalog.FINISHED, outcome)] += 1
             self._observe_timing(tally, row, event, action, hook, group, history)
         return tally
 
@@ -320,6 +325,9 @@ class LogEventsStream:
                     self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)
             else:
                 self._counters.setdefault((metric, pair), 0)
+        group = pair[1]
+        for outcome in catalog.OUTCOMES:
+            self._counters.setdefault((catalog.FINISHED, (group, ("outcome", outcome))), 0)
 
     def _samples(self, lag: int) -> Iterator[Sample]:
         for (metric, labels), count in sorted(

@@ -589,6 +589,18 @@ FAILED = _define(
     "typical after a release that renamed a hook, or old workers running new code), "
     "`unknown` (see below).",
 )
+FINISHED = _define(
+    "actionscheduler_actions_finished",
+    "counter",
+    "Action runs that ended, from the log, by group and outcome: completed, failed.",
+    tier="hot",
+    section="log",
+    labels=("group", "outcome"),
+    meaning="The completed and failed counters summed over hooks, with the outcome as a "
+    "label: the shape SLO tools read an availability indicator from (errors "
+    '`outcome="failed"`, total: all outcomes, as one metric; see rules/README.md, '
+    '"Service level objectives"). Every failure reason is `outcome="failed"`.',
+)
 CANCELED = _define(
     "actionscheduler_actions_canceled",
     "counter",
@@ -868,6 +880,7 @@ RUNNERS: dict[str, str] = {
 RUNNER_LABELS: tuple[str, ...] = (*RUNNERS.values(), OTHER)
 # Runners that are web requests: on a site with dedicated workers, none should run.
 WEB_RUNNERS: tuple[str, ...] = ("wp_cron", "async_request")
+OUTCOMES: tuple[str, ...] = ("completed", "failed")
 STOP_REASONS: tuple[str, ...] = ("consistently_failing", "next_instance_failed", "unknown")
 
 # Labels that Prometheus, or the Prometheus Operator for a ServiceMonitor or PodMonitor,

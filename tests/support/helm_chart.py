@@ -1,6 +1,6 @@
 """Rendering the Helm chart with the real Helm engine (helm-python-sdk), and validating
 what it renders: built-in kinds against Kubernetes 1.36's schemas, custom resources
-against the CRDs of prometheus-operator and KEDA (tests/crds, copied unmodified)."""
+against the CRDs of prometheus-operator, KEDA and Pyrra (tests/crds, copied unmodified)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ CUSTOM_KINDS = {
     "PrometheusRule",
     "ScaledObject",
     "TriggerAuthentication",
+    "ServiceLevelObjective",
 }
 
 SITES = [

@@ -1,0 +1,118 @@
+"""The chart's service level objectives, rendered by the real Helm engine: the same rules
+and Pyrra resources as python -m slo writes from the same objectives, valid against the
+CRDs, and bad objectives refused at render time naming the key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+from exporter.log_events.collector import START_DELAY_BUCKETS
+from slo import objectives as objectives_file
+from slo import prometheus_rules, pyrra
+from slo.__main__ import EXAMPLE, SOURCE
+from tests.support.helm_chart import CHART, MINIMAL, find, render, validate
+
+SOURCES = {"shipped": SOURCE, "example": EXAMPLE}
+
+
+def with_slo(source: Path, form: str) -> dict[str, Any]:
+    return {
+        **MINIMAL,
+        "slo": {
+            "enabled": True,
+            "format": form,
+            "labels": {"release": "kube-prometheus-stack"},
+            "objectives": yaml.safe_load(source.read_text()),
+        },
+    }
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_the_charts_rules_are_what_python_writes(source: str) -> None:
+    objects = render(with_slo(SOURCES[source], "rules"))
+    rule = find(objects, "PrometheusRule", "-slo")
+    validate(rule)
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    expected = prometheus_rules.document(objectives_file.load(SOURCES[source]))
+    assert rule["spec"] == expected
+
+
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_the_charts_pyrra_resources_are_what_python_writes(source: str) -> None:
+    objects = render(with_slo(SOURCES[source], "pyrra"))
+    rendered = [o for o in objects if o["kind"] == "ServiceLevelObjective"]
+    for resource in rendered:
+        validate(resource)
+        assert resource["metadata"]["namespace"] == "shop"
+    assert not [o for o in objects if o["kind"] == "PrometheusRule"]
+    expected = pyrra.resources(objectives_file.load(SOURCES[source]))
+    assert [(r["metadata"]["name"], r["spec"]) for r in rendered] == [
+        (r["metadata"]["name"], r["spec"]) for r in expected
+    ]
+
+
+def test_the_chart_knows_the_start_delay_buckets() -> None:
+    helpers = (CHART / "templates" / "_slo.tpl").read_text()
+    line = helpers.split('define "ase.sloBuckets" -}}', 1)[1].split("{{", 1)[0]
+    assert [float(bound) for bound in line.split()] == list(START_DELAY_BUCKETS)
+
+
+def test_off_by_default() -> None:
+    objects = render(MINIMAL)
+    assert not [o for o in objects if o["kind"] == "ServiceLevelObjective"]
+    assert not [o for o in objects if o["metadata"]["name"].endswith("-slo")]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {
+                "defaults": {
+                    "startOnTime": {"objective": 99, "withinSeconds": 240},
+                    "success": {"objective": 99.5},
+                }
+            },
+            "slo.objectives.defaults.startOnTime.withinSeconds: must be a bucket bound of"
+            " actionscheduler_action_start_delay_seconds (0.5, 1, 5, 15, 30, 60, 120, 300, 600,"
+            " 1800, 3600, 7200, 21600, 86400), not 240",
+        ),
+        (
+            {"groups": {"checkout": {"startOnTime": {"withinSeconds": 45}}}},
+            "slo.objectives.groups.checkout.startOnTime.withinSeconds: must be a bucket bound",
+        ),
+        ({"window": "4w"}, "slo.objectives.window: must be whole days"),
+        (
+            {
+                "defaults": {
+                    "startOnTime": {"objective": 100, "withinSeconds": 300},
+                    "success": {"objective": 99.5},
+                }
+            },
+            "slo.objectives.defaults.startOnTime.objective: must be a percentage",
+        ),
+        (
+            {"sites": {"shop": {"latency": {}}}},
+            "slo.objectives.sites.shop.latency: is not a known key",
+        ),
+    ],
+)
+def test_bad_objectives_are_refused_at_render_naming_the_key(
+    change: dict[str, Any], message: str
+) -> None:
+    values = with_slo(SOURCE, "rules")
+    values["slo"]["objectives"].update(change)
+    with pytest.raises(helm.HelmError, match=re.escape(message)):
+        render(values)
+
+
+def test_an_unknown_format_is_refused() -> None:
+    values = with_slo(SOURCE, "sloth")
+    with pytest.raises(helm.HelmError, match=re.escape('slo.format is "sloth"')):
+        render(values)
