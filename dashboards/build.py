@@ -12,13 +12,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from dashboards import hooks, overview
+from dashboards import hooks, overview, slo
 from dashboards.grafana import Json
 
 FOLDER = Path(__file__).resolve().parent
 DASHBOARDS: dict[str, Callable[[], Json]] = {
     "actionscheduler-overview.json": overview.build,
     "actionscheduler-hooks.json": hooks.build,
+    "actionscheduler-slo.json": slo.build,
 }
 
 

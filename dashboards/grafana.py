@@ -234,3 +234,19 @@ def _target(index: int, query: Query) -> Json:
     if query.instant and not query.heatmap:
         target["format"] = "table"
     return target
+
+
+def dashed(regex: str) -> Json:
+    """An override: the series whose name matches are drawn dashed (thresholds)."""
+    return {
+        "matcher": {"id": "byRegexp", "options": regex},
+        "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}],
+    }
+
+
+def colored(regex: str, color: str) -> Json:
+    """An override: the series whose name matches get one colour."""
+    return {
+        "matcher": {"id": "byRegexp", "options": regex},
+        "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}],
+    }

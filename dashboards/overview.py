@@ -8,8 +8,10 @@ from dashboards.grafana import (
     Json,
     Panel,
     Query,
+    colored,
     dashboard,
     dashboard_link,
+    dashed,
     site_variables,
 )
 from dashboards.queries import keda_query
@@ -142,7 +144,7 @@ def panels() -> list[Panel]:
             unit="s",
             width=12,
             runbook="oldest-due-action-late.md",
-            overrides=[_dashed("/warning|critical/")],
+            overrides=[dashed("/warning|critical/")],
         ),
         Panel(
             "Throughput",
@@ -158,7 +160,7 @@ def panels() -> list[Panel]:
             unit="ops",
             width=12,
             runbook="queue-stalled.md",
-            overrides=[_color("/failed/", "red")],
+            overrides=[colored("/failed/", "red")],
         ),
         Panel(
             "Start delay",
@@ -204,7 +206,7 @@ def panels() -> list[Panel]:
             ],
             width=12,
             runbook="action-running-too-long.md",
-            overrides=[_dashed("/failure period/")],
+            overrides=[dashed("/failure period/")],
         ),
         Panel(
             "Claims against the concurrent-batches limit",
@@ -227,7 +229,7 @@ def panels() -> list[Panel]:
             ],
             width=12,
             runbook="concurrent-batches-at-limit.md",
-            overrides=[_dashed("/limit/")],
+            overrides=[dashed("/limit/")],
         ),
         Panel(
             "Failures by reason",
@@ -263,7 +265,7 @@ def panels() -> list[Panel]:
             unit="ops",
             width=12,
             runbook="queue-run-by-web-requests.md",
-            overrides=[_color("/wp_cron|async_request/", "red")],
+            overrides=[colored("/wp_cron|async_request/", "red")],
         ),
         Panel(
             "Worker restarts",
@@ -459,20 +461,6 @@ def panels() -> list[Panel]:
             width=12,
         ),
     ]
-
-
-def _dashed(regex: str) -> Json:
-    return {
-        "matcher": {"id": "byRegexp", "options": regex},
-        "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}],
-    }
-
-
-def _color(regex: str, color: str) -> Json:
-    return {
-        "matcher": {"id": "byRegexp", "options": regex},
-        "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}],
-    }
 
 
 def build() -> Json:

@@ -2,7 +2,8 @@
 
     python -m testbed.rules --time-scale 0.0167 --out /tmp/rules rules/*.rules.yml
 
-multiplies every `for:`, range selector (`[15m]`) and `offset` by the time scale (here
+multiplies every `for:`, range selector (`[15m]`), `offset` and group `interval` by the time
+scale (here
 1/60: fifteen minutes become fifteen seconds), so an end-to-end test sees every alert fire
 in seconds. `--runbook-base` points runbook_url at another copy of docs/runbooks/ (a fork,
 an internal wiki). The shipped files are never edited.
@@ -44,6 +45,8 @@ def render(
     document: dict[str, Any], scale: float = 1.0, runbook_base: str | None = None
 ) -> dict[str, Any]:
     for group in document.get("groups", []):
+        if scale != 1.0 and "interval" in group:
+            group["interval"] = scaled(str(group["interval"]), scale)
         for rule in group.get("rules", []):
             if scale != 1.0:
                 rule["expr"] = scale_expression(str(rule["expr"]), scale)
