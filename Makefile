@@ -80,10 +80,12 @@ BENCH_SIZES ?= 100k,1m
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --sizes $(BENCH_SIZES)
 
-# Copies rules/ and dashboards/*.json into the Helm chart, with the rules scoped for one
+# Writes the SLO forms from slo/objectives.yml (rules/, slo/generated/); copies rules/ and
+# dashboards/*.json into the Helm chart, with the rules scoped for one
 # release beside them, and writes the schema of the chart's sites from the exporter's own
 # configuration keys (tests keep them equal).
 chart-files: $(STAMP)
+	$(BIN)/python -m slo
 	$(BIN)/python -m exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope

@@ -13,22 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from exporter.config import SiteConfig
 from exporter.config.model import AlertThresholds
 from testbed import schedules
 from testbed.mariadb import Server, start_private, temporary
-from testbed.rules import render
 from testbed.store import ActionSchedulerStore
-from tests.support.alertmanager import Alertmanager, WebhookReceiver
+from tests.support.alerting_stack import alerting_stack
+from tests.support.alertmanager import WebhookReceiver
 from tests.support.http_server import RunningExporter
-from tests.support.prometheus import Prometheus
 from tests.support.recurring import BATCH, FEED, NIGHTLY, REPORT, STOCK, write_history
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
-TIME_SCALE = 1 / 60  # fifteen minutes become fifteen seconds
 WAIT = 150.0
 # As long as the failure run takes to raise all its alerts.
 HEALTHY_RUN = 45.0
@@ -291,33 +288,3 @@ def test_a_healthy_run_of_the_same_length_fires_nothing(
         finally:
             close_all(queues)
         assert receiver.received() == []
-
-
-@contextlib.contextmanager
-def alerting_stack(
-    exporter: RunningExporter, tmp_path: Path
-) -> Iterator[tuple[WebhookReceiver, Prometheus]]:
-    """Prometheus with the shortened rules, scraping the exporter, alerting through a real
-    Alertmanager to a webhook receiver."""
-    rules_file = tmp_path / "actionscheduler.rules.yml"
-    rules_file.write_text(
-        yaml.safe_dump(
-            render(
-                yaml.safe_load((ROOT / "rules" / "actionscheduler.rules.yml").read_text()),
-                TIME_SCALE,
-            )
-        )
-    )
-    receiver = WebhookReceiver()
-    alertmanager = Alertmanager(receiver.url)
-    prometheus = Prometheus(
-        [f"127.0.0.1:{exporter.port}"],
-        rule_files=[rules_file],
-        alertmanagers=[alertmanager.address],
-    )
-    try:
-        yield receiver, prometheus
-    finally:
-        prometheus.stop()
-        alertmanager.stop()
-        receiver.stop()

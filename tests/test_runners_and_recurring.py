@@ -56,6 +56,12 @@ def test_runner_counts_and_stopped_recurring_jobs_equal_the_truth(
     runs = by_label(exporter, catalog.STARTED_BY_RUNNER, "runner")
     assert runs == {(runner,): expected.runs[runner] for runner in catalog.RUNNER_LABELS}
     assert exporter.total(catalog.STARTED) == sum(expected.runs.values())
+    # the completed and failed counters, as one metric with the outcome as a label
+    assert exporter.total(catalog.FINISHED, outcome="completed") == exporter.total(
+        catalog.COMPLETED
+    )
+    assert exporter.total(catalog.FINISHED, outcome="failed") == exporter.total(catalog.FAILED)
+    assert exporter.total(catalog.FINISHED) > 0
 
     stopped = by_label(exporter, catalog.RECURRING_STOPPED, "hook", "reason")
     assert {key: value for key, value in stopped.items() if value} == expected.stopped
