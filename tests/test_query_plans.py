@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from exporter.collectors import recurring
 from exporter.config.model import SiteConfig
 from exporter.db.schema import TableNames
 from exporter.db.session import Session
+from exporter.sources.database import DatabaseContext
 from exporter.totals.ledger import ActionLedger
 from testbed import hot_sql
 from testbed.generate import PREFIX, generate
@@ -145,3 +147,40 @@ def test_a_quiet_table_costs_index_entries_not_rows(
         (open_actions,) = cursor.fetchone()
     assert sum(checks) <= 1.1 * (LARGE + 2 * open_actions), checks
     assert sum(checks) < 0.6 * sum(first), (sum(checks), sum(first))
+
+
+def recurring_rows_read(site: SiteConfig) -> tuple[int, int]:
+    """Rows read by the stopped-recurring statements for every hook with failed actions,
+    and how many hooks that is."""
+    session = Session(site)
+    try:
+        hooks = [
+            str(row[0])
+            for row in session.query(
+                f"SELECT DISTINCT hook FROM {PREFIX}actionscheduler_actions WHERE status = 'failed'"
+            )
+        ]
+        context = DatabaseContext(session, TableNames(PREFIX), site, {})
+        before = session_rows_read(session)
+        overhead = session_rows_read(session) - before
+        before = session_rows_read(session)
+        list(recurring.stopped_hooks(context, hooks))
+        return session_rows_read(session) - before - overhead, len(hooks)
+    finally:
+        session.close()
+
+
+def test_stopped_recurring_hooks_cost_a_few_index_entries_per_hook(
+    mariadb: Server, stores: dict[int, str], site: Callable[..., SiteConfig]
+) -> None:
+    """The heavy tier's recurring check reads each hook's newest actions per status from
+    the (hook, status, scheduled date) index: a few rows per hook, the same at four times
+    the table."""
+    read = {
+        size: recurring_rows_read(site(database=database, table_prefix=PREFIX))
+        for size, database in stores.items()
+    }
+    (small, small_hooks), (large, large_hooks) = read[SMALL], read[LARGE]
+    assert small_hooks > 3 and large_hooks > 3  # (the rarest hooks differ between stores)
+    assert large <= 12 * large_hooks, read
+    assert large / large_hooks <= small / small_hooks + 2, read

@@ -9,6 +9,7 @@ import pytest
 
 from exporter.config.model import WorkersConfig
 from exporter.metrics import catalog
+from testbed import schedules
 from testbed.messages import ENGLISH, GERMAN, Messages
 from testbed.store import ActionSchedulerStore
 from tests.support.follower import Follow, Follower
@@ -71,6 +72,19 @@ def test_runner_counts_and_stopped_recurring_jobs_equal_the_truth(
     gauge = by_label(exporter, catalog.RECURRING_HOOKS_STOPPED, "hook")
     assert {hook for (hook,), value in gauge.items() if value} == table_truth(store)
     assert gauge == {(NIGHTLY,): 1, (REPORT,): 1, (STOCK,): 1}
+
+    # The plugin schedules the stopped job again (re-activated): it is no longer stopped;
+    # then it is unscheduled on purpose (deactivated): its latest action is canceled, which
+    # is intentional, and it stays out of the gauge.
+    again = store.create(NIGHTLY, schedule=schedules.INTERVAL, recurrence=60)
+    exporter.scrape()
+    assert (NIGHTLY,) not in by_label(exporter, catalog.RECURRING_HOOKS_STOPPED, "hook")
+    assert store.unschedule_all(NIGHTLY) == 1
+    exporter.scrape()
+    gauge = by_label(exporter, catalog.RECURRING_HOOKS_STOPPED, "hook")
+    assert gauge == {(REPORT,): 1, (STOCK,): 1}
+    assert {hook for (hook,), _ in gauge.items()} == table_truth(store)
+    assert store.hook_of(again) == NIGHTLY
 
 
 def test_translated_runs_are_counted_as_in_english(

@@ -36,7 +36,7 @@ class RecurringCollector(Collector):
         stopped: Counter[str] = Counter()
         for start in range(0, len(candidates), HOOKS_PER_STATEMENT):
             batch = candidates[start : start + HOOKS_PER_STATEMENT]
-            stopped.update(hook for hook in _stopped(context, batch))
+            stopped.update(hook for hook in stopped_hooks(context, batch))
         folded, _ = fold(stopped, context.site.top_hooks)
         for hook, count in sorted(folded.items()):
             yield sample(catalog.RECURRING_HOOKS_STOPPED, count, hook=hook)
@@ -50,7 +50,8 @@ def _latest(actions: str, status: str, column: str = "scheduled_date_gmt") -> st
     )
 
 
-def _stopped(context: DatabaseContext, hooks: Sequence[str]) -> Iterator[str]:
+def stopped_hooks(context: DatabaseContext, hooks: Sequence[str]) -> Iterator[str]:
+    """The hooks among these (one statement) whose recurring job has no next occurrence."""
     actions = context.tables.actions
     candidates = " UNION ALL ".join(["SELECT %s AS hook"] * len(hooks))
     rows = context.query(
