@@ -150,7 +150,8 @@ def test_all_on_renders_every_part() -> None:
             "ConfigMap",
             "ConfigMap",
             "ConfigMap",
-            "ConfigMap",  # config, 2 dashboards, loop
+            "ConfigMap",
+            "ConfigMap",  # config, 3 dashboards, loop
             "Deployment",
             "Deployment",
             "Service",

@@ -144,6 +144,8 @@ def test_the_shipped_suite_passes_on_the_scoped_rules(tmp_path: Path) -> None:
     (tmp_path / "actionscheduler.rules.yml").write_text(yaml.safe_dump(scoped))
     for test in RULE_TESTS:
         case = yaml.safe_load(test.read_text())
+        if case["rule_files"] != ["../actionscheduler.rules.yml"]:
+            continue  # the SLO rules' tests (slo.test.yml): not scoped per release
         case["rule_files"] = [str(tmp_path / "actionscheduler.rules.yml")]
         copied = tmp_path / test.name
         copied.write_text(yaml.safe_dump(case, sort_keys=False))
