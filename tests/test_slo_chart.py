@@ -57,6 +57,31 @@ def test_the_charts_pyrra_resources_are_what_python_writes(source: str) -> None:
     ]
 
 
+def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path) -> None:
+    """Site and group names go into regex matchers and resource names: escaped alike."""
+    document = {
+        "window": "30d",
+        "minimumRuns": 5,
+        "defaults": {
+            "startOnTime": {"objective": 99.9, "withinSeconds": 0.5},
+            "success": {"objective": 97},
+        },
+        "sites": {"network:wp_2.": {"success": {"objective": 99}}, 'sh"op': {}},
+        "groups": {"woo.webhooks+": {"startOnTime": {"withinSeconds": 86400}}},
+    }
+    source = tmp_path / "objectives.yml"
+    source.write_text(yaml.safe_dump(document))
+    objectives = objectives_file.load(source)
+    rules = find(render(with_slo(source, "rules")), "PrometheusRule", "-slo")
+    assert rules["spec"] == prometheus_rules.document(objectives)
+    rendered = [
+        o for o in render(with_slo(source, "pyrra")) if o["kind"] == "ServiceLevelObjective"
+    ]
+    assert [(r["metadata"]["name"], r["spec"]) for r in rendered] == [
+        (r["metadata"]["name"], r["spec"]) for r in pyrra.resources(objectives)
+    ]
+
+
 def test_the_chart_knows_the_start_delay_buckets() -> None:
     helpers = (CHART / "templates" / "_slo.tpl").read_text()
     line = helpers.split('define "ase.sloBuckets" -}}', 1)[1].split("{{", 1)[0]
