@@ -28,7 +28,8 @@ def at(query: str, window: str) -> str:
 def regex_alternatives(values: tuple[str, ...]) -> str:
     """A PromQL regex matching exactly these values (escaped for the string literal)."""
     return "|".join(
-        "".join(f"\\\\{c}" if c in _REGEX_SPECIAL else c for c in value) for value in values
+        "".join(f"\\\\{c}" if c in _REGEX_SPECIAL else c for c in value).replace('"', '\\"')
+        for value in values
     )
 
 

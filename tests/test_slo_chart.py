@@ -17,6 +17,7 @@ from slo import objectives as objectives_file
 from slo import prometheus_rules, pyrra
 from slo.__main__ import EXAMPLE, SOURCE
 from tests.support.helm_chart import CHART, MINIMAL, find, render, validate
+from tests.support.prometheus import promtool_run
 
 SOURCES = {"shipped": SOURCE, "example": EXAMPLE}
 
@@ -72,6 +73,10 @@ def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path
     source = tmp_path / "objectives.yml"
     source.write_text(yaml.safe_dump(document))
     objectives = objectives_file.load(source)
+    written = tmp_path / "slo.rules.yml"
+    written.write_text(yaml.safe_dump(prometheus_rules.document(objectives)))
+    checked = promtool_run("check", "rules", str(written))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     rules = find(render(with_slo(source, "rules")), "PrometheusRule", "-slo")
     assert rules["spec"] == prometheus_rules.document(objectives)
     rendered = [

@@ -18,7 +18,7 @@ printed with six significant digits, as Python's "g" format does.
 
 {{- define "ase.sloRegex" -}}
 {{- $escaped := list -}}
-{{- range . }}{{ $escaped = append $escaped (regexReplaceAll "([.+*?()|\\[\\]{}^$\\\\])" . "\\\\${1}") }}{{ end -}}
+{{- range . }}{{ $escaped = append $escaped (regexReplaceAll "([.+*?()|\\[\\]{}^$\\\\])" . "\\\\${1}" | replace "\"" "\\\"") }}{{ end -}}
 {{- join "|" $escaped -}}
 {{- end -}}
 
