@@ -32,6 +32,7 @@ _LATEST_BY_STATUS = {
     "canceled": Event(Kind.CANCELED),
     "in-progress": Event(Kind.STARTED),
 }
+_STARTED_STATUSES = ("in-progress", "complete", "failed")
 # Languages a site's starts are learned in: a site switches language rarely.
 MAX_TEMPLATES = 4
 
@@ -84,7 +85,9 @@ def events_by_place(
     for index, row in enumerate(rows):
         runner = contexts.runner_of(row.message)
         if phase == "before":
-            if runner is not None:
+            # Only a run makes an action in progress, complete or failed; a pending or
+            # canceled one never started ("action ignored via …" ends with a context too).
+            if runner is not None and status in _STARTED_STATUSES:
                 events[row.log_id] = Event(Kind.STARTED, runner=runner)
                 known = contexts.known(row.message)
                 learned = (known is not None and contexts.learn(row.message, known)) or learned
