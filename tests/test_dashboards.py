@@ -164,20 +164,21 @@ def scraped_queue(
 
     try:
         prometheus.wait_for("actionscheduler_up == 1")
+        # Runs by every runner, and recurring hooks Action Scheduler stopped (before the
+        # worker below starts: it would claim their due occurrences)...
+        write_history(store)
+        prometheus.wait_for(
+            f'actionscheduler_recurring_actions_stopped_total{{hook="{NIGHTLY}"}} == 1'
+        )
+        # ... one of which, scheduled again, is stopped again: an increase in the log.
+        with store.seconds_ago(60):
+            again = store.create(NIGHTLY, schedule=schedules.INTERVAL, recurrence=60)
+        assert store.run_recurring(again, "Supplier API unreachable", threshold=1) is None
         thread = threading.Thread(target=run)
         thread.start()
         with store.seconds_ago(600):
             for index in range(30):
                 store.create("wc_admin_import_orders", group="imports", args=[index])
-        # runs by every runner, and recurring hooks Action Scheduler stopped...
-        write_history(store)
-        prometheus.wait_for(
-            f'actionscheduler_recurring_actions_stopped_total{{hook="{NIGHTLY}"}} == 1'
-        )
-        # ... one of which, scheduled again, is stopped again: an increase in the log
-        with store.seconds_ago(60):
-            again = store.create(NIGHTLY, schedule=schedules.INTERVAL, recurrence=60)
-        assert store.run_recurring(again, "Supplier API unreachable", threshold=1) is None
         # Until every panel that must show data does (the test checks it again below).
         wait_until(lambda: not empty_panels(prometheus), 90, interval=1.0)
         stop.set()

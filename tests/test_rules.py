@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from slo import __main__ as slo_main
 from testbed.rules import RUNBOOK_BASE, render, scale_expression, seconds
 from tests.support.prometheus import RULE_TESTS, promtool_run
 from tests.support.series import (
@@ -118,3 +119,24 @@ def test_render_shortens_every_duration_and_keeps_the_rest(tmp_path: Path) -> No
         rule["annotations"]["runbook_url"].startswith("https://wiki.example/runbooks/")
         for rule in scaled_alerts
     )
+
+
+def test_the_low_traffic_case_is_quiet_because_of_the_minimum_runs(tmp_path: Path) -> None:
+    """slo.test.yml's low-traffic site stays quiet; with the guard down to one run, the same
+    series page: the guard, not the data, keeps one late run of five from paging."""
+    objectives = yaml.safe_load(slo_main.EXAMPLE.read_text())
+    objectives["minimumRuns"] = 1
+    source = tmp_path / "objectives.yml"
+    source.write_text(yaml.safe_dump(objectives))
+    (tmp_path / "slo-example.rules.yml").write_text(
+        slo_main.forms(source, "test")["actionscheduler-slo.rules.yml"]
+    )
+    suite = yaml.safe_load((ROOT / "rules" / "tests" / "slo.test.yml").read_text())
+    (case,) = [test for test in suite["tests"] if "low-traffic" in test["name"]]
+    for check in case["alert_rule_test"]:
+        assert check["exp_alerts"] == []
+    suite["tests"] = [case]
+    (tmp_path / "low.test.yml").write_text(yaml.safe_dump(suite))
+    tested = promtool_run("test", "rules", str(tmp_path / "low.test.yml"))
+    assert tested.returncode != 0
+    assert 'severity="critical", site="tiny"' in tested.stdout + tested.stderr
