@@ -10,9 +10,8 @@ if ! "$python" -m venv "$venv" 2>/dev/null; then
     rm -rf "$venv"
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$version-venv" \
-            || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+        "$(dirname "$0")/apt-install.sh" "python$version-venv" \
+            || "$(dirname "$0")/apt-install.sh" python3-venv
         "$python" -m venv "$venv"
     else
         echo "cannot create a virtualenv: install python3-venv (apt-get install python3-venv)" >&2

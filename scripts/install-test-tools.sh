@@ -13,15 +13,6 @@ command -v runc >/dev/null || missing="$missing runc"
 command -v debootstrap >/dev/null || missing="$missing debootstrap"
 [ -z "$missing" ] && exit 0
 
-if [ "$(id -u)" = 0 ]; then
-    sudo=""
-elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-    sudo="sudo -n"
-else
-    echo "The tests need:$missing (Debian packages). Install them: apt-get install$missing" >&2
-    exit 1
-fi
 echo "installing Debian packages:$missing"
-$sudo apt-get update -qq
 # shellcheck disable=SC2086 # the package list is meant to split
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+scripts/apt-install.sh $missing

@@ -231,11 +231,5 @@ def _install_mariadb() -> None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return
     log.warning("installing Debian's mariadb-server")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
-    subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server"],
-        check=False,
-        env=env,
-        capture_output=True,
-    )
+    installer = Path(__file__).resolve().parents[1] / "scripts" / "apt-install.sh"
+    subprocess.run([str(installer), "mariadb-server"], check=False, capture_output=True)

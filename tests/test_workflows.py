@@ -1,5 +1,6 @@
 """The GitHub workflows (pushes and pull requests, the release), checked by actionlint with
-shellcheck on their scripts: they cannot run here, but they must be valid."""
+shellcheck on their scripts: they cannot run here, but they must be valid. The build
+scripts that `make` runs, checked by shellcheck too."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+SCRIPTS = sorted([*(ROOT / "scripts").glob("*.sh"), ROOT / ".ci" / "run"])
 
 
 def tool(name: str) -> str:
@@ -79,3 +81,9 @@ def test_a_broken_workflow_is_caught(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert 'input "platform" is not defined' in done.stdout
     assert "potentially untrusted" in done.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
+def test_the_build_scripts_pass_shellcheck(script: Path) -> None:
+    done = subprocess.run([tool("shellcheck"), str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
