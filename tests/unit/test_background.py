@@ -30,23 +30,35 @@ class Counting(Source[None]):
     error_kinds = catalog.KUBERNETES_ERROR_KINDS
     up_metric = catalog.KUBERNETES_UP
 
-    def __init__(self, interval: float, wait_each: bool = False) -> None:
+    def __init__(self, interval: float, wait_each: bool = False, held: bool = False) -> None:
         self.interval = interval
         self.wait_each = wait_each
         self.reads = 0
         self.fail_with: str | None = None
-        self.release = threading.Event()
-        self.release.set()
+        # held: each reading waits for a permit the test releases, one reading per permit
+        self.held = held
+        self.permits = threading.Semaphore(0)
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._counting = threading.Lock()
 
     def freshness(self, site: SiteConfig) -> Freshness:
         return Freshness(self.interval, wait_each=self.wait_each)
 
     def read(self, context: None) -> Iterable[Sample]:
-        self.release.wait(10)
-        self.reads += 1
-        if self.fail_with:
-            raise SourceError(self.fail_with, f"it failed ({self.fail_with})")
-        return [sample(catalog.WORKER_PODS, self.reads, ready="true")]
+        with self._counting:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.held:
+                self.permits.acquire(timeout=10)
+            self.reads += 1
+            if self.fail_with:
+                raise SourceError(self.fail_with, f"it failed ({self.fail_with})")
+            return [sample(catalog.WORKER_PODS, self.reads, ready="true")]
+        finally:
+            with self._counting:
+                self.in_flight -= 1
 
 
 def values(samples: list[Sample], metric: catalog.MetricDef) -> list[float]:
@@ -89,8 +101,7 @@ def test_wait_each_waits_for_every_due_refresh(clock: FakeClock) -> None:
 def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
     clock: FakeClock,
 ) -> None:
-    source = Counting(interval=1)
-    source.release.clear()
+    source = Counting(interval=1, held=True)
     runner, _ = scheduled(source, clock)
     pending = runner.samples(budget=0.01)
     assert values(pending, catalog.COLLECTOR_SUCCESS) == [0]  # not read yet
@@ -98,9 +109,12 @@ def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
     assert values(pending, catalog.WORKER_PODS) == []
     clock.now += 5
     runner.samples(budget=0.01)  # due again, but the first is still running: no second
-    source.release.set()
+    assert wait_for(lambda: source.in_flight == 1)
+    source.permits.release()  # the first reading ends; one due after it waits for a permit
     assert wait_for(lambda: values(runner.samples(0), catalog.WORKER_PODS) == [1])
     assert source.reads == 1
+    assert source.most_in_flight == 1
+    source.permits.release(2)  # let a refresh the polling started end
 
 
 def test_a_failure_keeps_the_last_values_counts_its_kind_and_ages(clock: FakeClock) -> None:
