@@ -48,6 +48,7 @@ class ActionSchedulerStore:
         self.messages = messages
         self.offset = dt.timedelta(0)
         self._frozen: dt.datetime | None = None
+        self._in_transaction = False
         # WordPress drops strict modes and NO_ZERO_DATE for its own connection; so do we.
         self._execute("SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'")
 
@@ -104,6 +105,23 @@ class ActionSchedulerStore:
             yield
         finally:
             self.offset = previous
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Writes inside the block are committed together: a reader sees all of them or
+        none, never a history half-written (a scrape in the middle would see its counts
+        rise, where a real site wrote them over days)."""
+        self.connection.begin()
+        self._in_transaction = True
+        try:
+            yield
+        except BaseException:
+            self.connection.rollback()
+            raise
+        else:
+            self.connection.commit()
+        finally:
+            self._in_transaction = False
 
     # -- ActionScheduler_DBStore -------------------------------------------------------
     def create(
@@ -458,7 +476,9 @@ class ActionSchedulerStore:
                 cursor.execute(sql, args)
                 return cursor
             except pymysql.err.OperationalError as error:
-                if error.args[0] != _DEADLOCK or attempt == _DEADLOCK_RETRIES - 1:
+                # in a transaction a deadlock rolled back every earlier statement too
+                retry = not self._in_transaction and attempt < _DEADLOCK_RETRIES - 1
+                if error.args[0] != _DEADLOCK or not retry:
                     raise
             finally:
                 cursor.close()

@@ -142,19 +142,21 @@ def test_each_failure_raises_its_alert_through_alertmanager(
     ):
         cleanup.callback(close_all, queues)
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
-        queues = [
-            Queue(mariadb, database, "wp_"),
-            Queue(mariadb, database, "kw_", via="WP Cron"),  # no dedicated workers: quiet
-            Queue(mariadb, database, "wr_", via="WP Cron"),
-            Queue(
-                mariadb,
-                database,
-                "fl_",
-                outcome=lambda hook: (
-                    "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+        queues.extend(
+            [
+                Queue(mariadb, database, "wp_"),
+                Queue(mariadb, database, "kw_", via="WP Cron"),  # no dedicated workers: quiet
+                Queue(mariadb, database, "wr_", via="WP Cron"),
+                Queue(
+                    mariadb,
+                    database,
+                    "fl_",
+                    outcome=lambda hook: (
+                        "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
+                    ),
                 ),
-            ),
-        ]
+            ]
+        )
         # stalled: due actions that nobody runs, already half a minute late
         with stores["st_"].seconds_ago(30):
             for index in range(20):
