@@ -17,6 +17,7 @@ from exporter.metrics.samples import Sample, sample
 from exporter.rounds.coordinator import Coordinator
 from exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
+from tests.support.in_flight import InFlight
 from tests.support.waiting import wait_until
 
 AGE = catalog.COLLECTOR_AGE.name
@@ -33,23 +34,15 @@ class SleepingCollector(Collector):
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.runs = 0
-        # Its statements in flight now, and the most at once: what this exporter sends,
-        # not what the server runs for other clients (another test run may sleep too).
-        self.in_flight = 0
-        self.most_in_flight = 0
+        self.statements = InFlight()  # its own, not the server's: another run may sleep too
         self._lock = threading.Lock()
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         with self._lock:
             self.runs += 1
             run = self.runs
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
+        with self.statements.counted():
             context.query("SELECT SLEEP(%s)", (self.seconds,))
-        finally:
-            with self._lock:
-                self.in_flight -= 1
         yield sample(catalog.FOLDED_LABEL_VALUES, run, label="sleeping")
 
 
@@ -115,14 +108,14 @@ def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
         assert first.up
         assert first.value("actionscheduler_due_actions", claim="unclaimed") == 1
         assert first.value(FOLDED, label="sleeping") is None  # the refresh is not done
-        assert wait_until(lambda: slow.in_flight == 1, 10)
+        assert wait_until(lambda: slow.statements.now == 1, 10)
 
         # Scrapes while the refresh runs: each is answered, none starts a second refresh.
         answered = 0
         while slow.runs == 1 and answered < 200:
             (result,) = coordinator.scrape(timeout=1.0)
             answered += result.up
-        assert answered >= 2 and slow.most_in_flight == 1
+        assert answered >= 2 and slow.statements.most == 1
 
         # Once done, its value is served; the next refresh starts only after the interval.
         assert wait_until(
@@ -130,7 +123,7 @@ def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
         )
         for _ in range(10):
             coordinator.scrape()
-        assert slow.most_in_flight == 1
+        assert slow.statements.most == 1
     finally:
         coordinator.close()
 

@@ -18,6 +18,7 @@ from exporter.rounds.site_wide import SiteWideSource
 from exporter.sources.background import BackgroundRefresh
 from exporter.sources.source import Freshness, Source
 from tests.support.clock import FakeClock
+from tests.support.in_flight import InFlight
 from tests.support.waiting import wait_until
 
 
@@ -38,27 +39,19 @@ class Counting(Source[None]):
         # held: each reading waits for a permit the test releases, one reading per permit
         self.held = held
         self.permits = threading.Semaphore(0)
-        self.in_flight = 0
-        self.most_in_flight = 0
-        self._counting = threading.Lock()
+        self.readings = InFlight()
 
     def freshness(self, site: SiteConfig) -> Freshness:
         return Freshness(self.interval, wait_each=self.wait_each)
 
     def read(self, context: None) -> Iterable[Sample]:
-        with self._counting:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
+        with self.readings.counted():
             if self.held:
                 self.permits.acquire(timeout=10)
             self.reads += 1
             if self.fail_with:
                 raise SourceError(self.fail_with, f"it failed ({self.fail_with})")
             return [sample(catalog.WORKER_PODS, self.reads, ready="true")]
-        finally:
-            with self._counting:
-                self.in_flight -= 1
 
 
 def values(samples: list[Sample], metric: catalog.MetricDef) -> list[float]:
@@ -109,11 +102,11 @@ def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
     assert values(pending, catalog.WORKER_PODS) == []
     clock.now += 5
     runner.samples(budget=0.01)  # due again, but the first is still running: no second
-    assert wait_for(lambda: source.in_flight == 1)
+    assert wait_for(lambda: source.readings.now == 1)
     source.permits.release()  # the first reading ends; one due after it waits for a permit
     assert wait_for(lambda: values(runner.samples(0), catalog.WORKER_PODS) == [1])
     assert source.reads == 1
-    assert source.most_in_flight == 1
+    assert source.readings.most == 1
     source.permits.release(2)  # let a refresh the polling started end
 
 
