@@ -9,7 +9,7 @@ FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
-COPY exporter ./exporter
+COPY actionscheduler_exporter ./actionscheduler_exporter
 # Every dependency at the version CI tested (constraints.txt), not whatever resolves today.
 # A build behind a TLS-inspecting proxy passes its CA bundle as the secret pip_ca: it is
 # mounted for this step only, never stored in a layer.

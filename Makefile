@@ -64,7 +64,7 @@ other-pythons:
 
 # Rewrites the generated tables of docs/metrics.md from the catalog.
 docs: $(STAMP)
-	$(BIN)/python -m exporter.metrics.docs
+	$(BIN)/python -m actionscheduler_exporter.metrics.docs
 
 # Pins every dependency at what pip resolves today (after a change of pyproject.toml).
 constraints:
@@ -86,7 +86,7 @@ bench: $(STAMP)
 # configuration keys (tests keep them equal).
 chart-files: $(STAMP)
 	$(BIN)/python -m slo
-	$(BIN)/python -m exporter.config.chart_schema
+	$(BIN)/python -m actionscheduler_exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/

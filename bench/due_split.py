@@ -16,12 +16,12 @@ import functools
 import json
 from typing import Any
 
+from actionscheduler_exporter.collectors.due_split import DueSplitCollector
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.tables import read_table_stats
+from actionscheduler_exporter.sources.database import DatabaseContext
 from bench.measure import timed, timed_side_by_side
 from bench.server import bench_server
-from exporter.collectors.due_split import DueSplitCollector
-from exporter.db.schema import TableNames
-from exporter.db.tables import read_table_stats
-from exporter.sources.database import DatabaseContext
 from testbed import hot_sql
 from testbed.mariadb import Server
 from testbed.rows_read import session_rows_examined

@@ -93,15 +93,15 @@ def exporter_for(
     source: Path | None = None,
 ) -> Iterator[Running]:
     """Our exporter as a process, serving the given configuration file's content; from
-    another checkout's `exporter/` when `source` is given (a baseline measured side by
-    side with this one: same machine, same run)."""
+    another checkout when `source` is given (a baseline measured side by side with this
+    one: same machine, same run; checkouts before the rename call the package `exporter`)."""
     config = workdir / f"{name}.yml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     port = free_port()
     command = [
         sys.executable,
         "-m",
-        "exporter",
+        _package_in(source),
         "serve",
         "--config",
         str(config),
@@ -113,6 +113,12 @@ def exporter_for(
     ]
     with _running(command, port, "/healthz", cwd=source) as running:
         yield running
+
+
+def _package_in(source: Path | None) -> str:
+    if source is not None and (source / "exporter" / "__main__.py").exists():
+        return "exporter"
+    return "actionscheduler_exporter"
 
 
 @contextlib.contextmanager

@@ -22,10 +22,10 @@ from typing import Any
 
 import pymysql
 
+from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, placeholders
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.totals.ledger import ActionLedger
 from bench.exporters import Running, our_exporter
-from exporter.db.schema import VALID_DATE_FLOOR, TableNames, placeholders
-from exporter.db.session import Session
-from exporter.totals.ledger import ActionLedger
 from testbed import hot_sql
 from testbed.generate import PREFIX
 from testbed.mariadb import Server

@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.totals.chunk import FINISHED
+from actionscheduler_exporter.totals.ledger import read_open_counts
 from bench.heavy import TimedPauses
 from bench.server import bench_server
-from exporter.db.schema import TableNames
-from exporter.db.session import Session
-from exporter.totals.chunk import FINISHED
-from exporter.totals.ledger import read_open_counts
 from testbed import hot_sql
 from testbed.generate import PREFIX
 from testbed.mariadb import Server

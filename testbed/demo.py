@@ -28,10 +28,10 @@ from pathlib import Path
 import pymysql
 import uvicorn
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.logs import configure as configure_logging
-from exporter.rounds.coordinator import Coordinator
-from exporter.web.app import create_app
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.logs import configure as configure_logging
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.web.app import create_app
 from testbed.mariadb import MariaDBUnavailableError, Server, ensure_server, from_dsn
 from testbed.store import ActionSchedulerStore
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pymysql
 
-from exporter.collectors import default_collectors
-from exporter.config.model import SiteConfig
-from exporter.db.session import Row, Session
-from exporter.rounds.deadline import Deadline
-from exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.session import Row, Session
+from actionscheduler_exporter.rounds.deadline import Deadline
+from actionscheduler_exporter.rounds.site_round import SiteRound
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.rows_read import session_rows_examined

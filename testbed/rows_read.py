@@ -7,7 +7,7 @@ from typing import Any
 
 import pymysql
 
-from exporter.db.session import Session
+from actionscheduler_exporter.db.session import Session
 
 # Every kind of row read the storage engine does for a statement: index lookups, index and
 # table scans. Their sum is what a query examined.

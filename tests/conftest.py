@@ -11,9 +11,9 @@ from typing import Any
 import pymysql
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.rounds.coordinator import Coordinator
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.support.fake_kubernetes import FakeKubernetes, pod

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from exporter.config import SiteConfig
-from exporter.config.model import AlertThresholds
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.config.model import AlertThresholds
 from testbed import schedules
 from testbed.mariadb import Server, start_private, temporary
 from testbed.store import ActionSchedulerStore

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exporter.config import SiteConfig
-from exporter.exposition.render import render
-from exporter.metrics import catalog
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.metrics import catalog
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.http_server import RunningExporter

@@ -19,7 +19,7 @@ from tests.support.waiting import port_open, wait_until
 
 def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "exporter", *args],
+        [sys.executable, "-m", "actionscheduler_exporter", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -87,7 +87,7 @@ sites:
 def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "actionscheduler_exporter", "--listen-address", f"127.0.0.1:{port}"],
         env={**os.environ, "AS_EXPORTER_DSN": "mysql://root@127.0.0.1:1/shop?query_timeout=1s"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -120,12 +120,12 @@ def test_healthcheck_reads_the_listen_address_the_server_reads() -> None:
     env = {**os.environ, "AS_EXPORTER_DSN": "mysql://nobody@127.0.0.1:9/none",
            "AS_EXPORTER_LISTEN_ADDRESS": f"127.0.0.1:{port}"}  # fmt: skip
     server = subprocess.Popen(
-        [sys.executable, "-m", "exporter"], env=env,
+        [sys.executable, "-m", "actionscheduler_exporter"], env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         assert wait_until(lambda: port_open(port), 20)
-        check = [sys.executable, "-m", "exporter", "healthcheck"]
+        check = [sys.executable, "-m", "actionscheduler_exporter", "healthcheck"]
         assert subprocess.run(check, env=env, timeout=30).returncode == 0
         elsewhere = {**env, "AS_EXPORTER_LISTEN_ADDRESS": f"127.0.0.1:{free_port()}"}
         assert subprocess.run(check, env=elsewhere, timeout=30).returncode == 1

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.config.model import WorkersConfig
 from dashboards import build, hooks, overview, slo
 from dashboards.grafana import DATASOURCE, RUNBOOKS, SCHEMA_VERSION, Panel, Query
 from dashboards.queries import keda_query
-from exporter.config import SiteConfig
-from exporter.config.model import WorkersConfig
 from testbed import schedules
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore

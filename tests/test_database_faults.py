@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 import pymysql
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.rounds.coordinator import Coordinator
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.collectors import default_collectors
-from exporter.config.model import GroupConfig
-from exporter.metrics import catalog
-from exporter.rounds.deadline import Deadline
-from exporter.rounds.result import SiteResult
-from exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.config.model import GroupConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.deadline import Deadline
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.site_round import SiteRound
 from testbed import hot_sql
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore

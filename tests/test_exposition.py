@@ -9,11 +9,11 @@ from collections.abc import Callable
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.config.model import GroupConfig, WorkersConfig
-from exporter.exposition.render import render
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.config.model import GroupConfig, WorkersConfig
+from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
 from testbed import schedules
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape

@@ -10,11 +10,11 @@ from concurrent.futures import wait
 
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.metrics import catalog
-from exporter.rounds.budget import ScrapeBudget
-from exporter.rounds.coordinator import Coordinator, PendingScrape
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.budget import ScrapeBudget
+from actionscheduler_exporter.rounds.coordinator import Coordinator, PendingScrape
+from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape

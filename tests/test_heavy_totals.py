@@ -11,13 +11,13 @@ from typing import Any
 import pymysql
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.db.schema import STATUSES, TableNames
-from exporter.db.session import Session
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
-from exporter.totals import ledger
-from exporter.totals.ledger import ActionLedger, Totals
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db.schema import STATUSES, TableNames
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.totals import ledger
+from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
 from testbed.store import ActionSchedulerStore
 from tests.support import truth
 from tests.support.scenarios import assert_matches

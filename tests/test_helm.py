@@ -14,9 +14,9 @@ import helm_python as helm
 import pytest
 import yaml
 
+from actionscheduler_exporter.config import chart_schema, load_file
+from actionscheduler_exporter.config.loader import SITE_KEYS
 from dashboards.queries import keda_query
-from exporter.config import chart_schema, load_file
-from exporter.config.loader import SITE_KEYS
 from tests.support.helm_chart import (
     ALL_ON,
     CHART,
@@ -634,7 +634,7 @@ CHART_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
 
 def test_the_site_schema_is_the_exporters_own_keys() -> None:
     """One source: values.schema.json's site keys are generated from the exporter's
-    (`python -m exporter.config.chart_schema`, run by `make chart-files`)."""
+    (`python -m actionscheduler_exporter.config.chart_schema`, run by `make chart-files`)."""
     committed = json.loads((CHART / "values.schema.json").read_text())
     assert chart_schema.updated(copy.deepcopy(committed)) == committed
     sites = committed["properties"]["config"]["properties"]["sites"]["items"]

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from exporter import check
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter import check
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

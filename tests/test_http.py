@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.config import SiteConfig
+from actionscheduler_exporter.config import SiteConfig
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

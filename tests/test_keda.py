@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from exporter.config import SiteConfig
+from actionscheduler_exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
 from tests.support.autoscaling import keda_replicas, wait_for_value
 from tests.support.helm_chart import ALL_ON, find, merged, render

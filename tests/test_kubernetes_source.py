@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.config.model import KubernetesConfig
-from exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
-from exporter.kubernetes.workers import KubernetesWorkers
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.config.model import KubernetesConfig
+from actionscheduler_exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
+from actionscheduler_exporter.kubernetes.workers import KubernetesWorkers
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config, pod

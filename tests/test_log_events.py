@@ -7,8 +7,8 @@ import datetime as dt
 import threading
 from pathlib import Path
 
-from exporter.config import SiteConfig
-from exporter.metrics import catalog
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.metrics import catalog
 from testbed.mariadb import Server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.support.follower import Follow, Follower

@@ -13,14 +13,14 @@ from typing import Any, ClassVar
 import pymysql
 import pytest
 
-from exporter.collectors import default_collectors
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.db import tls_contexts
-from exporter.metrics import catalog
-from exporter.metrics.samples import Sample
-from exporter.rounds.coordinator import Coordinator
-from exporter.rounds.result import SiteResult
-from exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db import tls_contexts
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from exporter.config import SiteConfig
-from exporter.config.model import WorkersConfig
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.config.model import WorkersConfig
 from testbed.store import ActionSchedulerStore
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
 from tests.support.helm_chart import ALL_ON, find, merged, render

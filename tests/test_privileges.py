@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import SiteConfig
-from exporter.db.query_error import QueryError
-from exporter.db.session import Session
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.session import Session
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from exporter.collectors import recurring
-from exporter.config.model import SiteConfig
-from exporter.db.schema import TableNames
-from exporter.db.session import Session
-from exporter.sources.database import DatabaseContext
-from exporter.totals.ledger import ActionLedger
+from actionscheduler_exporter.collectors import recurring
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.sources.database import DatabaseContext
+from actionscheduler_exporter.totals.ledger import ActionLedger
 from testbed import hot_sql
 from testbed.generate import PREFIX, generate
 from testbed.mariadb import Server

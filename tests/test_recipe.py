@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from exporter.config import SiteConfig
+from actionscheduler_exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +26,9 @@ GROUP_ROWS = _define(
 COLLECTOR = """
 from collections.abc import Iterator
 
-from exporter.sources.database import Collector, DatabaseContext
-from exporter.metrics import catalog
-from exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
 
 
 class GroupRowsCollector(Collector):
@@ -41,10 +41,10 @@ class GroupRowsCollector(Collector):
 """
 CHECK = """
 import sys
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.exposition.render import render
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
 
 assert catalog.GROUP_ROWS in catalog.ALL
 assert "recipe" in catalog.RESERVED_LABELS
@@ -77,29 +77,29 @@ def test_adding_a_family_takes_the_catalog_a_collector_and_its_line(
         (groups,) = cursor.fetchone()
 
     # 1. The catalog entry, before the exporter's own families (it is read from the top).
-    catalog = copy / "exporter" / "metrics" / "catalog.py"
+    catalog = copy / "actionscheduler_exporter" / "metrics" / "catalog.py"
     text = catalog.read_text()
     anchor = "# The exporter itself ----"
     catalog.write_text(text.replace(anchor, CATALOG_ENTRY.lstrip() + "\n" + anchor, 1))
     # The docs test sees the new family before the tables are regenerated...
-    assert run(copy, "-m", "exporter.metrics.docs", "--check").returncode == 1
+    assert run(copy, "-m", "actionscheduler_exporter.metrics.docs", "--check").returncode == 1
     # ...and not after.
-    assert run(copy, "-m", "exporter.metrics.docs").returncode == 0
-    assert run(copy, "-m", "exporter.metrics.docs", "--check").returncode == 0
+    assert run(copy, "-m", "actionscheduler_exporter.metrics.docs").returncode == 0
+    assert run(copy, "-m", "actionscheduler_exporter.metrics.docs", "--check").returncode == 0
     assert (
         "| `actionscheduler_group_rows` | gauge | `recipe` | hot |"
         in (copy / "docs" / "metrics.md").read_text()
     )
 
     # 2. The collector, and its line in the list.
-    (copy / "exporter" / "collectors" / "group_rows.py").write_text(COLLECTOR)
-    listing = copy / "exporter" / "collectors" / "__init__.py"
+    (copy / "actionscheduler_exporter" / "collectors" / "group_rows.py").write_text(COLLECTOR)
+    listing = copy / "actionscheduler_exporter" / "collectors" / "__init__.py"
     listing.write_text(
         listing.read_text()
         .replace(
-            "from exporter.collectors.status import StatusCollector\n",
-            "from exporter.collectors.status import StatusCollector\n"
-            "from exporter.collectors.group_rows import GroupRowsCollector\n",
+            "from actionscheduler_exporter.collectors.status import StatusCollector\n",
+            "from actionscheduler_exporter.collectors.status import StatusCollector\n"
+            "from actionscheduler_exporter.collectors.group_rows import GroupRowsCollector\n",
         )
         .replace("        TableSizesCollector(),\n", "        TableSizesCollector(),\n"
                  "        GroupRowsCollector(),\n")
@@ -128,7 +128,7 @@ def test_the_recipe_names_places_that_hold_what_it_says() -> None:
         "tests/test_queue_states.py": "assert_matches(",
         "tests/unit/test_collectors.py": "def read(",
         "tests/support/fake_session.py": "class FakeSession(",
-        "exporter/collectors/__init__.py": "def default_collectors(",
+        "actionscheduler_exporter/collectors/__init__.py": "def default_collectors(",
     }.items():
         assert f"`{path}`" in recipe, path
         assert holds in (ROOT / path).read_text(), (path, holds)

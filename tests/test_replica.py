@@ -11,11 +11,11 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.config.model import ReplicaConfig
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.config.model import ReplicaConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.mariadb import Server, start_private, temporary
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.config.model import WorkersConfig
-from exporter.metrics import catalog
+from actionscheduler_exporter.config.model import WorkersConfig
+from actionscheduler_exporter.metrics import catalog
 from testbed import schedules
 from testbed.messages import ENGLISH, GERMAN, Messages
 from testbed.store import ActionSchedulerStore

@@ -24,14 +24,14 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from exporter.config import ConfigError, ExporterConfig, SiteConfig
-from exporter.config.model import TLSConfig
-from exporter.db import session
-from exporter.db.grants import can_write
-from exporter.db.query_error import redact
-from exporter.rounds.coordinator import Coordinator
-from exporter.web.auth import BasicAuth
-from exporter.web.webconfig import load_web_config
+from actionscheduler_exporter.config import ConfigError, ExporterConfig, SiteConfig
+from actionscheduler_exporter.config.model import TLSConfig
+from actionscheduler_exporter.db import session
+from actionscheduler_exporter.db.grants import can_write
+from actionscheduler_exporter.db.query_error import redact
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.web.auth import BasicAuth
+from actionscheduler_exporter.web.webconfig import load_web_config
 from testbed.certs import Certificates, make_certificates
 from testbed.mariadb import Server, start_private, temporary
 from testbed.ports import free_port
@@ -80,7 +80,14 @@ def serve(
         port = free_port()
         auth = mariadb.user + (f":{mariadb.password}" if mariadb.password else "")
         process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "--listen-address", f"127.0.0.1:{port}", *args],
+            [
+                sys.executable,
+                "-m",
+                "actionscheduler_exporter",
+                "--listen-address",
+                f"127.0.0.1:{port}",
+                *args,
+            ],
             env={
                 **os.environ,
                 "AS_EXPORTER_DSN": f"mysql://{auth}@{mariadb.host}:{mariadb.port}/{database}",
@@ -193,7 +200,7 @@ def test_invalid_web_config(tmp_path: Path, text: str, key: str, problem: str) -
         load_web_config(str(path))
     assert raised.value.key == key and problem in raised.value.problem
     done = subprocess.run(
-        [sys.executable, "-m", "exporter", "--web.config.file", str(path)],
+        [sys.executable, "-m", "actionscheduler_exporter", "--web.config.file", str(path)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -468,8 +475,8 @@ def test_sighup_reloads_the_configuration_and_keeps_it_when_the_new_one_is_wrong
     port = free_port()
     with log.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "--config", str(config), "--web.config.file",
-             str(web), "--listen-address", f"127.0.0.1:{port}"],
+            [sys.executable, "-m", "actionscheduler_exporter", "--config", str(config),
+             "--web.config.file", str(web), "--listen-address", f"127.0.0.1:{port}"],
             stdout=subprocess.DEVNULL, stderr=stderr, text=True,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}/metrics"

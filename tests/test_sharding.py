@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.metrics import catalog
-from exporter.rounds.coordinator import Coordinator
-from exporter.sharding import Shard
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.sharding import Shard
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 
-CHECK = [sys.executable, "-m", "exporter", "--config"]
+CHECK = [sys.executable, "-m", "actionscheduler_exporter", "--config"]
 STORES = [f"store-{index}" for index in range(12)]
 SUBSITES = ["wp_", *(f"wp_{index}_" for index in range(2, 10))]
 

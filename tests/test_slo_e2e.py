@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.config import SiteConfig
+from actionscheduler_exporter.config import SiteConfig
 from slo import objectives as objectives_file
 from slo.__main__ import SOURCE
 from testbed.mariadb import Server

@@ -60,7 +60,7 @@ def test_memory_stays_flat_and_connections_constant(
         [
             sys.executable,
             "-m",
-            "exporter",
+            "actionscheduler_exporter",
             "--listen-address",
             f"127.0.0.1:{port}",
             "--log-level",

@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from exporter.collectors import default_collectors
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.metrics import catalog
-from exporter.metrics.samples import Sample, sample
-from exporter.rounds.coordinator import Coordinator
-from exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
 from tests.support.in_flight import InFlight
 from tests.support.waiting import wait_until

@@ -11,9 +11,9 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from exporter.config import SiteConfig
-from exporter.config.loader import load_file
-from exporter.config.model import GroupConfig
+from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.config.loader import load_file
+from actionscheduler_exporter.config.model import GroupConfig
 from testbed.store import ActionSchedulerStore
 from tests.support.autoscaling import scaled_object_replicas, wait_for_value
 from tests.support.helm_chart import ALL_ON, find, merged, notes, render, validate

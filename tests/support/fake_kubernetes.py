@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from exporter.config.model import KubernetesConfig
+from actionscheduler_exporter.config.model import KubernetesConfig
 from testbed.certs import make_certificates
 
 _ROUTES = [

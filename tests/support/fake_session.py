@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.config.model import SiteConfig
-from exporter.db.query_error import QueryError
-from exporter.db.session import Row, Session
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.session import Row, Session
 
 # Rows, or a function of the arguments that returns them, or an error to raise.
 Answer = list[Row] | Callable[[Sequence[object] | None], list[Row]] | QueryError

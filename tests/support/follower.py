@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from exporter.config import ExporterConfig, SiteConfig
-from exporter.metrics import catalog
-from exporter.metrics.catalog import MetricDef
-from exporter.rounds.coordinator import Coordinator
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.catalog import MetricDef
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.rounds.result import SiteResult
 from tests.support.clock import FakeClock
 
 Follow = Callable[..., "Follower"]

@@ -7,9 +7,9 @@ import urllib.request
 
 import uvicorn
 
-from exporter.config import ExporterConfig
-from exporter.rounds.coordinator import Coordinator
-from exporter.web.app import create_app
+from actionscheduler_exporter.config import ExporterConfig
+from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.web.app import create_app
 from testbed.ports import free_port
 from tests.support.waiting import wait_until
 

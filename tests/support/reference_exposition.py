@@ -1,5 +1,5 @@
 """The exposition as prometheus-client's own encoders write it: the tests' reference for
-the exporter's writer (exporter/exposition/writer.py)."""
+the exporter's writer (actionscheduler_exporter/exposition/writer.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 from prometheus_client.registry import Collector as PrometheusCollector
 
-from exporter.exposition.render import BUILD_LABELS
-from exporter.metrics import catalog
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.exposition.render import BUILD_LABELS
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
 
 _PROCESS = ProcessCollector(registry=None)
 

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from exporter.db.schema import STATUSES
-from exporter.metrics import catalog
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.db.schema import STATUSES
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
 from tests.support.truth import Truth

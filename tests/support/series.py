@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from exporter.metrics import catalog
+from actionscheduler_exporter.metrics import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = sorted((ROOT / "rules").glob("*.rules.yml"))

@@ -8,15 +8,15 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from exporter.config.model import SiteConfig
-from exporter.errors import SourceError
-from exporter.metrics import catalog
-from exporter.metrics.samples import Sample, sample
-from exporter.rounds.counters import SiteCounters
-from exporter.rounds.observer import Observer
-from exporter.rounds.site_wide import SiteWideSource
-from exporter.sources.background import BackgroundRefresh
-from exporter.sources.source import Freshness, Source
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.counters import SiteCounters
+from actionscheduler_exporter.rounds.observer import Observer
+from actionscheduler_exporter.rounds.site_wide import SiteWideSource
+from actionscheduler_exporter.sources.background import BackgroundRefresh
+from actionscheduler_exporter.sources.source import Freshness, Source
 from tests.support.clock import FakeClock
 from tests.support.in_flight import InFlight
 from tests.support.waiting import wait_until

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from exporter.collectors import default_collectors
-from exporter.collectors.settings import SiteSettings
-from exporter.config.model import KubernetesConfig, SiteConfig
-from exporter.config.values import label_name
-from exporter.kubernetes.workers import KubernetesWorkers
-from exporter.log_events.collector import LogEventsCollector
-from exporter.metrics import catalog, docs
-from exporter.sources.source import Source
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.collectors.settings import SiteSettings
+from actionscheduler_exporter.config.model import KubernetesConfig, SiteConfig
+from actionscheduler_exporter.config.values import label_name
+from actionscheduler_exporter.kubernetes.workers import KubernetesWorkers
+from actionscheduler_exporter.log_events.collector import LogEventsCollector
+from actionscheduler_exporter.metrics import catalog, docs
+from actionscheduler_exporter.sources.source import Source
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = SiteConfig(name="shop")
@@ -33,7 +33,7 @@ def every_source() -> list[Source[Any]]:
 
 def test_docs_metrics_md_is_what_the_catalog_generates() -> None:
     text = docs.DOC.read_text()
-    assert docs.generate(text) == text, "run: python -m exporter.metrics.docs"
+    assert docs.generate(text) == text, "run: python -m actionscheduler_exporter.metrics.docs"
     assert sorted(docs.sections(text)) == sorted(
         {"queue", "settings", "workers", "log", "exporter"}
     )
@@ -91,7 +91,7 @@ def test_every_family_has_a_producer() -> None:
 
 
 def test_a_sample_refuses_labels_its_family_does_not_declare() -> None:
-    from exporter.metrics.samples import sample
+    from actionscheduler_exporter.metrics.samples import sample
 
     assert sample(catalog.DUE_ACTIONS, 3, claim="unclaimed").labels == (("claim", "unclaimed"),)
     with pytest.raises(ValueError, match=r"\['hook'\] are not declared"):

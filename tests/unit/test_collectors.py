@@ -8,22 +8,22 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from exporter.collectors.claims import ClaimsCollector
-from exporter.collectors.due import DueCollector
-from exporter.collectors.due_split import DueSplitCollector
-from exporter.collectors.failures import FailuresCollector
-from exporter.collectors.in_progress import InProgressCollector
-from exporter.collectors.retention import RetentionCollector
-from exporter.collectors.status import StatusCollector
-from exporter.collectors.table_sizes import TableSizesCollector
-from exporter.config.model import GroupConfig, SiteConfig
-from exporter.db.schema import TableNames
-from exporter.db.tables import TableStats
-from exporter.metrics import catalog
-from exporter.metrics.samples import Sample
-from exporter.sources.database import Collector, DatabaseContext
-from exporter.sources.source import Reading
-from exporter.totals.ledger import Totals
+from actionscheduler_exporter.collectors.claims import ClaimsCollector
+from actionscheduler_exporter.collectors.due import DueCollector
+from actionscheduler_exporter.collectors.due_split import DueSplitCollector
+from actionscheduler_exporter.collectors.failures import FailuresCollector
+from actionscheduler_exporter.collectors.in_progress import InProgressCollector
+from actionscheduler_exporter.collectors.retention import RetentionCollector
+from actionscheduler_exporter.collectors.status import StatusCollector
+from actionscheduler_exporter.collectors.table_sizes import TableSizesCollector
+from actionscheduler_exporter.config.model import GroupConfig, SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.tables import TableStats
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.source import Reading
+from actionscheduler_exporter.totals.ledger import Totals
 from tests.support.fake_session import FakeSession, Script, healthy_store
 
 

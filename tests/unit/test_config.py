@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.config import ConfigError, load_default, load_environment, load_file
+from actionscheduler_exporter.config import ConfigError, load_default, load_environment, load_file
 
 SECRET = "s3cr3t-pa55word"
 
@@ -398,7 +398,7 @@ def test_missing_dsn_in_environment() -> None:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "exporter", *args],
+        [sys.executable, "-m", "actionscheduler_exporter", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -415,7 +415,7 @@ def test_cli_exits_2_and_keeps_the_password_out_of_the_message(tmp_path: Path) -
 
 
 def test_cli_version_and_help() -> None:
-    from exporter import __version__
+    from actionscheduler_exporter import __version__
 
     assert __version__ in run_cli("--version").stdout
     help_text = run_cli("--help").stdout
@@ -596,7 +596,7 @@ def test_a_kubeconfig_with_a_yaml_error_on_its_token_line_does_not_tell_the_toke
 ) -> None:
     """Issue 25, item 4: the parser's message quoted the line, and the source logged it
     at every refresh."""
-    from exporter.kubernetes.client import KubernetesError, from_kubeconfig
+    from actionscheduler_exporter.kubernetes.client import KubernetesError, from_kubeconfig
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "exporter"
+PACKAGE = ROOT / "actionscheduler_exporter"
 
 
 def layers() -> list[list[str]]:
@@ -32,7 +32,7 @@ def place_of(path: Path, order: list[list[str]]) -> tuple[int, str]:
 
 
 def module_path(name: str) -> Path | None:
-    if not (name == "exporter" or name.startswith("exporter.")):
+    if not (name == "actionscheduler_exporter" or name.startswith("actionscheduler_exporter.")):
         return None
     base = ROOT.joinpath(*name.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from exporter.config.model import SiteConfig
-from exporter.db.pool import MAX_IDLE_SECONDS, Pooled, ServerPool, login_of
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.pool import MAX_IDLE_SECONDS, Pooled, ServerPool, login_of
 
 
 class Connection:

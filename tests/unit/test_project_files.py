@@ -40,7 +40,7 @@ def test_pre_commit_runs_the_checks_of_make_check() -> None:
     entries = [hook["entry"] for repo in config["repos"] for hook in repo["hooks"]]
     for command in ("ruff format", "ruff check", "mypy", "pytest -q tests/unit"):
         assert any(command in entry for entry in entries), command
-    assert any("exporter.metrics.docs --check" in entry for entry in entries)
+    assert any("actionscheduler_exporter.metrics.docs --check" in entry for entry in entries)
 
 
 def test_license_matches_the_package_metadata() -> None:

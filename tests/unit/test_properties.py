@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.config import ConfigError, load_file
-from exporter.db.schema import label_value
-from exporter.exposition.render import render
-from exporter.metrics import catalog
-from exporter.metrics.samples import sample
-from exporter.rounds.result import SiteResult
+from actionscheduler_exporter.config import ConfigError, load_file
+from actionscheduler_exporter.db.schema import label_value
+from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import sample
+from actionscheduler_exporter.rounds.result import SiteResult
 
 SITE_KEYS = [
     "name",
@@ -134,7 +134,7 @@ def test_any_configuration_file_loads_or_names_its_problem(document: Any) -> Non
 def test_label_texts_are_shared_up_to_a_bound() -> None:
     """Equal texts from different rows are one object (a thousand sites name the same
     hooks), but hostile data cannot grow the shared set past its bound."""
-    from exporter.db import schema as context
+    from actionscheduler_exporter.db import schema as context
 
     first, second = (
         label_value(b"woocommerce_deliver_webhook_async"),

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from exporter.collectors import default_collectors
-from exporter.collectors.due import DueCollector
-from exporter.collectors.due_split import DueSplitCollector
-from exporter.config.model import SiteConfig
-from exporter.db.query_error import QueryError
-from exporter.metrics import catalog
-from exporter.rounds.budget import BudgetError, ScrapeBudget
-from exporter.rounds.deadline import Deadline
-from exporter.rounds.result import SiteResult
-from exporter.rounds.singleflight import SingleFlight
-from exporter.rounds.site_round import SiteRound
-from exporter.sources.database import check_order
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.collectors.due import DueCollector
+from actionscheduler_exporter.collectors.due_split import DueSplitCollector
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.budget import BudgetError, ScrapeBudget
+from actionscheduler_exporter.rounds.deadline import Deadline
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.singleflight import SingleFlight
+from actionscheduler_exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.sources.database import check_order
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, Script, healthy_store
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.sharding import ALL_SITES, Shard, parse_shard
+from actionscheduler_exporter.sharding import ALL_SITES, Shard, parse_shard
 
 LABELS = [f"store-{index}" for index in range(1000)] + [f"net:wp_{i}_" for i in range(500)]
 

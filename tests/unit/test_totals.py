@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from exporter.config.model import SiteConfig
-from exporter.db.schema import TableNames
-from exporter.db.session import Row
-from exporter.totals import ledger
-from exporter.totals.chunk import FINISHED
-from exporter.totals.ledger import ActionLedger, Totals
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.totals import ledger
+from actionscheduler_exporter.totals.chunk import FINISHED
+from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
 from tests.support.fake_session import FakeSession, Script
 
 CHUNK = 20

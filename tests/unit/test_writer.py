@@ -7,15 +7,15 @@ import dataclasses
 
 import pytest
 
-from exporter.collectors import default_collectors
-from exporter.config.model import SiteConfig
-from exporter.exposition.render import render
-from exporter.log_events.histogram import Histogram
-from exporter.metrics import catalog
-from exporter.metrics.samples import sample
-from exporter.rounds.deadline import Deadline
-from exporter.rounds.result import SiteResult
-from exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.log_events.histogram import Histogram
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import sample
+from actionscheduler_exporter.rounds.deadline import Deadline
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.site_round import SiteRound
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, healthy_store
 from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed, render_with_library

@@ -1,0 +1,5 @@
+import sys
+
+from actionscheduler_exporter.cli import main
+
+sys.exit(main())

@@ -1,0 +1,34 @@
+"""Running actions, and how long the oldest has run (a killed worker shows here first)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+
+
+class InProgressCollector(Collector):
+    """Starting an action sets last_attempt_gmt, so for in-progress rows it is the start time."""
+
+    name = "in_progress"
+    metrics = (catalog.IN_PROGRESS, catalog.OLDEST_IN_PROGRESS_AGE)
+
+    def columns(self, context: DatabaseContext) -> Columns:
+        running = f"FROM {context.tables.actions} WHERE status = 'in-progress'"
+        return Columns(
+            (
+                f"SELECT COUNT(*) {running}",
+                "SELECT TIMESTAMPDIFF(SECOND,"
+                " MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
+                f" UTC_TIMESTAMP()) {running}",
+            ),
+            (VALID_DATE_FLOOR,),
+        )
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        count, age = context.values_of(self)
+        yield sample(catalog.IN_PROGRESS, count)
+        yield sample(catalog.OLDEST_IN_PROGRESS_AGE, seconds(age))

@@ -1,0 +1,160 @@
+"""A bounded set of connections per database server, shared by every site on it.
+
+An agency's exporter reads hundreds of databases on a few servers. One connection per site
+would hold hundreds open, and a server with MySQL's default `max_connections` (151) would
+refuse the exporter, then the shops. So all sites of a server (and both tiers) borrow from
+one pool of at most `connections_per_server` connections: a borrowed connection is
+switched to the site's database (COM_INIT_DB), and handed back at the end of the round or
+refresh, open, for the next site with the same login.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
+
+# Who a connection is logged in as and how its statements are bounded: a connection is
+# reused only for a site with the same key.
+Login = tuple[Any, ...]
+# An idle connection older than this is closed, not reused: load balancers and proxies
+# drop idle connections silently (AWS's after 350 s, a short wait_timeout sooner).
+MAX_IDLE_SECONDS = 120.0
+
+
+def login_of(site: SiteConfig) -> Login:
+    return (site.user, site.password, site.tls, site.query_timeout)
+
+
+@dataclass
+class Pooled:
+    """An open connection and what was learnt when it was opened."""
+
+    connection: pymysql.connections.Connection[Any]
+    login: Login
+    database: str
+    server_version: str = ""
+    grants: list[str] | None = None  # SHOW GRANTS, once read
+    # Taken from the pool's idle ones (the network may have dropped it since), and when.
+    reused: bool = False
+    idle_since: float = 0.0
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            # The server side may already be gone; there is nothing more to release then.
+            with contextlib.suppress(pymysql.err.Error):
+                self.connection.close()
+
+
+class ServerPool:
+    def __init__(self, endpoint: str, size: int) -> None:
+        self.endpoint = endpoint
+        self.size = size
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._idle: list[Pooled] = []  # most recently returned last
+        self._in_use = 0
+
+    def acquire(self, site: SiteConfig, wait: float, open_new: Callable[[], Pooled]) -> Pooled:
+        """A connection for the site, waiting at most `wait` seconds for a free one."""
+        if not self._slots.acquire(timeout=max(0.0, wait)):
+            raise QueryError(
+                "connect",
+                f"all {self.size} connections to {self.endpoint} stayed busy for {wait:.0f}s "
+                "(connections_per_server)",
+                connection_lost=True,
+            )
+        try:
+            pooled = self._take_idle(site)
+            if pooled is None:
+                pooled = open_new()
+            elif site.database and pooled.database != site.database:
+                # (A session without a database, such as the discovery's, takes any.)
+                try:
+                    self._switch(pooled, site)
+                except pymysql.err.MySQLError:
+                    pooled = open_new()  # the network dropped it while it was idle
+        except BaseException:
+            self._give_back_slot()
+            raise
+        return pooled
+
+    def release(self, pooled: Pooled) -> None:
+        """Back to the pool, open, for the next site with the same login."""
+        pooled.idle_since = time.monotonic()
+        with self._lock:
+            self._idle.append(pooled)
+            self._in_use -= 1
+        self._slots.release()
+
+    def discard(self, pooled: Pooled) -> None:
+        """Closes a connection in an unknown state instead of handing it back."""
+        pooled.close()
+        self._give_back_slot()
+
+    def idle_connections(self) -> list[Pooled]:
+        with self._lock:
+            return list(self._idle)
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return self._in_use + len(self._idle)
+
+    def close_idle(self) -> None:
+        """Closes every idle connection (one of them was found dropped by the network)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for pooled in idle:
+            pooled.close()
+
+    def close(self) -> None:
+        self.close_idle()
+
+    def _take_idle(self, site: SiteConfig) -> Pooled | None:
+        login = login_of(site)
+        now = time.monotonic()
+        with self._lock:
+            self._in_use += 1
+            stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
+            self._idle = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
+            matching = [p for p in self._idle if p.login == login]
+            same_database = [p for p in matching if p.database == site.database]
+            chosen = (same_database or matching)[-1] if matching else None
+            if chosen is not None:
+                self._idle.remove(chosen)
+                chosen.reused = True
+        for pooled in stale:
+            pooled.close()
+        if chosen is not None:
+            return chosen
+        with self._lock:
+            # A new connection is opened: close idle ones of other logins to stay in bound.
+            surplus = max(0, self._in_use + len(self._idle) - self.size)
+            closing, self._idle = self._idle[:surplus], self._idle[surplus:]
+        for pooled in closing:
+            pooled.close()
+        return None
+
+    def _switch(self, pooled: Pooled, site: SiteConfig) -> None:
+        try:
+            pooled.connection.select_db(site.database)
+        except pymysql.err.MySQLError:
+            pooled.close()
+            raise
+        pooled.database = site.database
+
+    def _give_back_slot(self) -> None:
+        with self._lock:
+            self._in_use -= 1
+        self._slots.release()

@@ -1,0 +1,262 @@
+"""One read-only, time-limited database session per configured site.
+
+The connection is opened lazily (or borrowed from the server's pool for the round), reused
+across scrapes, and dropped after any error that may have left it in an unknown state, so
+the next scrape opens a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pymysql
+import pymysql.err
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.grants import can_write
+from actionscheduler_exporter.db.pool import Pooled, ServerPool, login_of
+from actionscheduler_exporter.db.query_error import QueryError, classify
+from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
+
+log = logging.getLogger(__name__)
+
+# Server and user pairs already warned about: once per pair for the process, whatever
+# the sessions (a network's subsites borrow new ones every round).
+_WARNED: set[tuple[str, str]] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _first_time(key: tuple[str, str]) -> bool:
+    with _WARNED_LOCK:
+        if key in _WARNED:
+            return False
+        _WARNED.add(key)
+        return True
+
+
+Row = tuple[Any, ...]
+# Takes the seconds one statement took.
+Meter = Callable[[float], None]
+
+
+class Session:
+    def __init__(
+        self, site: SiteConfig, *, check_grants: bool = True, pool: ServerPool | None = None
+    ) -> None:
+        """`check_grants`: read the user's grants and warn when it may write (the scrape's
+        session does; a second session of the same user need not). `pool`: borrow the
+        connection from the server's pool for each round (`release` hands it back)
+        instead of keeping one of its own."""
+        self._site = site
+        self._check_grants = check_grants
+        self._pool = pool
+        self._pooled: Pooled | None = None
+        self._lock = threading.Lock()
+        self.server_version = ""
+        self.can_write = False
+        # Where the time of each statement is counted (the round sets it per reading).
+        self._meter: Meter | None = None
+        # A statement succeeded on the connection since it was borrowed or opened.
+        self._proven = False
+
+    @property
+    def connected(self) -> bool:
+        return self._pooled is not None
+
+    def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        rows, _ = self._execute(sql, args)
+        return rows
+
+    def query_named(self, sql: str) -> list[dict[str, Any]]:
+        """Rows as mappings of column name to value (for SHOW statements)."""
+        rows, names = self._execute(sql, None)
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def _execute(
+        self, sql: str, args: Sequence[object] | None
+    ) -> tuple[list[Row], tuple[str, ...]]:
+        with self._lock:
+            try:
+                return self._attempt(sql, args)
+            except QueryError as failure:
+                if not (failure.connection_lost and failure.on_idle_connection):
+                    raise
+            # A pooled connection that the network dropped while it was idle (a failover, a
+            # load balancer's idle timeout): the others that idled beside it are suspect too,
+            # so once more on a new connection, before anything is reported. The statements
+            # are SELECTs: sending one again is harmless.
+            log.debug("a pooled connection was gone site=%s; reconnecting", self._site.name)
+            if self._pool is not None:
+                self._pool.close_idle()
+            return self._attempt(sql, args)
+
+    def _attempt(
+        self, sql: str, args: Sequence[object] | None
+    ) -> tuple[list[Row], tuple[str, ...]]:
+        connection = self._connect()
+        untried = self._pooled is not None and self._pooled.reused and not self._proven
+        started = time.perf_counter()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, args)
+                rows = list(cursor.fetchall())
+                names = tuple(column[0] for column in cursor.description or ())
+            self._proven = True
+            return rows, names
+        except pymysql.err.MySQLError as error:
+            failure = classify(error, self._site.password)
+            if failure.connection_lost:
+                self._drop()
+                failure.on_idle_connection = untried
+            raise failure from error
+        finally:
+            if self._meter is not None:
+                self._meter(time.perf_counter() - started)
+
+    @contextlib.contextmanager
+    def billed_to(self, meter: Meter) -> Iterator[None]:
+        """Counts the time of every statement sent inside the block with `meter` (the
+        database time of one site and tier), where the statement runs."""
+        previous, self._meter = self._meter, meter
+        try:
+            yield
+        finally:
+            self._meter = previous
+
+    def open(self) -> None:
+        """Connects (or borrows a connection) now; QueryError when it cannot."""
+        with self._lock:
+            self._connect()
+
+    def release(self) -> None:
+        """Ends the session's use of its connection: back to the pool, still open (a
+        session without a pool keeps it for the next round)."""
+        with self._lock:
+            if self._pool is not None and self._pooled is not None:
+                self._pool.release(self._pooled)
+                self._pooled = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None and self._pooled is not None:
+                self._pool.release(self._pooled)
+                self._pooled = None
+            else:
+                self._drop()
+
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        if self._pooled is not None:
+            return self._pooled.connection
+        site = self._site
+        try:
+            if self._pool is None:
+                pooled = self._open()
+            else:
+                pooled = self._pool.acquire(site, site.query_timeout, self._open)
+            if self._check_grants and pooled.grants is None:
+                pooled.grants = _grants(pooled.connection)
+        except pymysql.err.MySQLError as error:
+            raise classify(error, site.password, connecting=True) from error
+        except OSError as error:  # TLS files unreadable, and similar local failures
+            raise QueryError("connect", str(error), connection_lost=True) from error
+        self._pooled = pooled
+        self._proven = False
+        self.server_version = pooled.server_version
+        self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
+        if self.can_write and _first_time((site.endpoint, site.user)):
+            log.warning(
+                "the database user may write site=%s user=%s: grant it SELECT on the "
+                "four Action Scheduler tables only (README, 'The database user')",
+                site.name,
+                site.user,
+            )
+        return pooled.connection
+
+    def _open(self) -> Pooled:
+        site = self._site
+        timeout = site.query_timeout
+        connection = SharedContextConnection(
+            host=site.host,
+            port=site.port,
+            user=site.user,
+            # As UTF-8, which MariaDB and MySQL clients send (PyMySQL would send a str
+            # as latin-1, and fail on any other character).
+            password=site.password.encode("utf-8"),
+            database=site.database,
+            unix_socket=site.unix_socket,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=max(1, round(timeout)),
+            # The server stops a statement at `timeout`; the client waits a little longer
+            # so that the server's own error, which names the cause, arrives first.
+            read_timeout=max(1, round(timeout + 2)),
+            write_timeout=max(1, round(timeout + 2)),
+            **_tls_arguments(site),
+        )
+        try:
+            version = _prepare(connection, timeout)
+        except BaseException:
+            connection.close()
+            raise
+        log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint, version)
+        return Pooled(connection, login_of(site), site.database, version)
+
+    def _drop(self) -> None:
+        pooled, self._pooled = self._pooled, None
+        if pooled is None:
+            return
+        if self._pool is not None:
+            self._pool.discard(pooled)
+        else:
+            pooled.close()
+
+
+def lock_wait_seconds(timeout: float) -> int | None:
+    """How long a statement waits for a table lock (whole seconds, as the server takes
+    them): half the query timeout, so that a site behind a `LOCK TABLES`, a backup or an
+    `ALTER TABLE` gives its round back early instead of holding one of the server's
+    connections for every statement's full timeout. None below a 2 s query timeout: a
+    whole second would not be shorter, and which of the two fired first would be chance."""
+    seconds = int(timeout / 2)
+    return seconds if seconds >= 1 else None
+
+
+def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
+    """Makes the session read-only and bounds every statement on the server side."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT VERSION()")
+        row = cursor.fetchone()
+        version = str(row[0]) if row else ""
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
+        lock_wait = lock_wait_seconds(timeout)
+        if lock_wait is not None:
+            cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait,))
+        if "mariadb" in version.lower():
+            cursor.execute("SET SESSION max_statement_time = %s", (timeout,))
+        else:
+            cursor.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
+    return version
+
+
+def _grants(connection: pymysql.connections.Connection[Any]) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW GRANTS")
+        return [str(row[0]) for row in cursor.fetchall()]
+
+
+def _tls_arguments(site: SiteConfig) -> dict[str, Any]:
+    tls = site.tls
+    if not tls.enabled:
+        return {}
+    return {
+        "ssl_ca": tls.ca_file,
+        "ssl_cert": tls.cert_file,
+        "ssl_key": tls.key_file,
+        "ssl_verify_cert": tls.verify,
+        "ssl_verify_identity": tls.verify,
+    }

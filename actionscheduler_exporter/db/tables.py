@@ -1,0 +1,97 @@
+"""What the server knows about Action Scheduler's tables, and the group lookup every reader
+of the tables shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from actionscheduler_exporter.db.schema import (
+    TABLE_INFIX,
+    TABLES,
+    TableNames,
+    chunks,
+    is_safe_prefix,
+    label_value,
+    placeholders,
+)
+from actionscheduler_exporter.db.session import Session
+
+
+@dataclass(frozen=True)
+class TableStats:
+    rows: int
+    size_bytes: int
+
+
+def read_table_stats(session: Session, tables: TableNames) -> dict[str, TableStats]:
+    """Existing tables (by short name) with the server's row estimate and size; no COUNT."""
+    full_names = {tables.name(short): short for short in TABLES}
+    rows = session.query(
+        "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
+        " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
+        " FROM information_schema.TABLES"
+        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (%s, %s, %s, %s)",
+        tuple(full_names),
+    )
+    return {
+        full_names[str(name)]: TableStats(int(count), int(size))
+        for name, count, size in rows
+        if str(name) in full_names
+    }
+
+
+def table_stats_column(tables: TableNames) -> tuple[str, tuple[object, ...]]:
+    """`read_table_stats` as one scalar subquery, for a combined statement: the existing
+    tables' "name rows size", joined by commas (names are [A-Za-z0-9_] only)."""
+    full_names = tuple(tables.name(short) for short in TABLES)
+    return (
+        "SELECT GROUP_CONCAT(TABLE_NAME, ' ', COALESCE(TABLE_ROWS, 0), ' ',"
+        " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0))"
+        " FROM information_schema.TABLES"
+        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (%s, %s, %s, %s)",
+        full_names,
+    )
+
+
+def parse_table_stats(tables: TableNames, packed: object) -> dict[str, TableStats]:
+    """The value of `table_stats_column`, as `read_table_stats` returns it."""
+    text = packed.decode() if isinstance(packed, bytes | bytearray) else str(packed or "")
+    full_names = {tables.name(short): short for short in TABLES}
+    found: dict[str, TableStats] = {}
+    for entry in filter(None, text.split(",")):
+        name, rows, size = entry.split(" ")
+        if name in full_names:
+            found[full_names[name]] = TableStats(int(rows), int(size))
+    return found
+
+
+def discover_prefixes(session: Session) -> dict[str, dict[str, TableStats]]:
+    """Every prefix in the database that has an actions table (multisite: wp_, wp_2_, ...),
+    with its tables' statistics: one statement for the whole network, where a query per
+    subsite would make the server list the database's thousands of tables each time."""
+    rows = session.query(
+        "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
+        " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
+        " FROM information_schema.TABLES"
+        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE %s",
+        ("%" + TABLE_INFIX.replace("_", "\\_") + "%",),
+    )
+    found: dict[str, dict[str, TableStats]] = {}
+    for name, count, size in rows:
+        prefix, _, short = str(name).rpartition(TABLE_INFIX)
+        if short in TABLES and is_safe_prefix(prefix):
+            found.setdefault(prefix, {})[short] = TableStats(int(count), int(size))
+    return {prefix: found[prefix] for prefix in sorted(found) if "actions" in found[prefix]}
+
+
+def group_slugs(session: Session, tables: TableNames, group_ids: Iterable[int]) -> dict[int, str]:
+    """Slug per group id; ids 0 and ids without a row (deleted groups) are left out."""
+    slugs: dict[int, str] = {}
+    for chunk in chunks(sorted({group_id for group_id in group_ids if group_id})):
+        for group_id, slug in session.query(
+            f"SELECT group_id, slug FROM {tables.groups} WHERE group_id IN ({placeholders(chunk)})",
+            chunk,
+        ):
+            slugs[int(group_id)] = label_value(slug)
+    return slugs

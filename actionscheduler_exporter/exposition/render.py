@@ -1,0 +1,58 @@
+"""Turns round results into the exposition, built fresh for each scrape, in the format the
+scraper asked for: OpenMetrics 1.0.0 or the Prometheus text format (0.0.4, or 1.0.0, which
+reads the same for the names this exporter uses)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Sequence
+
+from prometheus_client import ProcessCollector
+
+from actionscheduler_exporter import __version__
+from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+TEXT = "text/plain; version=0.0.4; charset=utf-8"
+TEXT_1 = "text/plain; version=1.0.0; charset=utf-8"
+
+_PROCESS = ProcessCollector(registry=None)
+BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
+
+
+def negotiate(accept: str | None) -> str:
+    """The content type to answer with: the most preferred (by q) that is written here."""
+    best, best_q = TEXT, 0.0
+    for entry in (accept or "").split(","):
+        media, *params = (part.strip() for part in entry.split(";"))
+        options = dict(param.partition("=")[::2] for param in params)
+        try:
+            q = float(options.get("q", "1"))
+        except ValueError:
+            continue
+        version = options.get("version")
+        if media == "application/openmetrics-text" and version in (None, "1.0.0"):
+            offered = OPENMETRICS
+        elif media == "text/plain" and version == "1.0.0":
+            offered = TEXT_1
+        elif media in ("text/plain", "*/*", "text/*") and version in (None, "0.0.4"):
+            offered = TEXT
+        else:
+            continue
+        if q > best_q:
+            best, best_q = offered, q
+    return best
+
+
+def render(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, str]:
+    """The exposition body and its content type, negotiated from the Accept header."""
+    content_type = negotiate(accept)
+    openmetrics = content_type == OPENMETRICS
+    build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
+    body = writer.encode(results, catalog.ALL, [build], openmetrics=openmetrics)
+    body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics)
+    if openmetrics:
+        body += "# EOF\n"
+    return body.encode(), content_type

@@ -1,0 +1,435 @@
+"""Counters and histograms from Action Scheduler's log, read with a cursor on log_id.
+
+The log is an append-only event stream: one row per transition of every action. Each
+scrape reads only the rows that are new since the last one (an indexed range on the
+primary key, at most `log_rows_per_scrape` of them), then looks up the hook, group,
+status and scheduled date of the actions concerned in one batched query, and the earlier
+log rows of the actions that finished (their start time) in another.
+
+Counters start at zero when the exporter starts, and the cursor starts at the newest row,
+so a restart never replays history. State is changed only after every query of the
+scrape succeeded, so a failed scrape loses nothing and counts nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import (
+    chunks,
+    is_recurring,
+    label_value,
+    placeholders,
+    schedule_head,
+    status_of,
+)
+from actionscheduler_exporter.db.tables import group_slugs
+from actionscheduler_exporter.log_events.classify import Event, Kind, classify
+from actionscheduler_exporter.log_events.cursor import LogCursor
+from actionscheduler_exporter.log_events.histogram import Histogram
+from actionscheduler_exporter.log_events.structure import LoggedRow, RunnerContexts, events_by_place
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
+from actionscheduler_exporter.metrics.folding import StickyFold
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.source import Clock
+
+# Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
+# the 0.5 bucket; the rest are spread for webhooks (seconds) up to imports (an hour).
+RUN_DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+# Start delay: from "on time" (under a second) to Action Scheduler's one-day past-due mark.
+START_DELAY_BUCKETS = (0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+_FLOOR = dt.datetime(2000, 1, 1)
+_COUNTER_FOR = {
+    Kind.CREATED: catalog.CREATED,
+    Kind.STARTED: catalog.STARTED,
+    Kind.COMPLETED: catalog.COMPLETED,
+    Kind.FAILED: catalog.FAILED,
+    Kind.CANCELED: catalog.CANCELED,
+    Kind.RESET: catalog.RESET,
+    Kind.STOPPED: catalog.RECURRING_STOPPED,
+}
+# Characters of a message read: enough for every message Action Scheduler writes (a
+# missing callback names a hook of up to 191 characters), never a whole exception text of
+# 64 KB, so memory is bounded by the rows read, not by what actions log.
+MESSAGE_CHARACTERS = 512
+_OUTCOMES = {Kind.COMPLETED: "completed", Kind.FAILED: "failed"}
+# Runs whose end the log dates precisely; a cleaner's timeout says nothing of the run.
+_TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
+
+
+# Which row a log id holds: its action and its date, as one text.
+_IDENTITY = "CONCAT(action_id, ' ', COALESCE(log_date_gmt, ''))"
+
+
+@dataclass(frozen=True)
+class _Row:
+    log_id: int
+    action_id: int
+    message: str
+    date: dt.datetime | None
+    identity: object = ""
+
+
+def _after_replay(
+    rows: list[_Row], replay_until: dt.datetime | None
+) -> tuple[list[_Row], dt.datetime | None]:
+    """The rows to count, and whether a replay goes on: after a restart, rows dated before
+    the newest counted before it are a restored backup's history (counted once already),
+    until the first row that is not. (Rows of that very second are counted: new events
+    right after a truncation are more likely than a backup taken in that second.)"""
+    if replay_until is None:
+        return rows, None
+    for index, row in enumerate(rows):
+        if row.date is not None and row.date >= replay_until:
+            return rows[index:], None
+    return [], replay_until
+
+
+@dataclass(frozen=True)
+class _Action:
+    hook: str
+    group: str
+    status: str
+    scheduled: dt.datetime | None
+    recurring: bool
+
+
+class LogEventsCollector(Collector):
+    """The site's log streams, one per table prefix: the one collector that keeps state."""
+
+    name = "log_events"
+    metrics = (
+        catalog.CREATED,
+        catalog.STARTED,
+        catalog.STARTED_BY_RUNNER,
+        catalog.COMPLETED,
+        catalog.FAILED,
+        catalog.FINISHED,
+        catalog.CANCELED,
+        catalog.RESET,
+        catalog.RECURRING_STOPPED,
+        catalog.START_DELAY,
+        catalog.RUN_DURATION,
+        catalog.LOG_ROWS_READ,
+        catalog.LOG_ROWS_UNCLASSIFIED,
+        catalog.LOG_CURSOR_LAG,
+        catalog.LOG_CURSOR_RESETS,
+        catalog.LOG_ROWS_MISSED,
+    )
+
+    def __init__(self, site: SiteConfig, clock: Clock = time.monotonic) -> None:
+        self._site = site
+        self._clock = clock
+        self._streams: dict[str, LogEventsStream] = {}
+
+    def columns(self, context: DatabaseContext) -> Columns:
+        return self._stream(context.tables.prefix).columns(context.tables.logs)
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        stream = self._stream(context.tables.prefix)
+        newest, now_at_last, increment = context.values_of(self)
+        return stream.read(context, int(newest or 0), now_at_last, increment)
+
+    def _stream(self, prefix: str) -> LogEventsStream:
+        stream = self._streams.get(prefix)
+        if stream is None:
+            stream = self._streams[prefix] = LogEventsStream(self._site, self._clock)
+        return stream
+
+
+class LogEventsStream:
+    """One table prefix's cursor, counters and histograms."""
+
+    def __init__(self, site: SiteConfig, clock: Clock) -> None:
+        self.rows_per_scrape = site.log_rows_per_scrape
+        self._gap_grace = site.log_gap_grace
+        self._clock = clock
+        self._cursor: LogCursor | None = None
+        self._counters: Counter[tuple[MetricDef, Labels]] = Counter(
+            {
+                (catalog.STARTED_BY_RUNNER, (("runner", runner),)): 0
+                for runner in catalog.RUNNER_LABELS
+            }
+        )
+        self._contexts = RunnerContexts()
+        self._start_delay = Histogram(catalog.START_DELAY, START_DELAY_BUCKETS)
+        self._run_duration = Histogram(catalog.RUN_DURATION, RUN_DURATION_BUCKETS)
+        self._hooks = StickyFold(site.top_hooks)
+        self._groups = StickyFold(site.top_groups)
+        self._rows_read = 0
+        self._unclassified = 0
+        self._resets = 0
+        self._missed = 0
+        # The last row read (log_id, "action_id date"): if its id comes back holding
+        # another row, the table was emptied and refilled past the cursor between two
+        # scrapes (the same actions' ids again, but not at the same second).
+        self._last_read: tuple[int, str] | None = None
+        # After a restart: the newest date counted before it. Rows dated earlier are a
+        # restored backup's history, already counted, until one that is not is read.
+        self._replay_until: dt.datetime | None = None
+        self._newest_counted: dt.datetime | None = None
+
+    def columns(self, logs: str) -> Columns:
+        """The newest log id, which row the last one read is now, and the server's
+        auto_increment_increment (Galera: the cluster's size)."""
+        last_id, _ = self._last_read or (0, "")
+        return Columns(
+            (
+                f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
+                f"SELECT {_IDENTITY} FROM {logs} WHERE log_id = %s",
+                "SELECT @@auto_increment_increment",
+            ),
+            (last_id,),
+        )
+
+    def read(
+        self, context: DatabaseContext, newest: int, now_at_last: Any, increment: Any = 1
+    ) -> Iterator[Sample]:
+        """`newest`, `now_at_last` and `increment`: the values of `columns`."""
+        logs = context.tables.logs
+        _, last_identity = self._last_read or (0, "")
+        cursor = self._cursor
+        if cursor is None:  # first scrape: start at the newest row, never replay history
+            stride = max(1, int(increment or 1))
+            cursor = self._cursor = LogCursor(newest, self._gap_grace, stride=stride)
+        # Ids went backwards (truncated or re-created, and not empty: a table whose rows
+        # were all deleted keeps counting up), or the last row read is another row now.
+        restarted = (0 < newest < cursor.position) or (
+            now_at_last is not None and label_value(now_at_last) != last_identity
+        )
+        start = 0 if restarted else cursor.position
+
+        # Nothing above the cursor (a quiet store): no second statement.
+        fetched = (
+            [
+                _Row(int(log_id), int(action_id), label_value(message), _date(date), identity)
+                for log_id, action_id, message, date, identity in context.query(
+                    f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
+                    f" log_date_gmt, {_IDENTITY} FROM {logs}"
+                    " WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                    (start, self.rows_per_scrape),
+                )
+            ]
+            if newest > start
+            else []
+        )
+        replay_until = self._newest_counted if restarted else self._replay_until
+        rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
+        rows, replay_until = _after_replay(rows, replay_until)
+        tally = self._tally(context, rows)
+
+        # Every query succeeded: commit.
+        if restarted:
+            cursor.restart()
+            self._resets += 1
+        self._replay_until = replay_until
+        self._missed += cursor.advance([row.log_id for row in fetched], self._clock())
+        if fetched:
+            self._last_read = (fetched[-1].log_id, label_value(fetched[-1].identity))
+        dates = [row.date for row in rows if row.date is not None]
+        if dates:
+            self._newest_counted = max([*dates, *filter(None, [self._newest_counted])])
+        for pair in tally.pairs:
+            self._initialise(pair)
+        for hook in tally.recurring_hooks:
+            for reason in catalog.STOP_REASONS:
+                key = (catalog.RECURRING_STOPPED, (("hook", hook), ("reason", reason)))
+                self._counters.setdefault(key, 0)
+        self._counters.update(tally.counters)
+        self._start_delay.merge(tally.start_delay)
+        self._run_duration.merge(tally.run_duration)
+        self._rows_read += len(rows)
+        self._unclassified += tally.unclassified
+        yield from self._samples(cursor.unread(newest))
+
+    def _tally(self, context: DatabaseContext, rows: Sequence[_Row]) -> _Tally:
+        tally = _Tally(self._start_delay.empty_copy(), self._run_duration.empty_copy())
+        if not rows:
+            return tally
+        events = [(row, classify(row.message)) for row in rows]
+        actions = _lookup_actions(context, {row.action_id for row in rows})
+        needs_history = {
+            row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
+        }
+        history = _History(context, needs_history)
+        by_place = history.events_by_place(actions, self._contexts)
+
+        for row, recognised in events:
+            action = actions.get(row.action_id)
+            event = recognised or by_place.get(row.log_id)
+            if event is None:
+                tally.unclassified += 1
+                continue
+            if event.kind is Kind.STARTED:
+                runner = catalog.RUNNERS.get(event.runner, OTHER)
+                tally.counters[(catalog.STARTED_BY_RUNNER, (("runner", runner),))] += 1
+            metric = _COUNTER_FOR.get(event.kind)
+            if metric is None:
+                continue
+            hook = self._hooks(action.hook) if action else OTHER
+            group = self._groups(action.group) if action else OTHER
+            if action and action.recurring:
+                tally.recurring_hooks.add(hook)
+            if event.kind is Kind.STOPPED:
+                tally.recurring_hooks.add(hook)
+                tally.counters[(metric, (("hook", hook), ("reason", event.reason)))] += 1
+                continue
+            labels: Labels = (("hook", hook), ("group", group))
+            tally.pairs.add(labels)
+            if event.kind is Kind.FAILED:
+                labels = (*labels, ("reason", event.reason))
+            tally.counters[(metric, labels)] += 1
+            if event.kind in _OUTCOMES:
+                outcome = (("group", group), ("outcome", _OUTCOMES[event.kind]))
+                tally.counters[(catalog.FINISHED, outcome)] += 1
+            self._observe_timing(tally, row, event, action, hook, group, history)
+        return tally
+
+    @staticmethod
+    def _observe_timing(
+        tally: _Tally,
+        row: _Row,
+        event: Event,
+        action: _Action | None,
+        hook: str,
+        group: str,
+        history: _History,
+    ) -> None:
+        if row.date is None:
+            return
+        if event.kind is Kind.STARTED and action and action.scheduled:
+            delay = (row.date - action.scheduled).total_seconds()
+            tally.start_delay.observe((("group", group),), max(0.0, delay))
+        elif event.kind in _TIMED_ENDS and event.reason != "timeout":
+            started = history.previous_date(row)
+            if started is not None:
+                duration = (row.date - started).total_seconds()
+                tally.run_duration.observe((("hook", hook),), max(0.0, duration))
+
+    def _initialise(self, pair: Labels) -> None:
+        """Every counter of a (hook, group) pair exists from its first event on, so the
+        pair's later first failure of a kind is an increase from 0 that rate() sees."""
+        for metric in _COUNTER_FOR.values():
+            if metric is catalog.RECURRING_STOPPED:
+                continue  # per hook, for recurring hooks only (see read)
+            if metric is catalog.FAILED:
+                for reason in catalog.FAILURE_REASONS:
+                    self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)
+            else:
+                self._counters.setdefault((metric, pair), 0)
+        group = pair[1]
+        for outcome in catalog.OUTCOMES:
+            self._counters.setdefault((catalog.FINISHED, (group, ("outcome", outcome))), 0)
+
+    def _samples(self, lag: int) -> Iterator[Sample]:
+        for (metric, labels), count in sorted(
+            self._counters.items(), key=lambda item: (item[0][0].name, item[0][1])
+        ):
+            yield Sample(metric, count, labels)
+        yield from self._start_delay.samples()
+        yield from self._run_duration.samples()
+        yield sample(catalog.LOG_ROWS_READ, self._rows_read)
+        yield sample(catalog.LOG_ROWS_UNCLASSIFIED, self._unclassified)
+        yield sample(catalog.LOG_CURSOR_LAG, lag)
+        yield sample(catalog.LOG_CURSOR_RESETS, self._resets)
+        yield sample(catalog.LOG_ROWS_MISSED, self._missed)
+
+
+@dataclass
+class _Tally:
+    """What one scrape's rows add, kept apart until the scrape has fully succeeded."""
+
+    start_delay: Histogram
+    run_duration: Histogram
+
+    def __post_init__(self) -> None:
+        self.counters: Counter[tuple[MetricDef, Labels]] = Counter()
+        self.pairs: set[Labels] = set()
+        self.recurring_hooks: set[str] = set()
+        self.unclassified = 0
+
+
+def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict[int, _Action]:
+    found: dict[int, tuple[Any, ...]] = {}
+    for chunk in chunks(sorted(action_ids)):
+        for row in context.query(
+            "SELECT action_id, hook, group_id, status, scheduled_date_gmt,"
+            f" {schedule_head()} FROM {context.tables.actions}"
+            f" WHERE action_id IN ({placeholders(chunk)})",
+            chunk,
+        ):
+            found[int(row[0])] = row
+    slugs = group_slugs(
+        context.session, context.tables, (int(row[2] or 0) for row in found.values())
+    )
+    return {
+        action_id: _Action(
+            label_value(hook),
+            slugs.get(int(group_id or 0), ""),
+            status_of(status),
+            _date(scheduled),
+            is_recurring(schedule),
+        )
+        for action_id, (_, hook, group_id, status, scheduled, schedule) in found.items()
+    }
+
+
+class _History:
+    """Every log row of some actions (id, date, the start of the message): their start
+    rows, their latest rows, and what each row's place in the action's log tells."""
+
+    def __init__(self, context: DatabaseContext, action_ids: Iterable[int]) -> None:
+        self._rows: dict[int, list[tuple[int, dt.datetime | None, str]]] = {}
+        for chunk in chunks(sorted(action_ids)):
+            for action_id, log_id, date, message in context.query(
+                f"SELECT action_id, log_id, log_date_gmt, LEFT(message, {MESSAGE_CHARACTERS})"
+                f" FROM {context.tables.logs}"
+                f" WHERE action_id IN ({placeholders(chunk)}) ORDER BY log_id",
+                chunk,
+            ):
+                self._rows.setdefault(int(action_id), []).append(
+                    (int(log_id), _date(date), label_value(message))
+                )
+
+    def events_by_place(
+        self, actions: dict[int, _Action], contexts: RunnerContexts
+    ) -> dict[int, Event]:
+        """The event each row's place tells, by log id (see structure.py). A second pass
+        when the first taught `contexts` the words of this site's starts."""
+        for _ in range(2):
+            events: dict[int, Event] = {}
+            learned = False
+            for action_id, rows in self._rows.items():
+                action = actions.get(action_id)
+                if action is None:
+                    continue
+                found, new_words = events_by_place(
+                    [LoggedRow(log_id, message) for log_id, _, message in rows],
+                    action.status,
+                    action.recurring,
+                    contexts,
+                )
+                events.update(found)
+                learned = learned or new_words
+            if not learned:
+                break
+        return events
+
+    def previous_date(self, row: _Row) -> dt.datetime | None:
+        """The date of the action's log row just before this one (its start, for an end)."""
+        earlier = [
+            date for log_id, date, _ in self._rows.get(row.action_id, []) if log_id < row.log_id
+        ]
+        return earlier[-1] if earlier else None
+
+
+def _date(value: Any) -> dt.datetime | None:
+    return value if isinstance(value, dt.datetime) and value >= _FLOOR else None

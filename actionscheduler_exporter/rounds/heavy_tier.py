@@ -1,0 +1,187 @@
+"""The heavy tier: totals over the whole actions table, refreshed in the background.
+
+Totals over all complete and failed actions and their per-hook and per-group breakdowns
+grow with the table. They come from the chunked walk of `totals.ledger` (short statements,
+paused, most chunks only checked), and are a background source (`BackgroundRefresh`): a
+scrape that finds them older than `heavy_interval` starts a refresh and serves the values
+it has. A refresh uses a connection of its own (closed when it ends, so the hot tier never
+waits behind it), on the site's read replica when one is configured, and
+`heavy_query_timeout`; a failed collector keeps its last good values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.replica import replica_lag
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.lanes import Lanes
+from actionscheduler_exporter.rounds.observer import Observer
+from actionscheduler_exporter.sources.background import BackgroundRefresh
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.source import NOT_READ, Reading
+from actionscheduler_exporter.totals.ledger import Ledgers
+
+# Readings by (table prefix, collector name).
+Readings = dict[tuple[str, str], Reading]
+
+
+class HeavyTier:
+    def __init__(
+        self,
+        site: SiteConfig,
+        collectors: Sequence[Collector],
+        observer: Observer,
+        ledgers: Ledgers,
+        lanes: Lanes | None = None,
+    ) -> None:
+        self._site = site
+        self._lanes = lanes
+        self.collectors = tuple(collectors)
+        self._observer = observer
+        self._ledgers = ledgers
+        # The replica at the last refresh: whether it was read, and its lag if known.
+        self._replica_used = False
+        self._replica_lag: float | None = None
+        self._replica_problem = ""
+        self._prefixes: tuple[str, ...] = ()
+        self._labels: dict[str, str] = {}
+        self._refresh = BackgroundRefresh[Readings](
+            f"heavy-{site.name}",
+            site.heavy_interval,
+            self._read_all,
+            observer.clock,
+            executor=lanes.for_site(site).refreshes if lanes else None,
+        )
+
+    def samples(self, labels: dict[str, str], budget: float) -> dict[str, list[Sample]]:
+        """Each prefix's heavy samples (values and health), by table prefix.
+
+        `labels` maps the prefixes whose tables answered in this round to their site labels;
+        a refresh that is due starts for them. The exporter's first refresh is waited for
+        up to `budget` seconds, so that a fresh exporter serves every family at once on a
+        store of ordinary size."""
+        if not labels:  # nothing answered: no refresh, and no stale values to serve
+            return {}
+        self._prefixes = tuple(labels)
+        self._labels.update(labels)
+        readings = self._refresh.latest(budget) or {}
+        return {
+            prefix: [*self._reported(prefix, readings), *self._replica_samples()]
+            for prefix in labels
+        }
+
+    def _reported(self, prefix: str, readings: Readings) -> list[Sample]:
+        """Every heavy collector's last reading of the prefix, with its health and age."""
+        return [
+            item
+            for collector in self.collectors
+            for item in self._observer.report(
+                collector, readings.get((prefix, collector.name), NOT_READ), aged=True
+            )
+        ]
+
+    def _replica_samples(self) -> list[Sample]:
+        if self._site.replica is None:
+            return []
+        found = [sample(catalog.REPLICA_USED, self._replica_used)]
+        if self._replica_lag is not None:
+            found.append(sample(catalog.REPLICA_LAG, self._replica_lag))
+        return found
+
+    def problems(self, prefix: str) -> list[str]:
+        """Why the heavy collectors of a prefix failed at their last refresh, if they did."""
+        readings = self._refresh.peek() or {}
+        return [
+            *([self._replica_problem] if self._replica_problem else []),
+            *(
+                f"{collector.name}: {reading.problem}"
+                for collector in self.collectors
+                if (reading := readings.get((prefix, collector.name))) and not reading.ok
+            ),
+        ]
+
+    def served(self, label: str) -> list[Sample]:
+        """The last readings for a site label, without starting a refresh (for a scrape
+        that gives up waiting on a round)."""
+        readings = self._refresh.peek() or {}
+        return [
+            item
+            for prefix, known in self._labels.items()
+            if known == label
+            for item in self._reported(prefix, readings)
+        ]
+
+    def _read_all(self, previous: Readings | None) -> Readings:
+        readings = dict(previous or {})
+        prefixes = self._prefixes
+        self._ledgers.keep(prefixes)
+        session = self._session()
+        if session is None:  # the replica is unusable and may not be replaced
+            for prefix in prefixes:
+                for collector in self.collectors:
+                    key = (prefix, collector.name)
+                    readings[key] = readings.get(key, NOT_READ).failed(0.0, self._replica_problem)
+            return readings
+        try:
+            for prefix in prefixes:
+                label = self._labels[prefix]
+                tables = TableNames(prefix)
+                meter = self._observer.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
+                with session.billed_to(meter):
+                    totals = self._ledgers.walk(prefix, session, tables)
+                    context = DatabaseContext(session, tables, self._site, {}, totals=totals)
+                    for collector in self.collectors:
+                        key = (prefix, collector.name)
+                        readings[key] = self._observer.read(
+                            collector, context, label, readings.get(key, NOT_READ)
+                        )
+        finally:
+            session.close()
+        return readings
+
+    def _session(self) -> Session | None:
+        """The refresh's own session: on the replica when it is up and close enough,
+        else on the primary (or none, with `fallback: none`)."""
+        site = dataclasses.replace(self._site, query_timeout=self._site.heavy_query_timeout)
+        replica = site.replica
+        if replica is None:
+            return self._new_session(site)
+        session = self._new_session(site.on_replica())
+        try:
+            lag = replica_lag(session)
+            self._replica_lag = lag
+            problem = (
+                f"replica: {lag:.0f}s behind, more than max_lag {replica.max_lag:.0f}s"
+                if lag > replica.max_lag
+                else ""
+            )
+        except SourceError as error:
+            self._replica_lag = None
+            problem = f"replica: {error.message}"
+            for label in self._labels.values():
+                self._observer.counters.add(label, catalog.ERRORS, error.kind)
+        self._replica_problem = problem
+        self._replica_used = not problem
+        self._observer.note(
+            f"{site.name}/replica", problem and f"site={site.name} {problem}", site=site.name
+        )
+        if not problem:
+            return session
+        session.close()
+        if replica.fallback == "primary":
+            self._replica_problem += "; the totals were read from the primary"
+            return self._new_session(site)
+        return None
+
+    def _new_session(self, site: SiteConfig) -> Session:
+        """A session of the refresh's own: borrowed from the server's pool when there is
+        one, else a connection closed when the refresh ends."""
+        pool = self._lanes.for_site(site).pool if self._lanes else None
+        return Session(site, check_grants=False, pool=pool)

@@ -1,0 +1,66 @@
+"""One lane per database server: its connection pool, the threads that run the rounds of
+its sites, and the one that runs their heavy refreshes.
+
+Sites on a slow, locked or unreachable server wait in their own lane: they can take its
+connections and threads, never another server's. Within a lane, at most
+`connections_per_server` rounds run at once (one connection each), and heavy refreshes run
+one after the other, so a thousand sites' refreshes are spread out, not started together.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.pool import ServerPool
+
+
+@dataclass
+class Lane:
+    pool: ServerPool
+    rounds: ThreadPoolExecutor
+    # The subsites of a network, read side by side for its round (never waiting on others).
+    prefixes: ThreadPoolExecutor
+    refreshes: ThreadPoolExecutor
+
+    def close(self) -> None:
+        for executor in (self.rounds, self.prefixes, self.refreshes):
+            executor.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
+
+
+def server_of(site: SiteConfig) -> str:
+    return site.unix_socket or f"{site.host}:{site.port}"
+
+
+class Lanes:
+    def __init__(self, connections_per_server: int) -> None:
+        self._size = connections_per_server
+        self._lanes: dict[str, Lane] = {}
+        self._lock = threading.Lock()
+
+    def for_site(self, site: SiteConfig) -> Lane:
+        server = server_of(site)
+        with self._lock:
+            lane = self._lanes.get(server)
+            if lane is None:
+                name = server.replace("/", "_")
+                lane = self._lanes[server] = Lane(
+                    ServerPool(server, self._size),
+                    ThreadPoolExecutor(self._size, thread_name_prefix=f"round-{name}"),
+                    ThreadPoolExecutor(self._size, thread_name_prefix=f"prefix-{name}"),
+                    ThreadPoolExecutor(1, thread_name_prefix=f"heavy-{name}"),
+                )
+            return lane
+
+    def open_connections(self) -> dict[str, int]:
+        with self._lock:
+            return {server: lane.pool.open_connections() for server, lane in self._lanes.items()}
+
+    def close(self) -> None:
+        with self._lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.close()

@@ -1,0 +1,90 @@
+"""Where every source is read and reported: success, duration, age and errors, once.
+
+Whatever the source (a database collector in the round, the heavy tier's background
+refresh, the Kubernetes API, the log events collector), its reading goes through `read`, which
+times it and counts its failure, and is shown by `report`, which adds its health samples.
+Problems are logged when they start and when they end, not on every scrape
+(`problem_log.ProblemLog`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.counters import SiteCounters
+from actionscheduler_exporter.rounds.problem_log import ProblemLog
+from actionscheduler_exporter.sources.source import NOT_READ, Clock, Reading, Source
+
+ContextT = TypeVar("ContextT")
+
+
+class Observer:
+    def __init__(
+        self, counters: SiteCounters, clock: Clock, problems: ProblemLog | None = None
+    ) -> None:
+        """`problems`: the exporter's shared log of problems (one site's own otherwise)."""
+        self.counters = counters
+        self.clock = clock
+        self._problems = problems or ProblemLog()
+
+    def read(
+        self,
+        source: Source[ContextT],
+        context: ContextT,
+        site: str,
+        previous: Reading = NOT_READ,
+    ) -> Reading:
+        """Reads the source once. A failure is counted under `site` and keeps the previous
+        reading's values, marked as failed (a source read in every round has none)."""
+        started = self.clock()
+        try:
+            samples = tuple(source.read(context))
+        except SourceError as error:
+            self.count(site, source, error.kind)
+            self._problems.set(
+                f"{site}/{source.name}",
+                f"source failed site={site} source={source.name} kind={error.kind} "
+                f"error={error.message!r}",
+                site=site,
+            )
+            return previous.failed(self.clock() - started, error.message, error.kind)
+        finished = self.clock()
+        self._problems.set(
+            f"{site}/{source.name}",
+            "",
+            site=site,
+            recovered=f"source recovered site={site} source={source.name}",
+        )
+        return Reading(samples, True, finished - started, finished)
+
+    def count(self, site: str, source: Source[Any], kind: str) -> None:
+        self.counters.add(site, source.error_metric, kind)
+
+    def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
+        """The reading's values with the source's success and duration, and, for a source
+        read in the background (`aged`), how old its values are."""
+        samples = [
+            *reading.samples,
+            sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name),
+            sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name),
+        ]
+        if aged and reading.read_at is not None:
+            age = max(0.0, self.clock() - reading.read_at)
+            samples.append(sample(catalog.COLLECTOR_AGE, age, collector=source.name))
+        if source.up_metric is not None:
+            samples.append(sample(source.up_metric, reading.ok))
+        return samples
+
+    def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
+        return self.counters.samples(site, source.error_metric, source.error_kinds)
+
+    def note(self, key: str, problem: str, site: str = "") -> None:
+        """Logs any other problem (empty: none) when it changes."""
+        self._problems.set(key, problem, site=site)
+
+    def problem(self, site: str, problem: str) -> None:
+        """Logs a problem of the site as a whole (down, recovered) when it changes."""
+        self._problems.set(site, problem, site=site, recovered=f"site recovered site={site}")

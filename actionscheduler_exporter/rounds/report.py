@@ -1,0 +1,78 @@
+"""What a round has found out about one table prefix, recorded as the readings arrive.
+
+A scrape that waits for the round to end and one that gives up before it read the same
+report: `SiteRound.finish` turns it into a `SiteResult` in one way for both, reporting
+every source not read by then as such.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from actionscheduler_exporter.metrics.samples import Sample
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # a catalog.ERROR_KINDS kind
+    problem: str
+    counted: bool = False  # already counted where it happened (a collector's error)
+
+
+@dataclass
+class PrefixReport:
+    label: str
+    started: float
+    prefix: str = ""  # the table prefix ("" for a site whose prefixes are not known)
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)  # sources reported, by name
+    failure: Failure | None = None  # the database did not answer (up 0)
+    can_write: bool | None = None  # the session's user may write (None: not connected)
+    heavy: list[Sample] | None = None  # the heavy tier's samples, once the round added them
+    complete: bool = False  # the round is done with this prefix
+    duration: float = 0.0  # seconds the round took for it, once complete
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, source: str, samples: list[Sample], problem: str = "") -> None:
+        with self._lock:
+            self.samples += samples
+            self.read.add(source)
+            if problem:
+                self.problems.append(problem)
+
+    def add(self, samples: list[Sample]) -> None:
+        with self._lock:
+            self.samples += samples
+
+    def fail(self, failure: Failure) -> None:
+        with self._lock:
+            self.failure = failure
+
+    def end(self, duration: float) -> None:
+        with self._lock:
+            self.complete = True
+            self.duration = duration
+
+    def add_heavy(self, samples: list[Sample], problems: list[str]) -> None:
+        with self._lock:
+            self.heavy = samples
+            self.problems += problems
+
+    def snapshot(self) -> PrefixReport:
+        """A copy that the round in flight no longer changes."""
+        with self._lock:
+            return PrefixReport(
+                self.label,
+                self.started,
+                self.prefix,
+                list(self.samples),
+                list(self.problems),
+                set(self.read),
+                self.failure,
+                self.can_write,
+                None if self.heavy is None else list(self.heavy),
+                self.complete,
+                self.duration,
+            )

@@ -1,0 +1,87 @@
+"""Refresh in a thread, serve the last reading, wait at most as long as the caller may.
+
+Every background source goes through this one helper: the heavy tier (totals that grow
+with the table) and the Kubernetes workers. A refresh starts when the last one started
+`interval` seconds ago or more and none is running, so two never overlap; the caller gets
+the latest value at once, or waits for the refresh within its budget when it has no value
+yet (or, with `wait_each`, for every refresh).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Generic, TypeVar
+
+from actionscheduler_exporter.sources.source import Clock
+
+T = TypeVar("T")
+
+
+class BackgroundRefresh(Generic[T]):
+    def __init__(
+        self,
+        name: str,
+        interval: float,
+        refresh: Callable[[T | None], T],
+        clock: Clock,
+        *,
+        wait_each: bool = False,
+        executor: Executor | None = None,
+    ) -> None:
+        """`refresh` gets the previous value (None at first) and returns the new one; it
+        must not raise. With an `executor`, refreshes queue there (the heavy tier's, one
+        lane per database server); without, each runs in a thread of its own."""
+        self._name = name
+        self._interval = interval
+        self._refresh = refresh
+        self._clock = clock
+        self._wait_each = wait_each
+        self._lock = threading.Lock()
+        self._executor = executor
+        self._value: T | None = None
+        self._finished: threading.Event | None = None  # of the refresh started last
+        self._last_start: float | None = None
+
+    def latest(self, budget: float) -> T | None:
+        """The latest value, after starting a refresh if one is due."""
+        with self._lock:
+            running = self._finished is not None and not self._finished.is_set()
+            if not running and (
+                self._last_start is None or self._clock() - self._last_start >= self._interval
+            ):
+                self._last_start = self._clock()
+                self._finished = finished = threading.Event()
+                try:
+                    self._start(lambda: self._run(finished))
+                except RuntimeError:  # the executor is shut down: the exporter is stopping
+                    finished.set()
+                running = True
+            finished_event = self._finished
+            wait = running and (self._wait_each or self._value is None)
+        if wait and finished_event is not None:
+            finished_event.wait(max(0.0, budget))
+        with self._lock:
+            return self._value
+
+    def _start(self, run: Callable[[], None]) -> None:
+        if self._executor is not None:
+            self._executor.submit(run)
+        else:
+            threading.Thread(target=run, name=self._name, daemon=True).start()
+
+    def peek(self) -> T | None:
+        """The latest value; never starts a refresh."""
+        with self._lock:
+            return self._value
+
+    def _run(self, finished: threading.Event) -> None:
+        try:
+            with self._lock:
+                previous = self._value
+            value = self._refresh(previous)
+            with self._lock:
+                self._value = value
+        finally:
+            finished.set()

@@ -1,0 +1,103 @@
+"""What a database collector reads with, and the contract it follows.
+
+A collector is a `Source` of the database: it gets a DatabaseContext (the round's session,
+one table prefix's table names, the site's settings and the tables' statistics), runs its
+queries and returns samples. Its `tier` says what its queries cost: hot collectors read
+index ranges bounded by the queue and run in every round; heavy ones report totals over the
+whole table, and are refreshed in the background (`rounds.heavy_tier`) from the chunked totals of
+`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state: what
+lives between rounds (a kept reading, the log cursor) is the round's or the log events
+collector's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Row, Session
+from actionscheduler_exporter.db.tables import TableStats
+from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.sources.source import EVERY_ROUND, Freshness, Reading, Source
+
+if TYPE_CHECKING:
+    from actionscheduler_exporter.totals.ledger import Totals
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Scalar subqueries a collector's reading starts from. The round sends those of every
+    collector of a table prefix in one statement (on small stores the round trip, not the
+    server's work, is the cost: a thousand sites' scrape is thousands of them), and hands
+    each collector its values; alone, they are one statement of their own."""
+
+    subqueries: tuple[str, ...]
+    args: tuple[object, ...] = ()
+
+    def statement(self) -> tuple[str, tuple[object, ...]]:
+        return "SELECT " + ", ".join(f"({query})" for query in self.subqueries), self.args
+
+
+@dataclass(frozen=True)
+class DatabaseContext:
+    session: Session
+    tables: TableNames
+    site: SiteConfig
+    table_stats: Mapping[str, TableStats]
+    # The whole table's counts, walked at most once per round or refresh (heavy tier).
+    totals: Callable[[], Totals] | None = None
+    # This round's readings of the collectors this one `needs`, by name (absent: not read,
+    # or failed).
+    earlier: Mapping[str, Reading] = field(default_factory=dict)
+    # Values of collectors' `columns`, read by the round's combined statement, by name.
+    prefetched: Mapping[str, Row] = field(default_factory=dict)
+
+    def values_of(self, collector: Collector) -> Row:
+        """The collector's columns: from the round's combined statement, or read now."""
+        found = self.prefetched.get(collector.name)
+        if found is not None:
+            return found
+        columns = collector.columns(self)
+        if columns is None:
+            raise TypeError(f"collector {collector.name} declares no columns")
+        return self.one(*columns.statement())
+
+    def action_totals(self) -> Totals:
+        if self.totals is None:
+            raise SourceError("query", "the totals are read by the heavy tier only")
+        return self.totals()
+
+    def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        return self.session.query(sql, args)
+
+    def one(self, sql: str, args: Sequence[object] | None = None) -> Row:
+        rows = self.session.query(sql, args)
+        return rows[0] if rows else ()
+
+
+def check_order(collectors: Sequence[Source[DatabaseContext]]) -> None:
+    """Every collector runs after the ones it needs; ValueError names the one that does not."""
+    seen: set[str] = set()
+    for collector in collectors:
+        missing = [name for name in collector.needs if name not in seen]
+        if missing:
+            raise ValueError(f"collector {collector.name} needs {missing} to run before it")
+        seen.add(collector.name)
+
+
+class Collector(Source[DatabaseContext]):
+    """A group of metric families gathered by one set of queries on one table prefix."""
+
+    tier: ClassVar[Literal["hot", "heavy"]] = "hot"
+
+    def columns(self, context: DatabaseContext) -> Columns | None:
+        """The scalar subqueries its reading starts from, if it has such (see `Columns`):
+        `read` then takes their values from `context.values_of(self)`."""
+        return None
+
+    def freshness(self, site: SiteConfig) -> Freshness:
+        """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
+        return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND

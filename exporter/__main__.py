@@ -1,5 +1,0 @@
-import sys
-
-from exporter.cli import main
-
-sys.exit(main())
