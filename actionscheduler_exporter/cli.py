@@ -20,8 +20,8 @@ from actionscheduler_exporter.config.model import DEFAULT_PORT
 from actionscheduler_exporter.config.values import listen_address
 from actionscheduler_exporter.healthcheck import unhealthy
 from actionscheduler_exporter.logs import configure as configure_logging
-from actionscheduler_exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, MAX_SCRAPE_TIMEOUT
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT, MAX_SCRAPE_TIMEOUT
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sharding import ENV_POD_NAME, FROM_POD_NAME, parse_shard
 from actionscheduler_exporter.web.guarded_http import (
     DEFAULT_HEADER_TIMEOUT,

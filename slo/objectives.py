@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from actionscheduler_exporter.log_events.collector import START_DELAY_BUCKETS
+from actionscheduler_exporter.collectors.log_events.collector import START_DELAY_BUCKETS
 
 ScopeKind = Literal["default", "site", "group"]
 _WINDOW = re.compile(r"^([1-9][0-9]*)d$")

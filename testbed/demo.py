@@ -30,7 +30,7 @@ import uvicorn
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.logs import configure as configure_logging
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.app import create_app
 from testbed.mariadb import MariaDBUnavailableError, Server, ensure_server, from_dsn
 from testbed.store import ActionSchedulerStore

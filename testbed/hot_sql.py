@@ -14,11 +14,11 @@ from typing import Any
 
 import pymysql
 
-from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.session import Row, Session
-from actionscheduler_exporter.rounds.deadline import Deadline
-from actionscheduler_exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.timing import Deadline
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.rows_read import session_rows_examined
@@ -55,12 +55,13 @@ def hot_statements(site: SiteConfig) -> list[Statement]:
     round (its combined statement, then what the collectors send on their own), with the
     due split read at every round, as the benchmark's exporter is configured."""
     session = RecordingSession(site)
-    hot = tuple(c for c in default_collectors() if c.tier == "hot")
-    site_round = SiteRound(dataclasses.replace(site, due_split_interval=0), hot, session=session)
+    site = dataclasses.replace(site, due_split_interval=0)
+    sources = site_sources(site).without_heavy()
+    site_round = MonitoredSite(site, sources=sources, session=session)
     try:
-        site_round.run(Deadline(time.monotonic() + 600))  # places the log cursor
+        site_round.run(Deadline(time.monotonic() + 600, time.monotonic))  # places the log cursor
         session.statements.clear()
-        site_round.run(Deadline(time.monotonic() + 600))
+        site_round.run(Deadline(time.monotonic() + 600, time.monotonic))
         return list(session.statements)
     finally:
         site_round.close()

@@ -12,8 +12,8 @@ import pymysql
 import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
-from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.support.fake_kubernetes import FakeKubernetes, pod

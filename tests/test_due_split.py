@@ -7,12 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from actionscheduler_exporter.collectors import default_collectors
 from actionscheduler_exporter.config.model import GroupConfig
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.deadline import Deadline
 from actionscheduler_exporter.rounds.result import SiteResult
-from actionscheduler_exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.timing import Deadline
 from testbed import hot_sql
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
@@ -191,11 +190,13 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
     clock = FakeClock()
     config = site(due_split_interval=60.0)
     session = hot_sql.RecordingSession(config)
-    site_round = SiteRound(config, default_collectors(), clock, session=session)
+    site_round = MonitoredSite(config, clock, session=session)
 
     def read(due_total: float) -> dict[str, float]:
         session.statements.clear()
-        (result,) = site_round.finish(site_round.run(Deadline(clock() + 60)), clock())
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 60, clock)), Deadline(clock(), clock)
+        )
         assert result.value("actionscheduler_due_actions_unsplit") == 0
         due = (result.value("actionscheduler_due_actions", claim="unclaimed") or 0) + (
             result.value("actionscheduler_due_actions", claim="claimed") or 0

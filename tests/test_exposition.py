@@ -13,7 +13,7 @@ from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.config.model import GroupConfig, WorkersConfig
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed import schedules
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape

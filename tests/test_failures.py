@@ -6,15 +6,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import wait
 
 import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.budget import ScrapeBudget
-from actionscheduler_exporter.rounds.coordinator import Coordinator, PendingScrape
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.budget import ScrapeBudget
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.pending import PendingScrape
+from actionscheduler_exporter.timing import Deadline
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
@@ -272,8 +273,8 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     def scrape() -> None:
         pending = coordinator.begin(ScrapeBudget(10.5))
         joined.append(pending)
-        wait(pending.futures, timeout=10)
-        results.append(coordinator.results(pending))
+        pending.wait()
+        results.append(pending.results())
 
     threads = [threading.Thread(target=scrape) for _ in range(20)]
     observer = mariadb.connect()
@@ -294,7 +295,7 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
     coordinator.close()
     assert len(results) == 20
     # Every scrape got the very same round, which waited for the lock.
-    assert len({id(pending.futures[0]) for pending in joined}) == 1
+    assert len({id(pending.rounds[0]) for pending in joined}) == 1
     duration = catalog.SCRAPE_DURATION.name
     assert len({result.value(duration) for (result,) in results}) == 1
     (first,) = results[0]
@@ -312,7 +313,7 @@ def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(
         (first,) = coordinator.scrape()
         assert first.up
         # No round runs now: the scrape gives up on one that has not started.
-        (queued,) = coordinator.sites[0].finish(None, 0.0)
+        (queued,) = coordinator.sites[0].finish(None, Deadline(0.0, time.monotonic))
     finally:
         coordinator.close()
     assert queued.up  # its last answer: waiting for a thread is not being down

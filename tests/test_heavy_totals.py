@@ -15,7 +15,7 @@ from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.schema import STATUSES, TableNames
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.totals import ledger
 from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
 from testbed.store import ActionSchedulerStore

@@ -11,7 +11,7 @@ import pytest
 from actionscheduler_exporter import check
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

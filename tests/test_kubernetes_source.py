@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
+from actionscheduler_exporter.collectors.workers import KubernetesWorkers
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.config.model import KubernetesConfig
 from actionscheduler_exporter.kubernetes.client import Credentials, KubernetesError, in_cluster
-from actionscheduler_exporter.kubernetes.workers import KubernetesWorkers
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config, pod

@@ -13,13 +13,12 @@ from typing import Any, ClassVar
 import pymysql
 import pytest
 
-from actionscheduler_exporter.collectors import default_collectors
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db import tls_contexts
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
-from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
@@ -96,7 +95,7 @@ def test_connections_are_bounded_per_server_and_shared_by_its_sites(
                 for index, database in enumerate(databases):
                     assert results[database].up, results[database].problems
                     assert due(results[database]) == index % 3 + 1
-        assert sum(coordinator.lanes.open_connections().values()) <= 3
+        assert sum(coordinator.servers.open_connections().values()) <= 3
     finally:
         coordinator.close()
     assert seen and max(seen) <= 3, max(seen)
@@ -187,7 +186,7 @@ def test_connections_of_one_tls_setting_share_one_context(
     coordinator = Coordinator(config)
     try:
         coordinator.scrape(10.0)
-        lane = coordinator.lanes.for_site(config.sites[0])
+        lane = coordinator.servers.for_site(config.sites[0])
         contexts = {
             id(getattr(pooled.connection, "ctx", None)) for pooled in lane.pool.idle_connections()
         }
@@ -205,7 +204,7 @@ def test_the_heavy_refreshes_of_a_server_run_one_at_a_time(
     config = ExporterConfig(
         sites=tuple(store_site(mariadb, database, heavy_interval=60) for database in databases[:6])
     )
-    coordinator = Coordinator(config, (*default_collectors(), sleeping))
+    coordinator = Coordinator(config, (sleeping,))
     try:
         with sampled(lambda: sleeping_queries(mariadb)) as seen:
             coordinator.scrape(10.0)  # starts every site's first refresh

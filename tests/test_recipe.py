@@ -44,7 +44,7 @@ import sys
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 
 assert catalog.GROUP_ROWS in catalog.ALL
 assert "recipe" in catalog.RESERVED_LABELS
@@ -68,7 +68,7 @@ def test_adding_a_family_takes_the_catalog_a_collector_and_its_line(
     tmp_path: Path, store: ActionSchedulerStore, site: Callable[..., SiteConfig]
 ) -> None:
     copy = tmp_path / "repo"
-    for part in ("exporter", "docs"):
+    for part in ("actionscheduler_exporter", "docs"):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     store.create("woocommerce_deliver_webhook_async", group="webhooks")
     store.create("woocommerce_send_email", group="emails")
@@ -101,7 +101,7 @@ def test_adding_a_family_takes_the_catalog_a_collector_and_its_line(
             "from actionscheduler_exporter.collectors.status import StatusCollector\n"
             "from actionscheduler_exporter.collectors.group_rows import GroupRowsCollector\n",
         )
-        .replace("        TableSizesCollector(),\n", "        TableSizesCollector(),\n"
+        .replace("        TablesCollector(),\n", "        TablesCollector(),\n"
                  "        GroupRowsCollector(),\n")
     )  # fmt: skip
 
@@ -128,7 +128,7 @@ def test_the_recipe_names_places_that_hold_what_it_says() -> None:
         "tests/test_queue_states.py": "assert_matches(",
         "tests/unit/test_collectors.py": "def read(",
         "tests/support/fake_session.py": "class FakeSession(",
-        "actionscheduler_exporter/collectors/__init__.py": "def default_collectors(",
+        "actionscheduler_exporter/collectors/__init__.py": "def site_sources(",
     }.items():
         assert f"`{path}`" in recipe, path
         assert holds in (ROOT / path).read_text(), (path, holds)

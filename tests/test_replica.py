@@ -14,8 +14,8 @@ import pytest
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.config.model import ReplicaConfig
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server, start_private, temporary
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore

@@ -29,7 +29,7 @@ from actionscheduler_exporter.config.model import TLSConfig
 from actionscheduler_exporter.db import session
 from actionscheduler_exporter.db.grants import can_write
 from actionscheduler_exporter.db.query_error import redact
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.auth import BasicAuth
 from actionscheduler_exporter.web.webconfig import load_web_config
 from testbed.certs import Certificates, make_certificates

@@ -12,7 +12,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from actionscheduler_exporter.log_events.collector import START_DELAY_BUCKETS
+from actionscheduler_exporter.collectors.log_events.collector import START_DELAY_BUCKETS
 from slo import objectives as objectives_file
 from slo import prometheus_rules, pyrra
 from slo.__main__ import EXAMPLE, SOURCE

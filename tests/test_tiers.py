@@ -10,11 +10,10 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from actionscheduler_exporter.collectors import default_collectors
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
 from tests.support.in_flight import InFlight
@@ -47,7 +46,7 @@ class SleepingCollector(Collector):
 
 
 def coordinator_for(site: SiteConfig, *extra: Collector) -> Coordinator:
-    return Coordinator(ExporterConfig(sites=(site,)), (*default_collectors(), *extra))
+    return Coordinator(ExporterConfig(sites=(site,)), extra)
 
 
 def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_interval(

@@ -12,7 +12,7 @@ It needs the due collector's reading of the same round (`needs`), for the total.
 in the round, kept between; each prefix at its own point of the interval, so that a
 network's subsites do not all refresh in one scrape) and served from its last reading in
 between. Nothing due is always current, and a backlog that appears after it is split at
-once (`may_serve_kept`).
+once (`cacheable`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class DueSplitCollector(Collector):
     def freshness(self, site: SiteConfig) -> Freshness:
         return Freshness(site.due_split_interval, in_round=True)
 
-    def may_serve_kept(self, context: DatabaseContext) -> bool:
+    def cacheable(self, context: DatabaseContext) -> bool:
         """Nothing due is always current: neither served from nor kept for later."""
         return due_total(context.earlier.get("due")) != 0
 

@@ -12,7 +12,6 @@ from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 
 class FailuresCollector(Collector):
     name = "failures"
-    tier = "heavy"
     metrics = (catalog.FAILED_BY_HOOK, catalog.FOLDED_LABEL_VALUES)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

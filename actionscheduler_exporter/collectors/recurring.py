@@ -28,7 +28,6 @@ HOOKS_PER_STATEMENT = 25
 
 class RecurringCollector(Collector):
     name = "recurring"
-    tier = "heavy"
     metrics = (catalog.RECURRING_HOOKS_STOPPED,)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

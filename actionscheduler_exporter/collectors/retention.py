@@ -19,7 +19,6 @@ class RetentionCollector(Collector):
     """
 
     name = "retention"
-    tier = "heavy"
     metrics = (catalog.OLDEST_FINISHED_AGE,)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

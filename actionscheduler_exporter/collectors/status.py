@@ -21,7 +21,6 @@ NO_GROUP = ""
 
 class StatusCollector(Collector):
     name = "status"
-    tier = "heavy"
     metrics = (catalog.ACTIONS, catalog.ACTIONS_BY_GROUP, catalog.FOLDED_LABEL_VALUES)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

@@ -1,7 +1,7 @@
 """What a round has found out about one table prefix, recorded as the readings arrive.
 
 A scrape that waits for the round to end and one that gives up before it read the same
-report: `SiteRound.finish` turns it into a `SiteResult` in one way for both, reporting
+report: `MonitoredSite.finish` turns it into a `SiteResult` in one way for both, reporting
 every source not read by then as such.
 """
 
@@ -76,3 +76,31 @@ class PrefixReport:
                 self.complete,
                 self.duration,
             )
+
+
+class RoundReports:
+    """One round's reports by site label; shared by the round's threads and the scrapes
+    that read them while it runs."""
+
+    def __init__(self) -> None:
+        self._reports: dict[str, PrefixReport] = {}
+        self._lock = threading.Lock()
+
+    def put(self, report: PrefixReport) -> None:
+        with self._lock:
+            self._reports[report.label] = report
+
+    def get(self, label: str) -> PrefixReport:
+        with self._lock:
+            return self._reports[label]
+
+    def answered(self) -> dict[str, str]:
+        """The site labels of the prefixes whose database answered, by table prefix."""
+        with self._lock:
+            return {r.prefix: r.label for r in self._reports.values() if r.failure is None}
+
+    def snapshot(self) -> dict[str, PrefixReport]:
+        """Copies of the reports, by site label, that the round no longer changes."""
+        with self._lock:
+            reports = list(self._reports.items())
+        return {label: report.snapshot() for label, report in reports}

@@ -3,8 +3,8 @@
 Every background source goes through this one helper: the heavy tier (totals that grow
 with the table) and the Kubernetes workers. A refresh starts when the last one started
 `interval` seconds ago or more and none is running, so two never overlap; the caller gets
-the latest value at once, or waits for the refresh within its budget when it has no value
-yet (or, with `wait_each`, for every refresh).
+the latest value at once, or waits for the refresh until the caller's deadline when it
+has no value yet (or, with `wait_each`, for every refresh).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
-from actionscheduler_exporter.sources.source import Clock
+from actionscheduler_exporter.timing import Clock
 
 T = TypeVar("T")
 
@@ -44,8 +44,9 @@ class BackgroundRefresh(Generic[T]):
         self._finished: threading.Event | None = None  # of the refresh started last
         self._last_start: float | None = None
 
-    def latest(self, budget: float) -> T | None:
-        """The latest value, after starting a refresh if one is due."""
+    def latest(self, wait_seconds: float) -> T | None:
+        """The latest value, after starting a refresh if one is due; a refresh that must
+        be waited for is waited for at most `wait_seconds`."""
         with self._lock:
             running = self._finished is not None and not self._finished.is_set()
             if not running and (
@@ -61,7 +62,7 @@ class BackgroundRefresh(Generic[T]):
             finished_event = self._finished
             wait = running and (self._wait_each or self._value is None)
         if wait and finished_event is not None:
-            finished_event.wait(max(0.0, budget))
+            finished_event.wait(max(0.0, wait_seconds))
         with self._lock:
             return self._value
 

@@ -2,10 +2,11 @@
 
 A collector is a `Source` of the database: it gets a DatabaseContext (the round's session,
 one table prefix's table names, the site's settings and the tables' statistics), runs its
-queries and returns samples. Its `tier` says what its queries cost: hot collectors read
-index ranges bounded by the queue and run in every round; heavy ones report totals over the
-whole table, and are refreshed in the background (`rounds.heavy_tier`) from the chunked totals of
-`totals.ledger`, which keeps its counts between refreshes. Collectors keep no state: what
+queries and returns samples. Its `tier` follows from its families' (the catalog's): hot
+collectors read index ranges bounded by the queue and run in every round; heavy ones
+report totals over the whole table, and are refreshed in the background
+(`sources.heavy_tier`) from the chunked totals of `totals.ledger`, which keeps its counts
+between refreshes. Collectors keep no state: what
 lives between rounds (a kept reading, the log cursor) is the round's or the log events
 collector's own.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import TableNames
@@ -91,7 +92,20 @@ def check_order(collectors: Sequence[Source[DatabaseContext]]) -> None:
 class Collector(Source[DatabaseContext]):
     """A group of metric families gathered by one set of queries on one table prefix."""
 
+    # Its families' tier, set from `metrics` when the class is defined.
     tier: ClassVar[Literal["hot", "heavy"]] = "hot"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        tiers = {metric.tier for metric in getattr(cls, "metrics", ())}
+        if not tiers:
+            return
+        if len(tiers) > 1 or not tiers <= {"hot", "heavy"}:
+            raise TypeError(
+                f"collector {cls.__name__} declares families of tiers {sorted(tiers)}: "
+                "a collector's families are all hot or all heavy"
+            )
+        cls.tier = "heavy" if tiers == {"heavy"} else "hot"
 
     def columns(self, context: DatabaseContext) -> Columns | None:
         """The scalar subqueries its reading starts from, if it has such (see `Columns`):

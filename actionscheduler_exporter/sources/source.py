@@ -3,10 +3,12 @@
 A source owns some metric families and knows how to read them: the database collectors
 (one query set each), the log events collector, the Kubernetes workers, the site's settings. It
 says nothing of its own success, duration, age or errors: the round reads it through
-`rounds.observer.Observer`, which adds those in one place, whatever the source.
+`sources.reader.SourceReader`, which adds those in one place, whatever the source.
 
-How often a source is read is its `Freshness`: inside every round, in the background at
-most every N seconds (the round serving the last reading), or once (constant values).
+When a source is read is its `Freshness`, the one answer to that question: inside every
+round; inside the round but at most every N seconds, its last reading served in between
+(`cached`); in the background at most every N seconds (`background`); or once, from the
+configuration (`constant`).
 A source may keep state between readings (the log events collector's cursor), but changes it only
 when a reading succeeds.
 """
@@ -14,7 +16,7 @@ when a reading succeeds.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
@@ -22,9 +24,6 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Sample
-
-# Seconds on a monotonic clock; tests pass one they move by hand.
-Clock = Callable[[], float]
 
 ContextT = TypeVar("ContextT", contravariant=True)
 
@@ -37,7 +36,7 @@ class Freshness:
     `interval` seconds; a scrape waits for a refresh (within its deadline) only when the
     source has no reading yet, or for every due refresh with `wait_each`. With
     `in_round`, inside the round but at most every `interval` seconds per table prefix,
-    the last reading served in between (`rounds.kept_readings`).
+    the last reading served in between (`sources.cached_readings`).
     `constant`: read once, from the configuration; it cannot fail and reports no health.
     """
 
@@ -51,7 +50,7 @@ class Freshness:
         return self.interval > 0 and not (self.constant or self.in_round)
 
     @property
-    def kept(self) -> bool:
+    def cached(self) -> bool:
         """Read in the round, its last reading served until its interval passes."""
         return self.in_round and self.interval > 0
 
@@ -78,10 +77,10 @@ class Source(ABC, Generic[ContextT]):
         """When the round reads this source for the site; by default in every round."""
         return EVERY_ROUND
 
-    def may_serve_kept(self, context: ContextT) -> bool:
-        """For a source kept between rounds (`Freshness.kept`): whether its last reading may
-        still be served, and whether this one may be kept. By default, until its interval
-        passes."""
+    def cacheable(self, context: ContextT) -> bool:
+        """For a source cached between rounds (`Freshness.cached`): whether its last
+        reading may still be served, and whether this one may be cached. By default, until
+        its interval passes."""
         return True
 
     @abstractmethod

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import html
-import time
 from dataclasses import dataclass
 
 from fastapi import FastAPI, Request, Response
@@ -14,8 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition.render import render
-from actionscheduler_exporter.rounds.budget import BudgetError, ScrapeBudget
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.auth import BasicAuth
 from actionscheduler_exporter.web.webconfig import WebConfig
 
@@ -72,19 +71,13 @@ def create_app(
             budget = ScrapeBudget.from_header(request.headers.get(SCRAPE_TIMEOUT_HEADER))
         except BudgetError as error:
             return PlainTextResponse(f"{SCRAPE_TIMEOUT_HEADER} {error}\n", status_code=400)
-        # Joining the rounds may wait for a first listing of databases (database: auto):
-        # off the event loop. Waiting on the rounds holds no thread: any number of scrapes
-        # can share a round.
+        # The scrape protocol of `Coordinator.scrape`, with an awaitable wait: joining may
+        # wait for a first listing of databases, and the results for the Kubernetes API,
+        # so both run off the event loop.
         coordinator = live.current.coordinator  # a reload may replace it meanwhile
-        started = time.monotonic()
         pending = await asyncio.to_thread(coordinator.begin, budget)
-        if pending.futures:
-            await asyncio.wait(
-                [asyncio.wrap_future(future) for future in pending.futures],
-                timeout=max(0.0, budget.rounds_wait - (time.monotonic() - started)),
-            )
-        # The results may wait for the Kubernetes API within the budget: off the loop too.
-        results = await asyncio.to_thread(coordinator.results, pending)
+        await pending.settled()
+        results = await asyncio.to_thread(pending.results)
         body, content_type = render(results, request.headers.get("accept"))
         headers = {}
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth

@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
-from actionscheduler_exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.app import Live, Serving
 from actionscheduler_exporter.web.webconfig import WebConfig
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from tests.support.clock import FakeClock
 
 Follow = Callable[..., "Follower"]

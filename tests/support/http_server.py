@@ -8,7 +8,7 @@ import urllib.request
 import uvicorn
 
 from actionscheduler_exporter.config import ExporterConfig
-from actionscheduler_exporter.rounds.coordinator import Coordinator
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.app import create_app
 from testbed.ports import free_port
 from tests.support.waiting import wait_until

@@ -12,11 +12,12 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
-from actionscheduler_exporter.rounds.counters import SiteCounters
-from actionscheduler_exporter.rounds.observer import Observer
-from actionscheduler_exporter.rounds.site_wide import SiteWideSource
 from actionscheduler_exporter.sources.background import BackgroundRefresh
+from actionscheduler_exporter.sources.counters import SiteCounters
+from actionscheduler_exporter.sources.reader import SourceReader
+from actionscheduler_exporter.sources.site_wide import SiteWideSource
 from actionscheduler_exporter.sources.source import Freshness, Source
+from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.in_flight import InFlight
 from tests.support.waiting import wait_until
@@ -63,32 +64,34 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def scheduled(source: Counting, clock: FakeClock) -> tuple[SiteWideSource[None], Observer]:
-    observer = Observer(SiteCounters(), clock)
-    return SiteWideSource(source, None, SiteConfig(name="shop"), observer), observer
+def scheduled(source: Counting, clock: FakeClock) -> tuple[SiteWideSource[None], SourceReader]:
+    reader = SourceReader(SiteCounters(), clock)
+    return SiteWideSource(source, None, SiteConfig(name="shop"), reader), reader
 
 
 def test_a_reading_is_served_until_the_interval_passes(clock: FakeClock) -> None:
     source = Counting(interval=60)
     runner, _ = scheduled(source, clock)
-    first = runner.samples(budget=5)  # no value yet: the first refresh is waited for
+    # No value yet: the first refresh is waited for.
+    first = runner.samples(Deadline(clock() + 5, clock))
     assert values(first, catalog.WORKER_PODS) == [1]
     assert values(first, catalog.COLLECTOR_AGE) == [0]
     clock.now += 59
-    later = runner.samples(budget=5)
+    later = runner.samples(Deadline(clock() + 5, clock))
     assert source.reads == 1
     assert values(later, catalog.COLLECTOR_AGE) == [59]
     clock.now += 1
-    runner.samples(budget=5)  # due: a refresh starts; it is not waited for (a value exists)
+    # Due: a refresh starts; it is not waited for (a value exists).
+    runner.samples(Deadline(clock() + 5, clock))
     assert wait_for(lambda: source.reads == 2)
 
 
 def test_wait_each_waits_for_every_due_refresh(clock: FakeClock) -> None:
     source = Counting(interval=15, wait_each=True)
     runner, _ = scheduled(source, clock)
-    runner.samples(budget=5)
+    runner.samples(Deadline(clock() + 5, clock))
     clock.now += 15
-    assert values(runner.samples(budget=5), catalog.WORKER_PODS) == [2]
+    assert values(runner.samples(Deadline(clock() + 5, clock)), catalog.WORKER_PODS) == [2]
 
 
 def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
@@ -96,15 +99,18 @@ def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
 ) -> None:
     source = Counting(interval=1, held=True)
     runner, _ = scheduled(source, clock)
-    pending = runner.samples(budget=0.01)
+    pending = runner.samples(Deadline(clock() + 0.01, clock))
     assert values(pending, catalog.COLLECTOR_SUCCESS) == [0]  # not read yet
     assert values(pending, catalog.KUBERNETES_UP) == [0]
     assert values(pending, catalog.WORKER_PODS) == []
     clock.now += 5
-    runner.samples(budget=0.01)  # due again, but the first is still running: no second
+    # Due again, but the first is still running: no second.
+    runner.samples(Deadline(clock() + 0.01, clock))
     assert wait_for(lambda: source.readings.now == 1)
     source.permits.release()  # the first reading ends; one due after it waits for a permit
-    assert wait_for(lambda: values(runner.samples(0), catalog.WORKER_PODS) == [1])
+    assert wait_for(
+        lambda: values(runner.samples(Deadline(clock(), clock)), catalog.WORKER_PODS) == [1]
+    )
     assert source.reads == 1
     assert source.readings.most == 1
     source.permits.release(2)  # let a refresh the polling started end
@@ -113,10 +119,10 @@ def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
 def test_a_failure_keeps_the_last_values_counts_its_kind_and_ages(clock: FakeClock) -> None:
     source = Counting(interval=10, wait_each=True)
     runner, _ = scheduled(source, clock)
-    runner.samples(budget=5)
+    runner.samples(Deadline(clock() + 5, clock))
     source.fail_with = "forbidden"
     clock.now += 10
-    failed = runner.samples(budget=5)
+    failed = runner.samples(Deadline(clock() + 5, clock))
     assert values(failed, catalog.WORKER_PODS) == [1]  # the last good value
     assert values(failed, catalog.COLLECTOR_SUCCESS) == [0]
     assert values(failed, catalog.KUBERNETES_UP) == [0]

@@ -9,26 +9,19 @@ from typing import Any
 
 import pytest
 
-from actionscheduler_exporter.collectors import default_collectors
-from actionscheduler_exporter.collectors.settings import SiteSettings
+from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import KubernetesConfig, SiteConfig
 from actionscheduler_exporter.config.values import label_name
-from actionscheduler_exporter.kubernetes.workers import KubernetesWorkers
-from actionscheduler_exporter.log_events.collector import LogEventsCollector
 from actionscheduler_exporter.metrics import catalog, docs
 from actionscheduler_exporter.sources.source import Source
 
 ROOT = Path(__file__).resolve().parents[2]
-SITE = SiteConfig(name="shop")
+# A site with every kind of source: the Kubernetes workers too.
+SITE = SiteConfig(name="shop", kubernetes=KubernetesConfig(namespace="shop", selector="app=w"))
 
 
 def every_source() -> list[Source[Any]]:
-    return [
-        *default_collectors(),
-        LogEventsCollector(SITE),
-        KubernetesWorkers(KubernetesConfig(namespace="shop", selector="app=worker")),
-        SiteSettings(),
-    ]
+    return list(site_sources(SITE).all())
 
 
 def test_docs_metrics_md_is_what_the_catalog_generates() -> None:

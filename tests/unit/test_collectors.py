@@ -15,7 +15,7 @@ from actionscheduler_exporter.collectors.failures import FailuresCollector
 from actionscheduler_exporter.collectors.in_progress import InProgressCollector
 from actionscheduler_exporter.collectors.retention import RetentionCollector
 from actionscheduler_exporter.collectors.status import StatusCollector
-from actionscheduler_exporter.collectors.table_sizes import TableSizesCollector
+from actionscheduler_exporter.collectors.tables import TablesCollector
 from actionscheduler_exporter.config.model import GroupConfig, SiteConfig
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.tables import TableStats
@@ -135,6 +135,6 @@ def test_failures_by_hook_are_folded_and_retention_reads_the_oldest_finished() -
 
 
 def test_table_sizes_come_from_the_statistics() -> None:
-    found = read(TableSizesCollector())
+    found = read(TablesCollector())
     assert found[("actionscheduler_table_rows", (("table", "logs"),))] == 300
     assert found[("actionscheduler_table_size_bytes", (("table", "actions"),))] == 16384

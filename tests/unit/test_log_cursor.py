@@ -8,11 +8,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+from actionscheduler_exporter.collectors.log_events.collector import LogEventsCollector
+from actionscheduler_exporter.collectors.log_events.cursor import LogCursor
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
-from actionscheduler_exporter.log_events.collector import LogEventsCollector
-from actionscheduler_exporter.log_events.cursor import LogCursor
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.sources.database import DatabaseContext
 from tests.support.clock import FakeClock

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from actionscheduler_exporter.rounds.problem_log import ProblemLog
+from actionscheduler_exporter.sources.problem_log import ProblemLog
 
 
 def down(log: ProblemLog, site: str, kind: str = "connect") -> None:

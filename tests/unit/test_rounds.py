@@ -12,27 +12,30 @@ from typing import Any
 
 import pytest
 
-from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.collectors.due_split import DueSplitCollector
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.rounds.budget import BudgetError, ScrapeBudget
-from actionscheduler_exporter.rounds.deadline import Deadline
 from actionscheduler_exporter.rounds.result import SiteResult
-from actionscheduler_exporter.rounds.singleflight import SingleFlight
-from actionscheduler_exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
+from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.sources.database import check_order
+from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, Script, healthy_store
-
-IN_ROUND = ("due", "due_split", "in_progress", "claims", "tables", "log_events")
+from tests.support.rounds import read_round
 
 
 def config(**overrides: Any) -> SiteConfig:
     defaults: dict[str, Any] = {"name": "shop", "database": "wp", "heavy_interval": 300.0}
     return dataclasses.replace(SiteConfig(name="shop"), **(defaults | overrides))
+
+
+# The sources every round reads, from the one list of them.
+IN_ROUND = tuple(source.name for source in site_sources(config()).in_round)
 
 
 @pytest.fixture
@@ -41,22 +44,22 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def rounds(clock: FakeClock) -> Iterator[list[SiteRound]]:
-    made: list[SiteRound] = []
+def rounds(clock: FakeClock) -> Iterator[list[MonitoredSite]]:
+    made: list[MonitoredSite] = []
     yield made
     for site_round in made:
         site_round.close()
 
 
 def make_round(
-    made: list[SiteRound], clock: FakeClock, session_for: object = None, **overrides: Any
-) -> tuple[SiteRound, FakeSession]:
+    made: list[MonitoredSite], clock: FakeClock, session_for: object = None, **overrides: Any
+) -> tuple[MonitoredSite, FakeSession]:
     site = config(**overrides)
     session = FakeSession(site, healthy_store()) if session_for is None else session_for
     assert isinstance(session, FakeSession)
     # Heavy collectors are background (heavy_interval > 0): only the in-round ones here.
-    hot = tuple(c for c in default_collectors() if c.tier == "hot")
-    site_round = SiteRound(site, hot, clock, session=session)
+    sources = site_sources(site, clock).without_heavy()
+    site_round = MonitoredSite(site, clock, sources=sources, session=session)
     made.append(site_round)
     return site_round, session
 
@@ -78,13 +81,11 @@ def test_how_a_ten_second_scrape_is_spent() -> None:
             "writing": 0.95,  # ...keeping a tenth to write the answer
             "discovery_wait": 4.75,
             "round_runs_for": 9.5,
-            "handover": 0.25,
         }
     )
     # A tiny timeout answers in time, but a round it starts still runs its minimum.
     assert ScrapeBudget(0.2).answer_by == pytest.approx(0.1)
     assert ScrapeBudget(0.2).round_runs_for == 9.5
-    assert ScrapeBudget.first_heavy_wait(4.25) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(
@@ -104,10 +105,12 @@ def test_a_huge_timeout_header_is_capped_not_an_overflow(header: str) -> None:
 
 
 def test_a_complete_round_reports_every_collector_and_its_database_time(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     site_round, session = make_round(rounds, clock)
-    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
     assert result.up
     assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
     assert result.value("actionscheduler_due_actions", claim="unclaimed") == 3
@@ -119,23 +122,23 @@ def test_a_complete_round_reports_every_collector_and_its_database_time(
 
 
 def test_two_scrapes_sharing_a_round_assemble_the_same_result(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     site_round, _ = make_round(rounds, clock)
-    reports = site_round.run(Deadline(clock() + 10))
-    first, second = (site_round.finish(reports, clock()) for _ in range(2))
+    reports = site_round.run(Deadline(clock() + 10, clock))
+    first, second = (site_round.finish(reports, Deadline(clock(), clock)) for _ in range(2))
     assert [(s.name, s.labels, s.value) for s in first[0].samples] == [
         (s.name, s.labels, s.value) for s in second[0].samples
     ]
 
 
 def test_a_scrape_that_stops_waiting_gets_what_the_round_read_so_far(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store()
     split = script.blocked["AS oldest"] = threading.Event()
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
-    running = threading.Thread(target=site_round.run, args=(Deadline(clock() + 10),))
+    running = threading.Thread(target=site_round.run, args=(Deadline(clock() + 10, clock),))
     running.start()
     try:
         partial = wait_for_reading(site_round, clock, "due")
@@ -147,15 +150,15 @@ def test_a_scrape_that_stops_waiting_gets_what_the_round_read_so_far(
     finally:
         split.set()
         running.join(10)
-    (complete,) = site_round.finish(site_round._reports, clock())
+    (complete,) = site_round.finish(site_round._reports, Deadline(clock(), clock))
     assert success(complete) == dict.fromkeys(IN_ROUND, 1.0)
 
 
-def wait_for_reading(site_round: SiteRound, clock: FakeClock, name: str) -> SiteResult:
+def wait_for_reading(site_round: MonitoredSite, clock: FakeClock, name: str) -> SiteResult:
     """The partial result once the round has read the named collector (the round thread
     is blocked on the next one by the script)."""
     for _ in range(2000):
-        (result,) = site_round.finish(None, clock())
+        (result,) = site_round.finish(None, Deadline(clock(), clock))
         if success(result).get(name) == 1.0:
             return result
         threading.Event().wait(0.005)
@@ -163,14 +166,16 @@ def wait_for_reading(site_round: SiteRound, clock: FakeClock, name: str) -> Site
 
 
 def test_a_site_the_round_has_not_reached_keeps_its_last_answer(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     site_round, _ = make_round(rounds, clock)
-    (never,) = site_round.finish(None, clock())  # no round has run yet
+    (never,) = site_round.finish(None, Deadline(clock(), clock))  # no round has run yet
     assert never.value("actionscheduler_up") is None  # unknown: neither up nor down
     assert success(never) == dict.fromkeys(IN_ROUND, 0.0)
-    site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
-    (queued,) = site_round.finish(None, clock())  # the next round waits for a thread
+    read_round(site_round, clock)
+    (queued,) = site_round.finish(
+        None, Deadline(clock(), clock)
+    )  # the next round waits for a thread
     assert queued.value("actionscheduler_up") == 1
     assert success(queued) == dict.fromkeys(IN_ROUND, 0.0)
     assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None
@@ -178,15 +183,15 @@ def test_a_site_the_round_has_not_reached_keeps_its_last_answer(
 
 
 def test_a_database_that_does_not_answer_is_down_and_counted_once(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     refused = QueryError("connect", "(2003) Can't connect", connection_lost=True)
     site = config()
     session = FakeSession(site, healthy_store(), connect_error=refused)
     site_round, _ = make_round(rounds, clock, session)
-    reports = site_round.run(Deadline(clock() + 10))
+    reports = site_round.run(Deadline(clock() + 10, clock))
     for _ in range(3):  # three scrapes share the round
-        (result,) = site_round.finish(reports, clock())
+        (result,) = site_round.finish(reports, Deadline(clock(), clock))
     assert not result.up
     assert result.value("actionscheduler_up") == 0
     assert result.problems[0] == "(2003) Can't connect"
@@ -195,23 +200,27 @@ def test_a_database_that_does_not_answer_is_down_and_counted_once(
 
 
 def test_a_connection_lost_mid_round_marks_the_rest_not_read(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
         "AS oldest", QueryError("connect", "(2013) Lost connection", connection_lost=True)
     )
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
-    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
     assert not result.up
     assert success(result)["due"] == 1 and success(result)["claims"] == 0
     assert result.value("actionscheduler_exporter_errors", kind="connect") == 1
 
 
 def test_collectors_past_the_deadline_are_skipped_and_counted(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     site_round, session = make_round(rounds, clock)
-    (result,) = site_round.finish(site_round.run(Deadline(clock() - 1)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() - 1, clock)), Deadline(clock(), clock)
+    )
     assert result.up  # the tables answered
     assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
     assert result.value("actionscheduler_exporter_errors", kind="deadline") == len(IN_ROUND)
@@ -225,14 +234,16 @@ def test_the_split_takes_the_due_total_from_the_due_reading_it_needs() -> None:
 
 
 def test_the_split_sends_nothing_when_nothing_is_due_and_no_count_of_its_own(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due()))
-    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
     assert success(result)["due_split"] == 1
     assert not [sql for sql in session.sent if "AS oldest" in sql]
     capped, session = make_round(rounds, clock, due_split_rows=4)
-    (result,) = capped.finish(capped.run(Deadline(clock() + 10)), clock())
+    (result,) = read_round(capped, clock)
     # 4 due of the store, split 4 (the cap): the unsplit rest is the due total's, no count.
     assert result.value("actionscheduler_due_actions_unsplit") == 0
     own_count = "SELECT COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending'"
@@ -240,7 +251,7 @@ def test_the_split_sends_nothing_when_nothing_is_due_and_no_count_of_its_own(
 
 
 def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store()
     site_round, session = make_round(
@@ -249,7 +260,7 @@ def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
 
     def split_statements() -> int:
         session.sent.clear()
-        site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+        read_round(site_round, clock)
         return len([sql for sql in session.sent if "AS oldest" in sql])
 
     assert split_statements() == 1
@@ -287,7 +298,7 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
         return len(seen)
 
     with ThreadPoolExecutor(1) as executor:
-        flight = SingleFlight(executor, call)
+        flight = SingleFlight(executor, call, clock)
         first = flight.join(10.0)
         second = flight.join(20.0)
         third = flight.join(5.0)
@@ -299,14 +310,16 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
 
 
 def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
         "scheduled_date_gmt IS NULL",
         QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False),
     )
     site_round, session = make_round(rounds, clock, FakeSession(config(), script))
-    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
     assert result.up  # the server answered: the site is not down, its tables are locked
     assert success(result) == dict.fromkeys(IN_ROUND, 0.0)
     assert result.value("actionscheduler_exporter_errors", kind="lock") == 1
@@ -316,14 +329,16 @@ def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
 
 
 def test_a_quiet_site_costs_one_statement_per_round(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     """Nothing due, no new log rows: the tables' statistics and every hot collector's
     values come from one statement (a thousand sites' scrape is a thousand of them)."""
     site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due()))
     for _ in range(2):
         session.sent.clear()
-        (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+        )
         assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
         assert len(session.sent) == 1
     assert result.value("actionscheduler_table_rows", table="logs") == 10
@@ -331,14 +346,16 @@ def test_a_quiet_site_costs_one_statement_per_round(
 
 
 def test_a_failing_part_of_the_round_statement_fails_its_collector_alone(
-    rounds: list[SiteRound], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
         "NOT EXISTS",
         QueryError("timeout", "(1969) Query execution was interrupted", connection_lost=False),
     )
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
-    (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
     assert result.up
     assert success(result) == {**dict.fromkeys(IN_ROUND, 1.0), "claims": 0.0}
     assert result.value("actionscheduler_exporter_errors", kind="timeout") == 1

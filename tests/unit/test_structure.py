@@ -1,10 +1,14 @@
 """Reading a translated action log by the place of each row
-(actionscheduler_exporter/log_events/structure.py)."""
+(actionscheduler_exporter/collectors/log_events/structure.py)."""
 
 from __future__ import annotations
 
-from actionscheduler_exporter.log_events.classify import Event, Kind
-from actionscheduler_exporter.log_events.structure import LoggedRow, RunnerContexts, events_by_place
+from actionscheduler_exporter.collectors.log_events.classify import Event, Kind
+from actionscheduler_exporter.collectors.log_events.structure import (
+    LoggedRow,
+    RunnerContexts,
+    events_by_place,
+)
 
 CREATED = "Aktion erstellt"
 

@@ -7,15 +7,15 @@ import dataclasses
 
 import pytest
 
-from actionscheduler_exporter.collectors import default_collectors
+from actionscheduler_exporter.collectors import site_sources
+from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.exposition.render import render
-from actionscheduler_exporter.log_events.histogram import Histogram
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
-from actionscheduler_exporter.rounds.deadline import Deadline
 from actionscheduler_exporter.rounds.result import SiteResult
-from actionscheduler_exporter.rounds.site_round import SiteRound
+from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, healthy_store
 from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed, render_with_library
@@ -28,10 +28,13 @@ def results() -> list[SiteResult]:
     site = dataclasses.replace(
         SiteConfig(name="shop"), labels=(("team", 'a"b\\c'),), heavy_interval=300.0
     )
-    hot = tuple(c for c in default_collectors() if c.tier == "hot")
-    site_round = SiteRound(site, hot, clock, session=FakeSession(site, healthy_store()))
+    sources = site_sources(site, clock).without_heavy()
+    session = FakeSession(site, healthy_store())
+    site_round = MonitoredSite(site, clock, sources=sources, session=session)
     try:
-        (result,) = site_round.finish(site_round.run(Deadline(clock() + 10)), clock())
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+        )
     finally:
         site_round.close()
     delay = Histogram(catalog.START_DELAY, (0.5, 1, 5))

@@ -20,6 +20,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actionscheduler_exporter.collectors.log_events.classify import Event, Kind, classify
+from actionscheduler_exporter.collectors.log_events.cursor import LogCursor
+from actionscheduler_exporter.collectors.log_events.histogram import Histogram
+from actionscheduler_exporter.collectors.log_events.structure import (
+    LoggedRow,
+    RunnerContexts,
+    events_by_place,
+)
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import (
     chunks,
@@ -30,16 +38,12 @@ from actionscheduler_exporter.db.schema import (
     status_of,
 )
 from actionscheduler_exporter.db.tables import group_slugs
-from actionscheduler_exporter.log_events.classify import Event, Kind, classify
-from actionscheduler_exporter.log_events.cursor import LogCursor
-from actionscheduler_exporter.log_events.histogram import Histogram
-from actionscheduler_exporter.log_events.structure import LoggedRow, RunnerContexts, events_by_place
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
 from actionscheduler_exporter.metrics.folding import StickyFold
 from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
-from actionscheduler_exporter.sources.source import Clock
+from actionscheduler_exporter.timing import Clock
 
 # Log dates have one-second resolution, so a measured 0 is "under a second" and sits in
 # the 0.5 bucket; the rest are spread for webhooks (seconds) up to imports (an hour).

@@ -6,7 +6,7 @@ per statement, not rows: a thousand sites' scrape sent five of them per site. On
 statement of scalar subqueries instead, split back into each collector's values. When it
 fails for any reason but a lost connection, nothing is lost: the statistics are read on
 their own and each collector reads its own columns, so a failure is the failing
-collector's alone (a lock wait, though, stops the rest of the prefix: see `SiteRound`).
+collector's alone (a lock wait, though, stops the rest of the prefix: see `MonitoredSite`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from actionscheduler_exporter.sources.database import Collector, Columns, Databa
 
 
 @dataclass
-class Combined:
+class HotStatement:
     stats: Mapping[str, TableStats]
     # The collectors' values, by name; empty when the statement failed.
     prefetched: dict[str, Row] = field(default_factory=dict)
@@ -40,11 +40,11 @@ class Combined:
         return self.seconds / len(self.prefetched)
 
 
-def read_combined(
+def read_hot_statement(
     context: DatabaseContext,
     collectors: Sequence[Collector],
     known_stats: Mapping[str, TableStats] | None,
-) -> Combined:
+) -> HotStatement:
     """The prefix's statistics (`known_stats` when its network's listing read them) and
     the collectors' columns. Raises QueryError only when the connection is lost, or when
     the statistics cannot be read on their own either."""
@@ -64,7 +64,7 @@ def read_combined(
         subqueries += columns.subqueries
         args += columns.args
     if not subqueries:
-        return Combined(known_stats or {})
+        return HotStatement(known_stats or {})
     started = time.perf_counter()
     try:
         (row,) = session.query(Columns(tuple(subqueries), tuple(args)).statement()[0], args)
@@ -73,7 +73,7 @@ def read_combined(
             raise
         # Each collector reads its own columns now: a failure is the failing one's alone.
         stats = known_stats if known_stats is not None else read_table_stats(session, tables)
-        return Combined(stats)
+        return HotStatement(stats)
     seconds = time.perf_counter() - started
     values = list(row)
     stats = known_stats if known_stats is not None else parse_table_stats(tables, values.pop(0))
@@ -81,4 +81,4 @@ def read_combined(
     for name, columns in parts:
         count = len(columns.subqueries)
         prefetched[name], values = tuple(values[:count]), values[count:]
-    return Combined(stats, prefetched, seconds)
+    return HotStatement(stats, prefetched, seconds)

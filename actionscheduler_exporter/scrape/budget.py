@@ -10,9 +10,11 @@ the exporter waits for is a share of it, decided here and nowhere else:
 - a round runs for at least `MIN_ROUND_SECONDS`, whatever the timeout of the scrape that
   starts it (a scrape with a tiny timeout gets what is read by then, and does not cut the
   round short for the scrapes that join it);
-- inside the round, `HANDOVER_SECONDS` are kept to hand the results over, and a site's
-  first heavy refresh is waited for with half of what is left.
+- inside the round, a site's first heavy refresh is waited for with half of what the
+  round has left (`sources.heavy_tier`).
 
+The shares are seconds after the scrape's start; `start(clock)` turns them into the
+absolute deadlines (`timing.Deadline`) that everything below waits on.
 `ScrapeBudget(10).plan()` lists the shares, for the docs and the tests.
 """
 
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from actionscheduler_exporter.timing import Clock, Deadline
 
 DEFAULT_SCRAPE_TIMEOUT = 10.0
 # A header beyond this is a misconfiguration: served as this (Prometheus' own limit for a
@@ -30,7 +34,6 @@ NETWORK_MARGIN = 0.5
 # The share of the answer's time kept for writing it after the rounds.
 WRITE_SHARE = 0.1
 MIN_ROUND_SECONDS = DEFAULT_SCRAPE_TIMEOUT - NETWORK_MARGIN
-HANDOVER_SECONDS = 0.25
 
 
 class BudgetError(ValueError):
@@ -78,17 +81,16 @@ class ScrapeBudget:
         """Seconds a round started (or joined) by this scrape may run."""
         return max(self.answer_by, MIN_ROUND_SECONDS)
 
-    @staticmethod
-    def handover(left: float) -> float:
-        """Of the seconds a round has left, those it may still spend reading."""
-        return max(0.0, left - HANDOVER_SECONDS)
-
-    @staticmethod
-    def first_heavy_wait(left: float) -> float:
-        """How long a round waits for a site's first heavy refresh: half of what it has
-        left after the handover (a big network's first walk may take longer than a
-        scrape, whose answer must not wait for it)."""
-        return ScrapeBudget.handover(left) / 2
+    def start(self, clock: Clock) -> ScrapeDeadlines:
+        """The deadlines of a scrape that starts now on `clock`."""
+        started = clock()
+        return ScrapeDeadlines(
+            started,
+            Deadline(started + self.answer_by, clock),
+            Deadline(started + self.rounds_wait, clock),
+            Deadline(started + self.discovery_wait, clock),
+            started + self.round_runs_for,
+        )
 
     def plan(self) -> dict[str, float]:
         """The shares of this budget, in seconds from the scrape's start."""
@@ -99,5 +101,15 @@ class ScrapeBudget:
             "writing": self.answer_by - self.rounds_wait,
             "discovery_wait": self.discovery_wait,
             "round_runs_for": self.round_runs_for,
-            "handover": HANDOVER_SECONDS,
         }
+
+
+@dataclass(frozen=True)
+class ScrapeDeadlines:
+    """One scrape's shares of its budget, as absolute times on the exporter's clock."""
+
+    started: float
+    answer: Deadline  # the answer is sent by then
+    rounds: Deadline  # the rounds are waited for until then
+    discovery: Deadline  # a first listing of a `database: auto` entry, waited for until then
+    round_runs_until: float  # the latest clock time a round this scrape joins may run to

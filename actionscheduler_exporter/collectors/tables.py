@@ -9,7 +9,7 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 
 
-class TableSizesCollector(Collector):
+class TablesCollector(Collector):
     """InnoDB's TABLE_ROWS is an estimate; good enough to see a 100-million-row log table."""
 
     name = "tables"

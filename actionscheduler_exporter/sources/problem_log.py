@@ -13,7 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-log = logging.getLogger("actionscheduler_exporter.rounds.observer")
+log = logging.getLogger(__name__)
 
 # Site names written in a summarised line; the rest are counted.
 NAMES_SHOWN = 5

@@ -6,21 +6,22 @@ from typing import Generic, TypeVar
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.metrics.samples import Sample
-from actionscheduler_exporter.rounds.observer import Observer
 from actionscheduler_exporter.sources.background import BackgroundRefresh
+from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.source import NOT_READ, Reading, Source
+from actionscheduler_exporter.timing import Deadline
 
 ContextT = TypeVar("ContextT")
 
 
 class SiteWideSource(Generic[ContextT]):
     def __init__(
-        self, source: Source[ContextT], context: ContextT, site: SiteConfig, observer: Observer
+        self, source: Source[ContextT], context: ContextT, site: SiteConfig, reader: SourceReader
     ) -> None:
         self.source = source
         self._context = context
         self._site = site.name
-        self._observer = observer
+        self._reader = reader
         self._freshness = freshness = source.freshness(site)
         # Constant values (the configuration) are read once and carry no health.
         self._constant = tuple(source.read(context)) if freshness.constant else None
@@ -29,27 +30,27 @@ class SiteWideSource(Generic[ContextT]):
                 f"{source.name}-{site.name}",
                 freshness.interval,
                 self._read,
-                observer.clock,
+                reader.clock,
                 wait_each=freshness.wait_each,
             )
             if freshness.background
             else None
         )
 
-    def samples(self, budget: float) -> list[Sample]:
-        """The source's samples with its health and errors, waiting at most `budget`
-        seconds for a background refresh."""
+    def samples(self, until: Deadline) -> list[Sample]:
+        """The source's samples with its health and errors, waiting for a background
+        refresh until `until` at the latest."""
         if self._constant is not None:
             return list(self._constant)
         if self._refresh is not None:
-            reading = self._refresh.latest(budget) or NOT_READ
+            reading = self._refresh.latest(until.left()) or NOT_READ
         else:
             reading = self._read(None)
-        observer = self._observer
+        reader = self._reader
         return [
-            *observer.report(self.source, reading, aged=self._refresh is not None),
-            *observer.error_samples(self._site, self.source),
+            *reader.report(self.source, reading, aged=self._refresh is not None),
+            *reader.error_samples(self._site, self.source),
         ]
 
     def _read(self, previous: Reading | None) -> Reading:
-        return self._observer.read(self.source, self._context, self._site, previous or NOT_READ)
+        return self._reader.read(self.source, self._context, self._site, previous or NOT_READ)

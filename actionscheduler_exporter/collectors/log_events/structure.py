@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from actionscheduler_exporter.log_events.classify import Event, Kind
+from actionscheduler_exporter.collectors.log_events.classify import Event, Kind
 from actionscheduler_exporter.metrics.catalog import RUNNERS
 
 _END_BY_STATUS = {

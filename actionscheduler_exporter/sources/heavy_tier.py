@@ -17,15 +17,16 @@ from collections.abc import Sequence
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.replica import replica_lag
 from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.servers import DatabaseServers
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
-from actionscheduler_exporter.rounds.lanes import Lanes
-from actionscheduler_exporter.rounds.observer import Observer
 from actionscheduler_exporter.sources.background import BackgroundRefresh
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
+from actionscheduler_exporter.timing import Deadline
 from actionscheduler_exporter.totals.ledger import Ledgers
 
 # Readings by (table prefix, collector name).
@@ -37,14 +38,14 @@ class HeavyTier:
         self,
         site: SiteConfig,
         collectors: Sequence[Collector],
-        observer: Observer,
+        reader: SourceReader,
         ledgers: Ledgers,
-        lanes: Lanes | None = None,
+        servers: DatabaseServers | None = None,
     ) -> None:
         self._site = site
-        self._lanes = lanes
+        self._servers = servers
         self.collectors = tuple(collectors)
-        self._observer = observer
+        self._reader = reader
         self._ledgers = ledgers
         # The replica at the last refresh: whether it was read, and its lag if known.
         self._replica_used = False
@@ -56,22 +57,23 @@ class HeavyTier:
             f"heavy-{site.name}",
             site.heavy_interval,
             self._read_all,
-            observer.clock,
-            executor=lanes.for_site(site).refreshes if lanes else None,
+            reader.clock,
+            executor=servers.for_site(site).refreshes if servers else None,
         )
 
-    def samples(self, labels: dict[str, str], budget: float) -> dict[str, list[Sample]]:
+    def samples(self, labels: dict[str, str], round_ends: Deadline) -> dict[str, list[Sample]]:
         """Each prefix's heavy samples (values and health), by table prefix.
 
         `labels` maps the prefixes whose tables answered in this round to their site labels;
         a refresh that is due starts for them. The exporter's first refresh is waited for
-        up to `budget` seconds, so that a fresh exporter serves every family at once on a
-        store of ordinary size."""
+        with half of what the round has left before `round_ends`, so that a fresh exporter
+        serves every family at once on a store of ordinary size (a big network's first walk
+        may take longer than a scrape, whose answer must not wait for it)."""
         if not labels:  # nothing answered: no refresh, and no stale values to serve
             return {}
         self._prefixes = tuple(labels)
         self._labels.update(labels)
-        readings = self._refresh.latest(budget) or {}
+        readings = self._refresh.latest(round_ends.left() / 2) or {}
         return {
             prefix: [*self._reported(prefix, readings), *self._replica_samples()]
             for prefix in labels
@@ -82,7 +84,7 @@ class HeavyTier:
         return [
             item
             for collector in self.collectors
-            for item in self._observer.report(
+            for item in self._reader.report(
                 collector, readings.get((prefix, collector.name), NOT_READ), aged=True
             )
         ]
@@ -133,13 +135,13 @@ class HeavyTier:
             for prefix in prefixes:
                 label = self._labels[prefix]
                 tables = TableNames(prefix)
-                meter = self._observer.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
+                meter = self._reader.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
                 with session.billed_to(meter):
                     totals = self._ledgers.walk(prefix, session, tables)
                     context = DatabaseContext(session, tables, self._site, {}, totals=totals)
                     for collector in self.collectors:
                         key = (prefix, collector.name)
-                        readings[key] = self._observer.read(
+                        readings[key] = self._reader.read(
                             collector, context, label, readings.get(key, NOT_READ)
                         )
         finally:
@@ -166,10 +168,10 @@ class HeavyTier:
             self._replica_lag = None
             problem = f"replica: {error.message}"
             for label in self._labels.values():
-                self._observer.counters.add(label, catalog.ERRORS, error.kind)
+                self._reader.counters.add(label, catalog.ERRORS, error.kind)
         self._replica_problem = problem
         self._replica_used = not problem
-        self._observer.note(
+        self._reader.note(
             f"{site.name}/replica", problem and f"site={site.name} {problem}", site=site.name
         )
         if not problem:
@@ -183,5 +185,5 @@ class HeavyTier:
     def _new_session(self, site: SiteConfig) -> Session:
         """A session of the refresh's own: borrowed from the server's pool when there is
         one, else a connection closed when the refresh ends."""
-        pool = self._lanes.for_site(site).pool if self._lanes else None
+        pool = self._servers.for_site(site).pool if self._servers else None
         return Session(site, check_grants=False, pool=pool)

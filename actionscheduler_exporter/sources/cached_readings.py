@@ -4,7 +4,7 @@ A source whose freshness is `Freshness(interval, in_round=True)` runs in the rou
 every hot collector, but is read again only when its interval has passed for that table
 prefix (each prefix at its own point of the interval, 0.75 to 1.25 times it, so that a
 network's subsites do not all refresh in one scrape), or when the source says its last
-reading may not be served (`Source.may_serve_kept`).
+reading may not be served (`Source.cacheable`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import hashlib
 import threading
 from collections.abc import Iterable
 
-from actionscheduler_exporter.sources.source import Clock, Reading
+from actionscheduler_exporter.sources.source import Reading
+from actionscheduler_exporter.timing import Clock
 
 
-class KeptReadings:
+class CachedReadings:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._lock = threading.Lock()

@@ -1,5 +1,5 @@
-"""One lane per database server: its connection pool, the threads that run the rounds of
-its sites, and the one that runs their heavy refreshes.
+"""What the exporter holds per database server, its lane: the connection pool, the threads
+that run the rounds of its sites, and the one that runs their heavy refreshes.
 
 Sites on a slow, locked or unreachable server wait in their own lane: they can take its
 connections and threads, never another server's. Within a lane, at most
@@ -18,7 +18,7 @@ from actionscheduler_exporter.db.pool import ServerPool
 
 
 @dataclass
-class Lane:
+class ServerLane:
     pool: ServerPool
     rounds: ThreadPoolExecutor
     # The subsites of a network, read side by side for its round (never waiting on others).
@@ -35,19 +35,21 @@ def server_of(site: SiteConfig) -> str:
     return site.unix_socket or f"{site.host}:{site.port}"
 
 
-class Lanes:
+class DatabaseServers:
+    """A `ServerLane` per database server, made on first use."""
+
     def __init__(self, connections_per_server: int) -> None:
         self._size = connections_per_server
-        self._lanes: dict[str, Lane] = {}
+        self._lanes: dict[str, ServerLane] = {}
         self._lock = threading.Lock()
 
-    def for_site(self, site: SiteConfig) -> Lane:
+    def for_site(self, site: SiteConfig) -> ServerLane:
         server = server_of(site)
         with self._lock:
             lane = self._lanes.get(server)
             if lane is None:
                 name = server.replace("/", "_")
-                lane = self._lanes[server] = Lane(
+                lane = self._lanes[server] = ServerLane(
                     ServerPool(server, self._size),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"round-{name}"),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"prefix-{name}"),

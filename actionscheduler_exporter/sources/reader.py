@@ -14,14 +14,15 @@ from typing import Any, TypeVar
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
-from actionscheduler_exporter.rounds.counters import SiteCounters
-from actionscheduler_exporter.rounds.problem_log import ProblemLog
-from actionscheduler_exporter.sources.source import NOT_READ, Clock, Reading, Source
+from actionscheduler_exporter.sources.counters import SiteCounters
+from actionscheduler_exporter.sources.problem_log import ProblemLog
+from actionscheduler_exporter.sources.source import NOT_READ, Reading, Source
+from actionscheduler_exporter.timing import Clock
 
 ContextT = TypeVar("ContextT")
 
 
-class Observer:
+class SourceReader:
     def __init__(
         self, counters: SiteCounters, clock: Clock, problems: ProblemLog | None = None
     ) -> None:

@@ -17,10 +17,10 @@ import logging
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import ACTIONS_SUFFIX, placeholders
+from actionscheduler_exporter.db.servers import DatabaseServers
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.rounds.lanes import Lanes
 from actionscheduler_exporter.sources.background import BackgroundRefresh
-from actionscheduler_exporter.sources.source import Clock
+from actionscheduler_exporter.timing import Clock, Deadline
 
 log = logging.getLogger(__name__)
 
@@ -35,20 +35,20 @@ class Discovered:
 
 
 class DatabaseDiscovery:
-    def __init__(self, entry: SiteConfig, lanes: Lanes | None, clock: Clock) -> None:
+    def __init__(self, entry: SiteConfig, servers: DatabaseServers | None, clock: Clock) -> None:
         self.entry = entry
         listing = dataclasses.replace(entry, database="")
         self._session = Session(
-            listing, check_grants=False, pool=lanes.for_site(entry).pool if lanes else None
+            listing, check_grants=False, pool=servers.for_site(entry).pool if servers else None
         )
         self._refresh = BackgroundRefresh[Discovered](
             f"discovery-{entry.name}", entry.discovery_interval, self._list, clock
         )
 
-    def sites(self, budget: float) -> tuple[list[SiteConfig], Discovered]:
-        """A site per database found so far (waiting for the first listing within
-        `budget` seconds), and how the last listing went."""
-        found = self._refresh.latest(budget) or Discovered()
+    def sites(self, until: Deadline) -> tuple[list[SiteConfig], Discovered]:
+        """A site per database found so far (waiting for the first listing until `until`),
+        and how the last listing went."""
+        found = self._refresh.latest(until.left()) or Discovered()
         return [self.site_for(database) for database in found.databases], found
 
     def site_for(self, database: str) -> SiteConfig:

@@ -1,0 +1,230 @@
+"""The database work of one round of one site, over its table prefixes.
+
+For each prefix (one, or every subsite of a `table_prefix: auto` network, read side by
+side on the server's connections), the round sends the hot statement (the tables'
+statistics and every hot collector's columns at once, `rounds.hot_statement`), then reads
+each in-round collector in order, recording every reading in the prefix's report as it
+arrives; the heavy tier's samples are added when the prefixes are read. A failing
+collector is marked and the others go on; a lost connection ends the prefix's reading and
+marks it down; a collector that waited for a locked table skips the rest of its prefix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from concurrent.futures import wait
+
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.schema import TABLES, TableNames
+from actionscheduler_exporter.db.servers import ServerLane
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.db.tables import discover_prefixes
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import sample
+from actionscheduler_exporter.rounds.hot_statement import HotStatement, read_hot_statement
+from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
+from actionscheduler_exporter.rounds.site_state import SiteState
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.source import NOT_READ, Reading
+from actionscheduler_exporter.timing import Deadline
+
+
+class DatabaseRound:
+    def __init__(self, state: SiteState, reports: RoundReports, deadline: Deadline) -> None:
+        self._state = state
+        self._reports = reports
+        self._deadline = deadline
+
+    def run(self) -> None:
+        state = self._state
+        started = state.clock()
+        try:
+            prefixes = self._prefixes()
+        except QueryError as error:
+            self._all_fail(Failure(error.kind, error.message), started)
+            return
+        if not prefixes and state.others_prefixes:
+            return  # every subsite of the network is served by another shard
+        if not prefixes:
+            problem = f"no table named *actionscheduler_actions in database {state.site.database}"
+            self._all_fail(Failure("missing_table", problem), started)
+            return
+        state.cache.retain(prefixes)
+        if len(prefixes) > 1 and state.lane is not None:
+            # A network's subsites are read side by side on the server's connections.
+            state.session.release()
+            self._read_in_lane(prefixes, state.lane)
+        else:
+            self._read_prefixes(iter(prefixes), state.session)
+        # Before waiting for the heavy tier, which may need a connection of the same pool.
+        state.session.release()
+        if state.heavy is not None:
+            answered = self._reports.answered()
+            heavy = state.heavy.samples(answered, self._deadline)
+            for prefix, label in answered.items():
+                self._reports.get(label).add_heavy(
+                    heavy.get(prefix, []), state.heavy.problems(prefix)
+                )
+
+    def _prefixes(self) -> list[str]:
+        state = self._state
+        if state.site.discovers_prefixes:
+            found = discover_prefixes(state.session)
+            state.known_prefixes = [p for p in found if state.shard.owns(state.site_label(p))]
+            state.others_prefixes = len(found) - len(state.known_prefixes)
+            state.discovered_stats = found
+            state.ledgers.keep(state.known_prefixes)
+        return state.known_prefixes
+
+    def _read_prefixes(self, prefixes: Iterator[str], session: Session) -> None:
+        """Reads the prefixes one after the other on one session; once its connection is
+        lost, the rest are reported down at once instead of each waiting to reconnect."""
+        lost = False
+        for prefix in prefixes:
+            if lost:
+                failure = Failure("connect", "the connection was lost earlier in this round")
+                label = self._state.site_label(prefix)
+                self._fail(PrefixReport(label, self._state.clock(), prefix), failure)
+                continue
+            self._read_prefix(prefix, session)
+            lost = not session.connected
+
+    def _read_in_lane(self, prefixes: list[str], lane: ServerLane) -> None:
+        """Those no worker reaches in time are left out of the reports: not reached."""
+        pending = iter(prefixes)
+        lock = threading.Lock()
+
+        def next_prefixes() -> Iterator[str]:
+            while not self._deadline.passed():
+                with lock:
+                    prefix = next(pending, None)
+                if prefix is None:
+                    return
+                yield prefix
+
+        def work() -> None:
+            session = Session(self._state.site, pool=lane.pool)
+            try:
+                self._read_prefixes(next_prefixes(), session)
+            finally:
+                session.release()
+
+        workers = [lane.prefixes.submit(work) for _ in range(min(lane.pool.size, len(prefixes)))]
+        wait(workers, timeout=self._deadline.left())
+
+    def _read_prefix(self, prefix: str, session: Session) -> None:
+        state = self._state
+        label = state.site_label(prefix)
+        tables = TableNames(prefix)
+        report = PrefixReport(label, state.clock(), prefix)
+        earlier: dict[str, Reading] = {}
+        # Read only when the heavy collectors run in the round (heavy_interval 0).
+        totals = state.ledgers.walk(prefix, session, tables)
+        context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
+        meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
+        try:
+            with session.billed_to(meter):
+                session.open()
+        except QueryError as error:
+            self._fail(report, Failure(error.kind, error.message))
+            return
+        # The database answered: from here on a scrape that stops waiting sees the report.
+        report.can_write = session.can_write
+        self._reports.put(report)
+        try:
+            with session.billed_to(meter):
+                # A network's subsites: read with the prefixes, in one statement per round.
+                known = state.discovered_stats.pop(prefix, None)
+                statement = read_hot_statement(context, state.in_round, known)
+        except QueryError as error:
+            self._fail(report, Failure(error.kind, error.message))
+            return
+        stats = statement.stats
+        report.add([sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES])
+        missing = [tables.name(table) for table in TABLES if table not in stats]
+        if missing:
+            problem = f"missing table(s) {', '.join(missing)} in database {state.site.database}"
+            self._fail(report, Failure("missing_table", problem))
+            return
+        context = dataclasses.replace(context, table_stats=stats, prefetched=statement.prefetched)
+        self._read_collectors(report, context, earlier, statement)
+        if not session.connected:
+            lost = Failure("connect", "the connection was lost during the round", counted=True)
+            self._fail(report, lost)
+            return
+        self._end(report)
+
+    def _read_collectors(
+        self,
+        report: PrefixReport,
+        context: DatabaseContext,
+        earlier: dict[str, Reading],
+        statement: HotStatement,
+    ) -> None:
+        """Each in-round collector in order, its reading recorded as it arrives; a good
+        reading is handed to the collectors after it that need it (`earlier`)."""
+        reader = self._state.reader
+        locked = ""  # the collector that found a table locked: the rest are skipped
+        for collector in self._state.in_round:
+            if not context.session.connected:
+                return  # the rest are reported as not read: the connection is gone
+            skipped = ""
+            if locked:
+                skipped = f"{collector.name}: skipped, {locked} waited for a locked table"
+            elif self._deadline.passed():
+                reader.count(report.label, collector, "deadline")
+                skipped = f"{collector.name}: skipped, the scrape's deadline passed"
+            if skipped:
+                report.record(
+                    collector.name, reader.report(collector, NOT_READ, aged=False), skipped
+                )
+                continue
+            meter = reader.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
+            with context.session.billed_to(meter):
+                reading = self._read(collector, context, report)
+            if share := statement.share(collector.name):
+                reading = dataclasses.replace(reading, duration=reading.duration + share)
+            if reading.ok:
+                earlier[collector.name] = reading
+            elif reading.failure == "lock":
+                locked = collector.name
+            problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
+            report.record(collector.name, reader.report(collector, reading, aged=False), problem)
+
+    def _read(
+        self, collector: Collector, context: DatabaseContext, report: PrefixReport
+    ) -> Reading:
+        """A reading of the collector, or its cached one while that may be served."""
+        state = self._state
+        freshness = collector.freshness(state.site)
+        if not freshness.cached:
+            return state.reader.read(collector, context, report.label)
+        if collector.cacheable(context):
+            cached = state.cache.get(report.prefix, collector.name)
+            if cached is not None:
+                return cached
+        reading = state.reader.read(collector, context, report.label)
+        if reading.ok and collector.cacheable(context):
+            key = f"{state.site.name}\0{state.site.database}"
+            state.cache.keep(key, report.prefix, collector.name, freshness.interval, reading)
+        else:
+            state.cache.drop(report.prefix, collector.name)
+        return reading
+
+    def _end(self, report: PrefixReport) -> None:
+        report.end(self._state.clock() - report.started)
+        self._state.answers[report.label] = report.failure is None
+
+    def _fail(self, report: PrefixReport, failure: Failure) -> None:
+        """The database did not answer for this label (or lacks its tables): up 0."""
+        if not failure.counted:
+            self._state.reader.counters.add(report.label, catalog.ERRORS, failure.kind)
+        report.fail(failure)
+        self._reports.put(report)
+        self._end(report)
+
+    def _all_fail(self, failure: Failure, started: float) -> None:
+        for label in self._state.known_labels():
+            self._fail(PrefixReport(label, started), failure)

@@ -1,0 +1,197 @@
+"""One configured site entry: its long-lived state, its rounds, and their results.
+
+`run` reads the database in one `DatabaseRound`; `finish` turns the round's reports into
+results, in one way whether the round ended or the scrape stopped waiting for it: sources
+not read by then are reported as not read, and the site-wide sources (the settings, the
+Kubernetes workers: never read on the database server's threads) and the counters are
+added. `up` says whether the database answered: a site the round has not reached when the
+scrape gives up (waiting behind a locked neighbour on the same server, say) keeps its last
+answer, its collectors marked as not read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from actionscheduler_exporter.collectors import SiteSources, site_sources
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.servers import DatabaseServers
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.database_round import DatabaseRound
+from actionscheduler_exporter.rounds.report import PrefixReport, RoundReports
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.site_state import SiteState
+from actionscheduler_exporter.sharding import ALL_SITES, Shard
+from actionscheduler_exporter.sources.cached_readings import CachedReadings
+from actionscheduler_exporter.sources.counters import SiteCounters
+from actionscheduler_exporter.sources.database import Collector, check_order
+from actionscheduler_exporter.sources.heavy_tier import HeavyTier
+from actionscheduler_exporter.sources.problem_log import ProblemLog
+from actionscheduler_exporter.sources.reader import SourceReader
+from actionscheduler_exporter.sources.site_wide import SiteWideSource
+from actionscheduler_exporter.sources.source import NOT_READ
+from actionscheduler_exporter.timing import Clock, Deadline
+from actionscheduler_exporter.totals.ledger import Ledgers
+
+NOT_REACHED = "not read: the round had not reached this site by the scrape's deadline"
+
+
+class MonitoredSite:
+    def __init__(
+        self,
+        site: SiteConfig,
+        clock: Clock = time.monotonic,
+        *,
+        sources: SiteSources | None = None,
+        shard: Shard = ALL_SITES,
+        servers: DatabaseServers | None = None,
+        session: Session | None = None,
+        problems: ProblemLog | None = None,
+    ) -> None:
+        """`sources`: the site's sources (`collectors.site_sources` by default).
+        `servers`: borrow connections from the database server's pool (the exporter);
+        without, the site keeps a connection of its own (one-off checks, tests), or uses
+        `session` (tests that record or script the statements). `problems`: the
+        exporter's shared log of problems, written once per scrape."""
+        self.site = site
+        sources = sources or site_sources(site, clock)
+        lane = servers.for_site(site) if servers else None
+        session = session or Session(site, pool=lane.pool if lane else None)
+        self.session = session
+        self._clock = clock
+        reader = SourceReader(SiteCounters(), clock, problems)
+        self._reader = reader
+        in_round = sources.in_round
+        check_order(in_round)
+        ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
+        background = sources.background
+        heavy = HeavyTier(site, background, reader, ledgers, servers) if background else None
+        self._heavy = heavy
+        self._site_wide: list[SiteWideSource[Any]] = [
+            SiteWideSource(source, context, site, reader) for source, context in sources.site_wide
+        ]
+        known = [] if site.discovers_prefixes else [site.table_prefix]
+        self._state = SiteState(
+            site, shard, clock, session, lane, reader, in_round, heavy, ledgers,
+            CachedReadings(clock), known,
+        )  # fmt: skip
+        # The round in flight's (or the last one's) reports.
+        self._reports = RoundReports()
+        self._lock = threading.Lock()
+        self._running = False
+
+    def site_label(self, prefix: str) -> str:
+        return self._state.site_label(prefix)
+
+    def run(self, deadline: Deadline) -> RoundReports:
+        """Reads the database for every prefix until `deadline`; returns the reports (also
+        visible, while the round runs, to a scrape that stops waiting)."""
+        reports = RoundReports()
+        with self._lock:
+            self._reports = reports
+            self._running = True
+        try:
+            try:
+                DatabaseRound(self._state, reports, deadline).run()
+            finally:
+                self.session.release()
+            return reports
+        finally:
+            with self._lock:
+                self._running = False
+
+    def finish(self, reports: RoundReports | None, until: Deadline) -> list[SiteResult]:
+        """The results of a round that ended (`reports`), or of the round in flight when
+        the scrape stops waiting (None). `until`: the site-wide sources must have answered
+        by then."""
+        with self._lock:
+            if reports is None:
+                # A round still waiting for a thread has read nothing: the reports are the
+                # previous round's, not this scrape's.
+                reports = self._reports if self._running else RoundReports()
+        found = reports.snapshot()
+        known = self._state.known_labels()
+        labels = [*known, *(label for label in found if label not in known)]
+        results = [self._result(label, found.get(label)) for label in labels]
+        site_wide = [item for source in self._site_wide for item in source.samples(until)]
+        counters = self._reader.counters
+        for result in results:
+            result.samples += site_wide
+            result.samples += counters.samples(result.label, catalog.ERRORS, catalog.ERROR_KINDS)
+            result.samples += counters.samples(
+                result.label, catalog.DATABASE_SECONDS, catalog.TIERS, label="tier"
+            )
+        return results
+
+    def close(self) -> None:
+        self.session.close()
+
+    # The assembly of one label's result: the one place that does it. -------------------
+
+    def _result(self, label: str, report: PrefixReport | None) -> SiteResult:
+        reader = self._reader
+        if report is None:
+            return self._not_reached(label)
+        result = SiteResult(
+            label, self.site.labels, report.failure is None, report.samples, report.problems
+        )
+        result.samples += self._not_read(self._state.in_round, report.read)
+        failure = report.failure
+        if failure is not None:
+            result.problems.insert(0, failure.problem)
+            reader.problem(
+                label, f"site down site={label} kind={failure.kind} problem={failure.problem!r}"
+            )
+            if self._heavy is not None:  # no stale heavy values for a site that is down
+                result.samples += self._not_read(self._heavy.collectors)
+        else:
+            note = ""
+            if not report.complete:
+                problem = "the round of queries took longer than the scrape's deadline"
+                result.problems.append(problem)
+                reader.counters.add(label, catalog.ERRORS, "deadline")
+                note = f"slow round site={label} problem={problem!r}"
+            if self._heavy is not None:
+                heavy = report.heavy
+                result.samples += heavy if heavy is not None else self._heavy.served(label)
+            reader.problem(label, note)
+        if report.can_write is not None:
+            result.samples.append(sample(catalog.USER_CAN_WRITE, report.can_write))
+        duration = report.duration if report.complete else self._clock() - report.started
+        result.samples += [
+            sample(catalog.UP, result.up),
+            sample(catalog.SCRAPE_DURATION, duration),
+        ]
+        return result
+
+    def _not_reached(self, label: str) -> SiteResult:
+        """A site the round did not reach in time: not down (the database was not asked),
+        its sources not read, `up` its last answer (none before the first)."""
+        answered = self._state.answers.get(label)
+        result = SiteResult(label, self.site.labels, bool(answered), problems=[NOT_REACHED])
+        result.samples += self._not_read(self._state.in_round)
+        if self._heavy is not None:
+            result.samples += self._heavy.served(label)
+        self._reader.counters.add(label, catalog.ERRORS, "deadline")
+        # Under the site's own key, as a slow round's: "site recovered" when it is read again.
+        self._reader.problem(label, f"slow round site={label} problem={NOT_REACHED!r}")
+        if answered is not None:
+            result.samples.append(sample(catalog.UP, answered))
+        return result
+
+    def _not_read(
+        self, collectors: Sequence[Collector], read: Collection[str] = ()
+    ) -> list[Sample]:
+        """The one place that reports sources as not read: those of `collectors` whose
+        names are not in `read`."""
+        return [
+            item
+            for collector in collectors
+            if collector.name not in read
+            for item in self._reader.report(collector, NOT_READ, aged=False)
+        ]

@@ -1,0 +1,57 @@
+"""What lives between one site's rounds: its session, its sources, what it knows of its
+table prefixes and whether the database answered for each.
+
+`MonitoredSite` owns it and assembles the results from it; each `DatabaseRound` reads and
+updates it. One round runs at a time per site (`scrape.single_flight`), so only the
+results' assembly, in a scrape's thread, reads it beside the round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.servers import ServerLane
+from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.db.tables import TableStats
+from actionscheduler_exporter.sharding import Shard
+from actionscheduler_exporter.sources.cached_readings import CachedReadings
+from actionscheduler_exporter.sources.database import Collector
+from actionscheduler_exporter.sources.heavy_tier import HeavyTier
+from actionscheduler_exporter.sources.reader import SourceReader
+from actionscheduler_exporter.timing import Clock
+from actionscheduler_exporter.totals.ledger import Ledgers
+
+
+@dataclass
+class SiteState:
+    site: SiteConfig
+    shard: Shard
+    clock: Clock
+    session: Session
+    lane: ServerLane | None  # the database server's connections and threads, if pooled
+    reader: SourceReader
+    in_round: tuple[Collector, ...]  # the collectors read in each round, in order
+    heavy: HeavyTier | None  # the collectors refreshed in the background, if any
+    ledgers: Ledgers
+    cache: CachedReadings
+    known_prefixes: list[str]
+    others_prefixes: int = 0  # discovered subsites served by other shards
+    # The statistics a network's listing read with its prefixes, until a round uses them.
+    discovered_stats: dict[str, dict[str, TableStats]] = field(default_factory=dict)
+    # Whether the database answered for a site label at the last round that read it.
+    answers: dict[str, bool] = field(default_factory=dict)
+
+    def site_label(self, prefix: str) -> str:
+        return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
+
+    def known_labels(self) -> list[str]:
+        """The labels of the prefixes known so far, or the whole site's before they are."""
+        return [self.site_label(p) for p in self.known_prefixes] or self.whole_site_label()
+
+    def whole_site_label(self) -> list[str]:
+        """The label a site is reported under before its subsites are known (or when its
+        database is unreachable): on one shard only, as every other series."""
+        if self.others_prefixes or not self.shard.owns(self.site.name):
+            return []
+        return [self.site.name]

@@ -1,0 +1,50 @@
+"""A scrape in flight: the rounds it joined, waited for in one of two forms (blocking for
+the `check` command and the tests, awaitable for the HTTP handler), then read once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+
+from actionscheduler_exporter.rounds.report import RoundReports
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.scrape.budget import ScrapeDeadlines
+
+
+@dataclass(frozen=True)
+class PendingScrape:
+    deadlines: ScrapeDeadlines
+    sites: list[MonitoredSite]
+    rounds: list[Future[RoundReports]]  # each site's round, in the order of `sites`
+    # Discovery entries that found no database (or could not list them yet).
+    undiscovered: list[SiteResult]
+    # Called once the results are assembled (the coordinator writes its problem log).
+    finished: Callable[[], None] = lambda: None
+
+    def wait(self) -> None:
+        """Blocks until every round ended or the rounds' deadline passed."""
+        if self.rounds:
+            wait(self.rounds, timeout=self.deadlines.rounds.left())
+
+    async def settled(self) -> None:
+        """The same wait, on the event loop: it holds no thread, so any number of scrapes
+        can wait on a shared round."""
+        if self.rounds:
+            await asyncio.wait(
+                [asyncio.wrap_future(future) for future in self.rounds],
+                timeout=self.deadlines.rounds.left(),
+            )
+
+    def results(self) -> list[SiteResult]:
+        """What the rounds found, through each site's one `finish`: a round still running
+        gives what it has read so far. May wait for the site-wide sources (the Kubernetes
+        API) until the rounds' deadline: call it off the event loop."""
+        results: list[SiteResult] = list(self.undiscovered)
+        for site, future in zip(self.sites, self.rounds, strict=True):
+            done = future.done() and not future.cancelled()
+            results.extend(site.finish(future.result() if done else None, self.deadlines.rounds))
+        self.finished()
+        return results
