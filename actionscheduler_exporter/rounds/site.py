@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from actionscheduler_exporter.collectors import SiteSources, site_sources
 from actionscheduler_exporter.config.model import SiteConfig
@@ -27,16 +26,10 @@ from actionscheduler_exporter.rounds.report import PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site_state import SiteState
 from actionscheduler_exporter.sharding import ALL_SITES, Shard
-from actionscheduler_exporter.sources.cached_readings import CachedReadings
-from actionscheduler_exporter.sources.counters import SiteCounters
-from actionscheduler_exporter.sources.database import Collector, check_order
-from actionscheduler_exporter.sources.heavy_tier import HeavyTier
+from actionscheduler_exporter.sources.database import Collector
 from actionscheduler_exporter.sources.problem_log import ProblemLog
-from actionscheduler_exporter.sources.reader import SourceReader
-from actionscheduler_exporter.sources.site_wide import SiteWideSource
 from actionscheduler_exporter.sources.source import NOT_READ
 from actionscheduler_exporter.timing import Clock, Deadline
-from actionscheduler_exporter.totals.ledger import Ledgers
 
 NOT_REACHED = "not read: the round had not reached this site by the scrape's deadline"
 
@@ -59,27 +52,13 @@ class MonitoredSite:
         `session` (tests that record or script the statements). `problems`: the
         exporter's shared log of problems, written once per scrape."""
         self.site = site
-        sources = sources or site_sources(site, clock)
-        lane = servers.for_site(site) if servers else None
-        session = session or Session(site, pool=lane.pool if lane else None)
-        self.session = session
         self._clock = clock
-        reader = SourceReader(SiteCounters(), clock, problems)
-        self._reader = reader
-        in_round = sources.in_round
-        check_order(in_round)
-        ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
-        background = sources.background
-        heavy = HeavyTier(site, background, reader, ledgers, servers) if background else None
-        self._heavy = heavy
-        self._site_wide: list[SiteWideSource[Any]] = [
-            SiteWideSource(source, context, site, reader) for source, context in sources.site_wide
-        ]
-        known = [] if site.discovers_prefixes else [site.table_prefix]
-        self._state = SiteState(
-            site, shard, clock, session, lane, reader, in_round, heavy, ledgers,
-            CachedReadings(clock), known,
-        )  # fmt: skip
+        self._state = state = SiteState.open(
+            site, clock, sources or site_sources(site, clock), shard, servers, session, problems
+        )
+        self.session = state.session
+        self._reader = state.reader
+        self._heavy = state.heavy
         # The round in flight's (or the last one's) reports.
         self._reports = RoundReports()
         self._lock = threading.Lock()
@@ -118,7 +97,7 @@ class MonitoredSite:
         known = self._state.known_labels()
         labels = [*known, *(label for label in found if label not in known)]
         results = [self._result(label, found.get(label)) for label in labels]
-        site_wide = [item for source in self._site_wide for item in source.samples(until)]
+        site_wide = [item for source in self._state.site_wide for item in source.samples(until)]
         counters = self._reader.counters
         for result in results:
             result.samples += site_wide

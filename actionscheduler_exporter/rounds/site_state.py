@@ -9,16 +9,21 @@ results' assembly, in a scrape's thread, reads it beside the round.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from actionscheduler_exporter.collectors import SiteSources
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.db.servers import ServerLane
+from actionscheduler_exporter.db.servers import DatabaseServers, ServerLane
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.sharding import Shard
 from actionscheduler_exporter.sources.cached_readings import CachedReadings
-from actionscheduler_exporter.sources.database import Collector
+from actionscheduler_exporter.sources.counters import SiteCounters
+from actionscheduler_exporter.sources.database import Collector, check_order
 from actionscheduler_exporter.sources.heavy_tier import HeavyTier
+from actionscheduler_exporter.sources.problem_log import ProblemLog
 from actionscheduler_exporter.sources.reader import SourceReader
+from actionscheduler_exporter.sources.site_wide import SiteWideSource
 from actionscheduler_exporter.timing import Clock
 from actionscheduler_exporter.totals.ledger import Ledgers
 
@@ -33,6 +38,7 @@ class SiteState:
     reader: SourceReader
     in_round: tuple[Collector, ...]  # the collectors read in each round, in order
     heavy: HeavyTier | None  # the collectors refreshed in the background, if any
+    site_wide: list[SiteWideSource[Any]]  # read once per scrape for the whole site
     ledgers: Ledgers
     cache: CachedReadings
     known_prefixes: list[str]
@@ -41,6 +47,35 @@ class SiteState:
     discovered_stats: dict[str, dict[str, TableStats]] = field(default_factory=dict)
     # Whether the database answered for a site label at the last round that read it.
     answers: dict[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls,
+        site: SiteConfig,
+        clock: Clock,
+        sources: SiteSources,
+        shard: Shard,
+        servers: DatabaseServers | None,
+        session: Session | None,
+        problems: ProblemLog | None,
+    ) -> SiteState:
+        """A site's state before its first round (see `MonitoredSite` for the arguments)."""
+        lane = servers.for_site(site) if servers else None
+        session = session or Session(site, pool=lane.pool if lane else None)
+        reader = SourceReader(SiteCounters(), clock, problems)
+        in_round = sources.in_round
+        check_order(in_round)
+        ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
+        background = sources.background
+        heavy = HeavyTier(site, background, reader, ledgers, servers) if background else None
+        site_wide: list[SiteWideSource[Any]] = [
+            SiteWideSource(source, context, site, reader) for source, context in sources.site_wide
+        ]
+        known = [] if site.discovers_prefixes else [site.table_prefix]
+        return cls(
+            site, shard, clock, session, lane, reader, in_round, heavy, site_wide, ledgers,
+            CachedReadings(clock), known,
+        )  # fmt: skip
 
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name

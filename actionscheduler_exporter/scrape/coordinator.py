@@ -108,7 +108,7 @@ class Coordinator:
         monitored = MonitoredSite(
             site,
             self._clock,
-            sources=site_sources(site, self._clock, self._extra),
+            sources=site_sources(site, self._clock).adding(self._extra),
             shard=self._shard,
             servers=self.servers,
             problems=self._problems,

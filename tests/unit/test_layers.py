@@ -129,8 +129,28 @@ def test_the_check_finds_a_circle_and_an_upward_import() -> None:
     assert cycles({a: {b}, b: {c}, c: set()}) == []
     order = layers()
     low, _ = place_of(PACKAGE / "errors.py", order)
-    high, _ = place_of(PACKAGE / "rounds" / "coordinator.py", order)
+    high, _ = place_of(PACKAGE / "scrape" / "coordinator.py", order)
     assert low < high
+
+
+# What a reader can hold in mind: a module's dependencies, and the number of modules of
+# the round's package.
+MOST_IMPORTS = 15
+MOST_ROUND_MODULES = 8
+
+
+def test_no_module_depends_on_more_than_fifteen_others() -> None:
+    heavy = {
+        str(path.relative_to(ROOT)): len(targets)
+        for path, targets in graph().items()
+        if len(targets) > MOST_IMPORTS
+    }
+    assert not heavy, f"modules importing more than {MOST_IMPORTS} exporter modules: {heavy}"
+
+
+def test_the_rounds_package_holds_at_most_eight_modules() -> None:
+    modules = sorted(path.name for path in (PACKAGE / "rounds").glob("*.py"))
+    assert len(modules) <= MOST_ROUND_MODULES, modules
 
 
 def test_no_test_imports_the_benchmark() -> None:
