@@ -1,7 +1,7 @@
 """Writes a scrape's samples in the Prometheus text format or OpenMetrics, directly.
 
 prometheus-client's encoders validate and escape every label of every sample on every
-scrape; that was a tenth of a scrape's time at ten million actions. Here the same output
+scrape (what that cost: docs/performance.md). Here the same output
 is written from the catalog's definitions, and each label set is escaped once: the sets
 repeat from scrape to scrape (sites, hooks, groups), their values change. The tests parse
 both formats with prometheus-client's parsers and compare them with its own encoders.

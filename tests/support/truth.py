@@ -1,7 +1,7 @@
 """Independent ground truth: every row read plainly, every metric computed in Python.
 
 Deliberately shares no query with the exporter: it reads whole tables and applies
-Action Scheduler's definitions (see shared/reference) row by row.
+Action Scheduler's definitions (docs/action-scheduler.md) row by row.
 """
 
 from __future__ import annotations
