@@ -21,6 +21,7 @@ from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
+from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.totals.ledger import Totals
@@ -33,7 +34,8 @@ def read(
     totals: Totals | None = None,
     earlier: dict[str, Reading] | None = None,
     **site: Any,
-) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+) -> SiteResult:
+    """The collector's samples, read as a scrape's result is (`SiteResult.value`)."""
     config = dataclasses.replace(SiteConfig(name="shop"), **site)
     context = DatabaseContext(
         FakeSession(config, script or healthy_store()),
@@ -43,17 +45,26 @@ def read(
         totals=(lambda: totals) if totals is not None else None,
         earlier=earlier or {},
     )
-    return {(item.metric.name, item.labels): item.value for item in collector.read(context)}
+    return SiteResult("shop", (), True, list(collector.read(context)))
+
+
+def by(result: SiteResult, metric: str, label: str) -> dict[str, float]:
+    """A family's values by one label."""
+    return {
+        dict(item.labels)[label]: item.value
+        for item in result.samples
+        if item.metric.name == metric
+    }
 
 
 def test_due_counts_claims_apart_and_dates_zero_dated_actions_by_their_log() -> None:
     found = read(DueCollector())
-    assert found[("actionscheduler_due_actions", (("claim", "unclaimed"),))] == 3
-    assert found[("actionscheduler_due_actions", (("claim", "claimed"),))] == 1
-    assert found[("actionscheduler_undated_pending_actions", (("date", "zero"),))] == 1
-    assert found[("actionscheduler_undated_pending_actions", (("date", "null"),))] == 2
+    assert found.value("actionscheduler_due_actions", claim="unclaimed") == 3
+    assert found.value("actionscheduler_due_actions", claim="claimed") == 1
+    assert found.value("actionscheduler_undated_pending_actions", date="zero") == 1
+    assert found.value("actionscheduler_undated_pending_actions", date="null") == 2
     # The zero-dated action's first log row (600 s) is older than any dated one (120 s).
-    assert found[("actionscheduler_oldest_due_action_age_seconds", ())] == 600
+    assert found.value("actionscheduler_oldest_due_action_age_seconds") == 600
 
 
 def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:
@@ -68,38 +79,26 @@ def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:
         DueSplitCollector(), script, earlier={"due": due}, top_groups=1,
         groups=(GroupConfig("c"),),
     )  # fmt: skip
-    by_group = {
-        dict(labels)["group"]: value
-        for (name, labels), value in found.items()
-        if name == "actionscheduler_due_actions_by_group"
-    }
+    by_group = by(found, "actionscheduler_due_actions_by_group", "group")
     assert by_group == {"a": 5, "c": 1, "other": 4}  # "b" and "" folded, "c" named
-    ages = {
-        dict(labels)["group"]: value
-        for (name, labels), value in found.items()
-        if name == "actionscheduler_oldest_due_action_age_seconds_by_group"
-    }
+    ages = by(found, "actionscheduler_oldest_due_action_age_seconds_by_group", "group")
     assert ages == {"a": 10, "c": 70, "other": 50}  # "c" is zero-dated: its log's age
-    assert found[("actionscheduler_due_actions_unsplit", ())] == 0
+    assert found.value("actionscheduler_due_actions_unsplit") == 0
 
 
 def test_claims_and_running_actions() -> None:
     claims = read(ClaimsCollector())
-    assert claims[("actionscheduler_active_claims", ())] == 1
-    assert claims[("actionscheduler_oldest_claim_age_seconds", ())] == 50
+    assert claims.value("actionscheduler_active_claims") == 1
+    assert claims.value("actionscheduler_oldest_claim_age_seconds") == 50
     running = read(InProgressCollector())
-    assert running[("actionscheduler_in_progress_actions", ())] == 2
-    assert running[("actionscheduler_oldest_in_progress_action_age_seconds", ())] == 45
+    assert running.value("actionscheduler_in_progress_actions") == 2
+    assert running.value("actionscheduler_oldest_in_progress_action_age_seconds") == 45
 
 
 def test_a_future_date_is_no_negative_age() -> None:
     script = healthy_store().answer("last_attempt_gmt END), UTC_TIMESTAMP())", [(-300,)])
-    assert (
-        read(InProgressCollector(), script)[
-            ("actionscheduler_oldest_in_progress_action_age_seconds", ())
-        ]
-        == 0
-    )
+    found = read(InProgressCollector(), script)
+    assert found.value("actionscheduler_oldest_in_progress_action_age_seconds") == 0
 
 
 def test_status_totals_fold_groups_and_count_unknown_statuses() -> None:
@@ -112,29 +111,25 @@ def test_status_totals_fold_groups_and_count_unknown_statuses() -> None:
         "SELECT group_id, slug", [(1, "emails"), (2, "reports"), (3, "imports")]
     )
     found = read(StatusCollector(), script, totals, top_groups=2)
-    assert found[("actionscheduler_actions", (("status", "pending"),))] == 4
-    assert found[("actionscheduler_actions", (("status", "unknown"),))] == 2
-    assert found[("actionscheduler_actions", (("status", "failed"),))] == 0
-    by_group = {
-        labels: value
-        for (name, labels), value in found.items()
-        if name == "actionscheduler_actions_by_group"
-    }
-    assert by_group[(("status", "complete"), ("group", "reports"))] == 10
-    assert by_group[(("status", "complete"), ("group", "other"))] == 1
-    assert found[("actionscheduler_exporter_folded_label_values", (("label", "group"),))] == 2
+    assert found.value("actionscheduler_actions", status="pending") == 4
+    assert found.value("actionscheduler_actions", status="unknown") == 2
+    assert found.value("actionscheduler_actions", status="failed") == 0
+    by_group = "actionscheduler_actions_by_group"
+    assert found.value(by_group, status="complete", group="reports") == 10
+    assert found.value(by_group, status="complete", group="other") == 1
+    assert found.value("actionscheduler_exporter_folded_label_values", label="group") == 2
 
 
 def test_failures_by_hook_are_folded_and_retention_reads_the_oldest_finished() -> None:
     totals = Totals(failed_by_hook=Counter({"a": 5, "b": 2, "c": 1}), oldest_finished_age=86400)
     failed = read(FailuresCollector(), totals=totals, top_hooks=1)
-    assert failed[("actionscheduler_failed_actions", (("hook", "a"),))] == 5
-    assert failed[("actionscheduler_failed_actions", (("hook", "other"),))] == 3
+    assert failed.value("actionscheduler_failed_actions", hook="a") == 5
+    assert failed.value("actionscheduler_failed_actions", hook="other") == 3
     kept = read(RetentionCollector(), totals=totals)
-    assert kept[("actionscheduler_oldest_finished_action_age_seconds", ())] == 86400
+    assert kept.value("actionscheduler_oldest_finished_action_age_seconds") == 86400
 
 
 def test_table_sizes_come_from_the_statistics() -> None:
     found = read(TablesCollector())
-    assert found[("actionscheduler_table_rows", (("table", "logs"),))] == 300
-    assert found[("actionscheduler_table_size_bytes", (("table", "actions"),))] == 16384
+    assert found.value("actionscheduler_table_rows", table="logs") == 300
+    assert found.value("actionscheduler_table_size_bytes", table="actions") == 16384
