@@ -19,6 +19,7 @@ from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.http_server import RunningExporter
+from tests.support.locks import tables_locked
 from tests.support.scenarios import assert_matches, backlog
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
@@ -173,19 +174,16 @@ def test_200_concurrent_scrapes_cause_one_round(
 
         # The round is held on a lock until every scrape has joined it, so that a loaded
         # machine cannot spread the scrapes over several rounds.
-        with locker.cursor() as cursor:
-            cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
         statuses: list[int] = []
         threads = [
             threading.Thread(target=lambda: statuses.append(running.get("/metrics")[0]))
             for _ in range(200)
         ]
-        before, joined = proxy.queries, running.coordinator.joins()
-        for thread in threads:
-            thread.start()
-        assert wait_until(lambda: running.coordinator.joins() == joined + 200, 60)
-        with locker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
+        with tables_locked(locker, ["wp_actionscheduler_claims"]):
+            before, joined = proxy.queries, running.coordinator.joins()
+            for thread in threads:
+                thread.start()
+            assert wait_until(lambda: running.coordinator.joins() == joined + 200, 60)
         for thread in threads:
             thread.join()
         rounds = (proxy.queries - before) / one_round

@@ -6,7 +6,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
+import pymysql
 import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
@@ -19,7 +21,7 @@ from actionscheduler_exporter.timing import Deadline
 from testbed.mariadb import Server, start_private
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.support.locks import lock_waits
+from tests.support.locks import lock_tables, lock_waits, tables_locked
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
 
@@ -132,15 +134,12 @@ def test_a_query_blocked_by_a_lock_times_out_and_the_rest_is_reported(
 ) -> None:
     store.create("woocommerce_deliver_webhook_async")
     locker = mariadb.connect(database)
-    with locker.cursor() as cursor:
-        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     try:
-        started = time.monotonic()
-        (result,) = scrape(site(query_timeout=1.0), timeout=20)
-        elapsed = time.monotonic() - started
+        with tables_locked(locker, ["wp_actionscheduler_claims"]):
+            started = time.monotonic()
+            (result,) = scrape(site(query_timeout=1.0), timeout=20)
+            elapsed = time.monotonic() - started
     finally:
-        with locker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
         locker.close()
     assert result.up
     assert result.value("actionscheduler_exporter_collector_success", collector="claims") == 0
@@ -163,13 +162,10 @@ def test_a_round_that_outlasts_the_scrape_reports_what_it_has_read(
     alone, and the claims collector waits again while the scrape answers at 4 s.)"""
     store.create("woocommerce_deliver_webhook_async")
     locker = mariadb.connect(database)
-    with locker.cursor() as cursor:
-        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     try:
-        (result,) = scrape(site(query_timeout=6.0), timeout=5.0)
+        with tables_locked(locker, ["wp_actionscheduler_claims"]):
+            (result,) = scrape(site(query_timeout=6.0), timeout=5.0)
     finally:
-        with locker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
         locker.close()
     assert result.up
     assert result.value("actionscheduler_due_actions", claim="unclaimed") == 1
@@ -231,8 +227,7 @@ def test_database_down_at_start_then_back_then_gone_mid_scrape(
 
         # The server goes away while a round waits on a locked table.
         locker = again.connect("shop")
-        with locker.cursor() as cursor:
-            cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+        lock_tables(locker, ["wp_actionscheduler_claims"])  # released by the server's end
         mid: list[SiteResult] = []
         pending = threading.Thread(target=lambda: mid.extend(coordinator.scrape(10)))
         pending.start()
@@ -265,8 +260,6 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
 
     coordinator = Coordinator(ExporterConfig(sites=(site(query_timeout=3.0),)))
     locker = mariadb.connect(database)
-    with locker.cursor() as cursor:
-        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
     results: list[list[SiteResult]] = []
     joined: list[PendingScrape] = []
 
@@ -276,18 +269,20 @@ def test_a_slow_round_is_shared_by_concurrent_scrapes(
         pending.wait()
         results.append(pending.results())
 
+    def all_joined(observer: pymysql.connections.Connection[Any]) -> bool:
+        return lock_waits(observer, database) >= 1 and len(joined) == 20
+
     threads = [threading.Thread(target=scrape) for _ in range(20)]
     observer = mariadb.connect()
     try:
-        for thread in threads:
-            thread.start()
-        # Unlock only once the round waits on the lock and every scrape has joined it.
-        assert wait_until(lambda: lock_waits(observer, database) >= 1 and len(joined) == 20, 10)
-        held_from = time.monotonic()
-    finally:
-        with locker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
+        with tables_locked(locker, ["wp_actionscheduler_claims"]):
+            for thread in threads:
+                thread.start()
+            # Unlock only once the round waits on the lock and every scrape has joined it.
+            assert wait_until(lambda: all_joined(observer), 10)
+            held_from = time.monotonic()
         held = time.monotonic() - held_from
+    finally:
         locker.close()
         observer.close()
     for thread in threads:

@@ -17,6 +17,7 @@ from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.http_server import RunningExporter
+from tests.support.locks import tables_locked
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
 
@@ -195,14 +196,11 @@ def test_concurrent_scrapes_share_one_round(
         running.get("/metrics")
         one_round = proxy.queries - before
 
-        with locker.cursor() as cursor:
-            cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
-        before, joined = proxy.queries, running.coordinator.joins()
         with ThreadPoolExecutor(max_workers=50) as pool:
-            scrapes = [pool.submit(lambda: running.get("/metrics")[0]) for _ in range(50)]
-            assert wait_until(lambda: running.coordinator.joins() == joined + 50, 60)
-            with locker.cursor() as cursor:
-                cursor.execute("UNLOCK TABLES")
+            with tables_locked(locker, ["wp_actionscheduler_claims"]):
+                before, joined = proxy.queries, running.coordinator.joins()
+                scrapes = [pool.submit(lambda: running.get("/metrics")[0]) for _ in range(50)]
+                assert wait_until(lambda: running.coordinator.joins() == joined + 50, 60)
             statuses = [scrape.result(60) for scrape in scrapes]
         many = proxy.queries - before
     finally:

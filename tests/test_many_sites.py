@@ -112,15 +112,12 @@ def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(
     unreachable = store_site(mariadb, f"{RUN}_gone", name="gone", port=1, query_timeout=1.0)
     config = ExporterConfig(sites=(*sites, unreachable), connections_per_server=2)
     blocker = connect()
-    with blocker.cursor() as cursor:  # holds the table until the test ends
-        cursor.execute(f"LOCK TABLES `{locked}`.wp_actionscheduler_actions WRITE")
     coordinator = Coordinator(config)
     try:
-        results = {result.label: result for result in coordinator.scrape(10.0)}
+        with tables_locked(blocker, [f"`{locked}`.wp_actionscheduler_actions"]):
+            results = {result.label: result for result in coordinator.scrape(10.0)}
     finally:
         coordinator.close()
-        with blocker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
     for index, database in enumerate(others, start=1):
         result = results[database]
         assert result.up and due(result) == index % 3 + 1, result.problems

@@ -37,7 +37,7 @@ from testbed.mariadb import Server, start_private, temporary
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
-from tests.support.locks import lock_waits
+from tests.support.locks import lock_tables, lock_waits
 from tests.support.waiting import port_open, wait_until
 
 PASSWORD = "scrape-me-please"
@@ -513,8 +513,7 @@ def test_sigterm_answers_the_scrape_in_flight_before_stopping(
     """Issue 25, item 8: a SIGTERM during a scrape gave that request a 500 and a
     traceback; now the scrape in flight is answered, then the process exits 0."""
     locker = mariadb.connect(database)
-    with locker.cursor() as cursor:
-        cursor.execute("LOCK TABLES wp_actionscheduler_claims WRITE")
+    lock_tables(locker, ["wp_actionscheduler_claims"])
     process, port = serve()
     answers: list[int] = []
     scrape = threading.Thread(
@@ -529,9 +528,7 @@ def test_sigterm_answers_the_scrape_in_flight_before_stopping(
         scrape.join(30)
         _, stderr = process.communicate(timeout=30)
     finally:
-        with locker.cursor() as cursor:
-            cursor.execute("UNLOCK TABLES")
-        locker.close()
+        locker.close()  # ends the lock
         observer.close()
     assert answers == [200]
     assert process.returncode == 0 and "Traceback" not in stderr

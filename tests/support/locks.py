@@ -9,13 +9,18 @@ from typing import Any
 import pymysql
 
 
+def lock_tables(connection: pymysql.connections.Connection[Any], tables: list[str]) -> None:
+    """`LOCK TABLES ... WRITE` on the connection, until it unlocks or goes away."""
+    with connection.cursor() as cursor:
+        cursor.execute("LOCK TABLES " + ", ".join(f"{table} WRITE" for table in tables))
+
+
 @contextlib.contextmanager
 def tables_locked(
     connection: pymysql.connections.Connection[Any], tables: list[str]
 ) -> Iterator[None]:
     """The tables held with `LOCK TABLES ... WRITE` for the block."""
-    with connection.cursor() as cursor:
-        cursor.execute("LOCK TABLES " + ", ".join(f"{table} WRITE" for table in tables))
+    lock_tables(connection, tables)
     try:
         yield
     finally:
