@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -30,6 +32,36 @@ NASTY_HOOKS = [
 AGE_SLACK = 3.0  # seconds that may pass between the scrape and the ground truth
 
 
+@dataclass(frozen=True)
+class TruthRow:
+    """One sample of a scrape and the truth it must equal (within `slack`)."""
+
+    metric: catalog.MetricDef
+    labels: dict[str, str]
+    truth: Callable[[Truth], float]
+    slack: float = 0.0
+
+
+# Every family with a value of its own, against its truth: one row each. (The families
+# keyed by status, group or hook are compared as a whole in `assert_matches`.)
+FAMILIES: tuple[TruthRow, ...] = (
+    TruthRow(catalog.DUE_ACTIONS, {"claim": "unclaimed"}, lambda t: t.due_unclaimed),
+    TruthRow(catalog.DUE_ACTIONS, {"claim": "claimed"}, lambda t: t.due_claimed),
+    TruthRow(catalog.UNDATED_PENDING, {"date": "zero"}, lambda t: t.zero_dated),
+    TruthRow(catalog.UNDATED_PENDING, {"date": "null"}, lambda t: t.null_dated),
+    TruthRow(catalog.OLDEST_DUE_AGE, {}, lambda t: t.oldest_due_age, AGE_SLACK),
+    TruthRow(catalog.IN_PROGRESS, {}, lambda t: t.in_progress),
+    TruthRow(catalog.OLDEST_IN_PROGRESS_AGE, {}, lambda t: t.oldest_in_progress_age, AGE_SLACK),
+    TruthRow(catalog.ACTIVE_CLAIMS, {}, lambda t: t.active_claims),
+    TruthRow(catalog.CLAIM_ROWS, {}, lambda t: t.claim_rows),
+    TruthRow(catalog.OLDEST_CLAIM_AGE, {}, lambda t: t.oldest_claim_age, AGE_SLACK),
+    TruthRow(catalog.ORPHANED_CLAIMS, {}, lambda t: t.orphaned_claims),
+    TruthRow(catalog.STALE_CLAIMED_PENDING, {}, lambda t: t.stale_claimed),
+    TruthRow(catalog.OLDEST_FINISHED_AGE, {}, lambda t: t.oldest_finished_age, AGE_SLACK),
+    TruthRow(catalog.DUE_UNSPLIT, {}, lambda t: 0),
+)
+
+
 def assert_matches(result: SiteResult, truth: Truth) -> None:
     assert result.up, result.problems
 
@@ -46,29 +78,18 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
         if s.metric is catalog.ACTIONS_BY_GROUP
     }
     assert grouped == {key: count for key, count in truth.by_status_group.items() if count}
-    assert value(catalog.DUE_ACTIONS, claim="unclaimed") == truth.due_unclaimed
-    assert value(catalog.DUE_ACTIONS, claim="claimed") == truth.due_claimed
-    assert value(catalog.UNDATED_PENDING, date="zero") == truth.zero_dated
-    assert value(catalog.UNDATED_PENDING, date="null") == truth.null_dated
-    assert value(catalog.OLDEST_DUE_AGE) == pytest.approx(truth.oldest_due_age, abs=AGE_SLACK)
-    assert value(catalog.IN_PROGRESS) == truth.in_progress
-    assert value(catalog.OLDEST_IN_PROGRESS_AGE) == pytest.approx(
-        truth.oldest_in_progress_age, abs=AGE_SLACK
-    )
-    assert value(catalog.ACTIVE_CLAIMS) == truth.active_claims
-    assert value(catalog.CLAIM_ROWS) == truth.claim_rows
-    assert value(catalog.OLDEST_CLAIM_AGE) == pytest.approx(truth.oldest_claim_age, abs=AGE_SLACK)
-    assert value(catalog.ORPHANED_CLAIMS) == truth.orphaned_claims
-    assert value(catalog.STALE_CLAIMED_PENDING) == truth.stale_claimed
+    for row in FAMILIES:
+        found = value(row.metric, **row.labels)
+        assert found == pytest.approx(row.truth(truth), abs=row.slack), (
+            row.metric.name,
+            row.labels,
+        )
     failed = {
         dict(s.labels)["hook"]: s.value
         for s in result.samples
         if s.metric is catalog.FAILED_BY_HOOK
     }
     assert failed == dict(truth.failed_by_hook)
-    assert value(catalog.OLDEST_FINISHED_AGE) == pytest.approx(
-        truth.oldest_finished_age, abs=AGE_SLACK
-    )
     split = {
         metric: {dict(s.labels)[label]: s.value for s in result.samples if s.metric is metric}
         for metric, label in (
@@ -90,7 +111,6 @@ def assert_matches(result: SiteResult, truth: Truth) -> None:
         if hook != catalog.OTHER:
             expected = truth.oldest_due_age_by_hook[hook]
             assert age == pytest.approx(expected, abs=AGE_SLACK), hook
-    assert value(catalog.DUE_UNSPLIT) == 0
     collectors = ("due", "due_split", "in_progress", "claims", "status", "failures", "retention")
     for collector in (*collectors, "tables"):
         assert value(catalog.COLLECTOR_SUCCESS, collector=collector) == 1.0, collector

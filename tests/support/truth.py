@@ -17,8 +17,22 @@ TIMEOUT = dt.timedelta(seconds=300)
 FLOOR = dt.datetime(2000, 1, 1)
 
 
+@dataclass(frozen=True)
+class RawRows:
+    """The tables as read, for a truth row that needs what no field below computes."""
+
+    now: dt.datetime
+    actions: tuple[
+        tuple[Any, ...], ...
+    ]  # action_id, hook, status, scheduled, group, attempt, claim
+    claims: tuple[tuple[Any, ...], ...]  # claim_id, date_created_gmt
+    groups: dict[int, str]  # group_id: slug
+    logs: tuple[tuple[Any, ...], ...]  # action_id, log_date_gmt
+
+
 @dataclass
 class Truth:
+    raw: RawRows
     statuses: Counter[str]
     by_status_group: Counter[tuple[str, str]]
     due_unclaimed: int
@@ -66,8 +80,9 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
         cursor.execute(f"SELECT group_id, slug FROM {prefix}actionscheduler_groups")
         slugs = {int(group_id): slug for group_id, slug in cursor.fetchall()}
         cursor.execute(f"SELECT action_id, log_date_gmt FROM {prefix}actionscheduler_logs")
+        logs = tuple(cursor.fetchall())
         first_log: dict[int, dt.datetime] = {}
-        for action_id, date in cursor.fetchall():
+        for action_id, date in logs:
             if _valid(date) and (action_id not in first_log or date < first_log[action_id]):
                 first_log[action_id] = date
 
@@ -136,6 +151,7 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
         if claim_id not in open_claims and _valid(date) and now - date > TIMEOUT
     )
     return Truth(
+        raw=RawRows(now, tuple(actions), tuple(claims), slugs, logs),
         statuses=statuses,
         by_status_group=by_status_group,
         due_unclaimed=due_unclaimed,
