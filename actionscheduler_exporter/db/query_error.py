@@ -14,8 +14,14 @@ _MISSING_TABLE_CODES = {1146}  # table does not exist
 _STATEMENT_CODES = {1054, 1142, 1143, 1213, 1317}  # column, grants, deadlock, interrupted
 # Lock wait timeout exceeded: the table is locked (the session's lock_wait_timeout).
 _LOCK_CODES = {1205}
-# The client lost the server (gone away, lost during a query): a connection failure.
-_CONNECTION_LOST_CODES = {2006, 2013}
+# Client errors (2000-2999: can't connect, gone away, lost during a query, packets out of
+# order): the connection is gone. A server error (any other code) is an answer: the
+# connection still works, whether or not its code is known here.
+_CLIENT_CODES = range(2000, 3000)
+# Server errors that end the connection: shutdown, killed connection, network read and
+# write failures, MySQL 8's disconnect for inactivity.
+_SERVER_CLOSED_CODES = {1053, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161,
+                        1927, 4031}  # fmt: skip
 _ONE_CONNECTION_HINT = (
     "the exporter opens a second connection for the heavy tier while a refresh runs: allow "
     "the user 2 connections (MAX_USER_CONNECTIONS), or set heavy_interval: 0 to read "
@@ -38,14 +44,16 @@ class QueryError(SourceError):
         self.on_idle_connection = False
 
 
-def classify(
+def query_error_of(
     error: pymysql.err.MySQLError, password: str, *, connecting: bool = False
 ) -> QueryError:
+    """The driver's error as a QueryError: its kind, its message without the password,
+    and whether the connection is gone with it."""
     code = error.args[0] if error.args and isinstance(error.args[0], int) else 0
     message = redact(_describe(error), password)
     if code in _HINTS:
         message = f"{message}: {_HINTS[code]}"
-    if connecting or code in _CONNECTION_LOST_CODES:
+    if connecting or code in _CLIENT_CODES or code in _SERVER_CLOSED_CODES:
         return QueryError("connect", message, connection_lost=True)
     if code in _TIMEOUT_CODES:
         return QueryError("timeout", message, connection_lost=False)
@@ -55,9 +63,12 @@ def classify(
         return QueryError("missing_table", message, connection_lost=False)
     if code in _STATEMENT_CODES:
         return QueryError("query", message, connection_lost=False)
+    if code:  # a server error this list does not know: the statement failed, not the link
+        return QueryError("query", message, connection_lost=False)
+    # No code: the driver's own failure (a closed connection, a socket timeout).
     if _CLIENT_TIMEOUT_HINT in message:
         return QueryError("timeout", message, connection_lost=True)
-    return QueryError("query", message, connection_lost=True)
+    return QueryError("connect", message, connection_lost=True)
 
 
 def redact(message: str, secret: str) -> str:

@@ -1,0 +1,111 @@
+"""What a DBA or a damaged table does to the answers, on a real MariaDB: a server error
+that the exporter does not know is a failed statement, not a lost connection; a storm of
+KILL QUERY on the exporter's connection never fails the scrape nor reports tables missing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pymysql
+
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.support.scenarios import healthy_flow
+
+
+def errors(result: Any, kind: str) -> float:
+    return result.value("actionscheduler_exporter_errors", kind=kind) or 0.0
+
+
+def test_a_logs_table_restored_without_its_key_fails_the_log_events_collector_only(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """Restored without its primary key, the logs table holds two rows of one log_id: the
+    subquery for the last row read returns more than one row (1242). The site stays up,
+    the log events collector fails with kind `query`, the rest is read."""
+    healthy_flow(store)
+    coordinator = Coordinator(ExporterConfig(sites=(site(),)))
+    try:
+        (first,) = coordinator.scrape(10)  # places the log cursor at the newest row
+        healthy_flow(store)
+        (second,) = coordinator.scrape(10)  # reads the new rows: the cursor has a last row
+        assert first.up and second.up
+        logs = store.logs
+        with store.connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {logs} MODIFY log_id BIGINT UNSIGNED NOT NULL")
+            cursor.execute(f"ALTER TABLE {logs} DROP PRIMARY KEY")
+            cursor.execute(
+                f"INSERT INTO {logs} (log_id, action_id, message, log_date_gmt, log_date_local)"
+                f" SELECT log_id, action_id, message, log_date_gmt, log_date_local FROM {logs}"
+                f" ORDER BY log_id DESC LIMIT 1"
+            )
+        results = [coordinator.scrape(10)[0] for _ in range(2)]
+    finally:
+        coordinator.close()
+    for result in results:
+        assert result.up, result.problems
+        success = "actionscheduler_exporter_collector_success"
+        assert result.value(success, collector="log_events") == 0
+        assert result.value(success, collector="due") == 1
+        assert result.value(success, collector="claims") == 1
+    assert errors(results[-1], "query") >= 2
+    assert errors(results[-1], "connect") == 0
+
+
+def test_a_kill_query_storm_never_fails_the_scrape_nor_reports_missing_tables(
+    store: ActionSchedulerStore,
+    mariadb: Server,
+    database: str,
+    site: Callable[..., SiteConfig],
+) -> None:
+    """DBAs and pt-kill kill long statements on shared servers; MariaDB sometimes answers a
+    killed statement with a row of NULLs and no error. Whatever each kill hits, every
+    scrape returns, and no table is ever reported missing (they all exist)."""
+    healthy_flow(store)
+    user = f"asx_{database[-8:]}"
+    admin = mariadb.connect()
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'kill-pw'")
+        cursor.execute(f"GRANT SELECT ON {database}.* TO '{user}'@'%'")
+        cursor.execute(f"GRANT SELECT ON mysql.* TO '{user}'@'%'")
+    config = site(user=user, password="kill-pw", table_prefix="auto")
+    stop = threading.Event()
+    kills = [0]
+
+    def killer(connection: pymysql.connections.Connection[Any]) -> None:
+        while not stop.is_set():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT ID FROM information_schema.PROCESSLIST"
+                    " WHERE USER = %s AND COMMAND = 'Query'",
+                    (user,),
+                )
+                for (thread_id,) in cursor.fetchall():
+                    try:
+                        cursor.execute(f"KILL QUERY {int(thread_id)}")
+                        kills[0] += 1
+                    except pymysql.err.MySQLError:
+                        pass  # the statement ended first
+
+    coordinator = Coordinator(ExporterConfig(sites=(config,)))
+    thread = threading.Thread(target=killer, args=(mariadb.connect(),), daemon=True)
+    thread.start()
+    problems: list[str] = []
+    try:
+        for _ in range(60):
+            for result in coordinator.scrape(10):
+                problems += result.problems
+    finally:
+        stop.set()
+        thread.join(30)
+        coordinator.close()
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP USER '{user}'@'%'")
+        admin.close()
+    assert kills[0] > 0  # the storm reached the exporter's statements
+    assert not [problem for problem in problems if "missing table" in problem]
+    assert not [problem for problem in problems if "no table named" in problem]
