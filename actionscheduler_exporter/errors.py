@@ -6,6 +6,9 @@ or a subclass, and the round counts it by `kind` in one place.
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+
 
 class SourceError(Exception):
     """A failed reading: `kind` is counted by the source's error counter, `message` is safe
@@ -15,3 +18,11 @@ class SourceError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+def unexpected(error: BaseException) -> str:
+    """An unexpected exception as its type and the line that raised it, without its
+    message, which may quote the data that broke it (the exporter never logs a row)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    place = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{place}"

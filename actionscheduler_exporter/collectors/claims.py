@@ -48,6 +48,7 @@ class ClaimsCollector(Collector):
                 " AND last_attempt_gmt <= UTC_TIMESTAMP() - INTERVAL %s SECOND",
             ),
             (VALID_DATE_FLOOR, timeout, timeout),
+            nullable=frozenset({2}),  # the oldest claim, of none
         )
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

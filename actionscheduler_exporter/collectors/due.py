@@ -69,7 +69,8 @@ class DueCollector(Collector):
             f"SELECT COUNT(*) FROM {actions} WHERE status = 'pending'"
             " AND scheduled_date_gmt IS NULL"
         )
-        return Columns(tuple(subqueries), tuple(args))
+        # The oldest due of each claim condition is NULL when nothing is due.
+        return Columns(tuple(subqueries), tuple(args), nullable=frozenset({2, 5}))
 
     @staticmethod
     def _zero_dated_age(context: DatabaseContext) -> float:

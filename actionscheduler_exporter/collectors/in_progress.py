@@ -26,6 +26,7 @@ class InProgressCollector(Collector):
                 f" UTC_TIMESTAMP()) {running}",
             ),
             (VALID_DATE_FLOOR,),
+            nullable=frozenset({1}),  # the oldest start, of none
         )
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

@@ -16,6 +16,8 @@ class TablesCollector(Collector):
     metrics = (catalog.TABLE_ROWS, catalog.TABLE_SIZE)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        if context.stats_error is not None:
+            raise context.stats_error
         for table, stats in sorted(context.table_stats.items()):
             yield sample(catalog.TABLE_ROWS, stats.rows, table=table)
             yield sample(catalog.TABLE_SIZE, stats.size_bytes, table=table)

@@ -20,7 +20,7 @@ import pymysql.err
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.grants import can_write
 from actionscheduler_exporter.db.pool import Pooled, ServerPool, login_of
-from actionscheduler_exporter.db.query_error import QueryError, classify
+from actionscheduler_exporter.db.query_error import QueryError, query_error_of
 from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class Session:
             self._proven = True
             return rows, names
         except pymysql.err.MySQLError as error:
-            failure = classify(error, self._site.password)
+            failure = query_error_of(error, self._site.password)
             if failure.connection_lost:
                 self._drop()
                 failure.on_idle_connection = untried
@@ -161,7 +161,7 @@ class Session:
             if self._check_grants and pooled.grants is None:
                 pooled.grants = _grants(pooled.connection)
         except pymysql.err.MySQLError as error:
-            raise classify(error, site.password, connecting=True) from error
+            raise query_error_of(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._pooled = pooled
@@ -216,6 +216,10 @@ class Session:
             pooled.close()
 
 
+# Bytes: the statistics of a network's four tables per subsite, with 64-character names.
+GROUP_CONCAT_MAX_LEN = 1 << 20
+
+
 def lock_wait_seconds(timeout: float) -> int | None:
     """How long a statement waits for a table lock (whole seconds, as the server takes
     them): half the query timeout, so that a site behind a `LOCK TABLES`, a backup or an
@@ -233,6 +237,9 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
         row = cursor.fetchone()
         version = str(row[0]) if row else ""
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
+        # What the statements rely on, whatever the server's defaults: the packed table
+        # statistics are one GROUP_CONCAT (MySQL's default cuts it at 1,024 bytes).
+        cursor.execute("SET SESSION group_concat_max_len = %s", (GROUP_CONCAT_MAX_LEN,))
         lock_wait = lock_wait_seconds(timeout)
         if lock_wait is not None:
             cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait,))

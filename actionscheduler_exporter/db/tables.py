@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import (
     TABLE_INFIX,
     TABLES,
@@ -34,11 +35,14 @@ def read_table_stats(session: Session, tables: TableNames) -> dict[str, TableSta
         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (%s, %s, %s, %s)",
         tuple(full_names),
     )
-    return {
-        full_names[str(name)]: TableStats(int(count), int(size))
-        for name, count, size in rows
-        if str(name) in full_names
-    }
+    try:
+        return {
+            full_names[str(name)]: TableStats(int(count), int(size))
+            for name, count, size in rows
+            if str(name) in full_names
+        }
+    except (TypeError, ValueError) as error:
+        raise _malformed(f"table statistics: {type(error).__name__}") from error
 
 
 def table_stats_column(tables: TableNames) -> tuple[str, tuple[object, ...]]:
@@ -60,10 +64,18 @@ def parse_table_stats(tables: TableNames, packed: object) -> dict[str, TableStat
     full_names = {tables.name(short): short for short in TABLES}
     found: dict[str, TableStats] = {}
     for entry in filter(None, text.split(",")):
-        name, rows, size = entry.split(" ")
+        # A text cut short (a group_concat_max_len too small) ends in a part entry.
+        parts = entry.split(" ")
+        if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+            raise _malformed(f"table statistics cut or garbled: {entry[:80]!r}")
+        name, rows, size = parts
         if name in full_names:
             found[full_names[name]] = TableStats(int(rows), int(size))
     return found
+
+
+def _malformed(problem: str) -> QueryError:
+    return QueryError("malformed", problem, connection_lost=False)
 
 
 def discover_prefixes(session: Session) -> dict[str, dict[str, TableStats]]:

@@ -425,7 +425,8 @@ KUBERNETES_ERRORS = _define(
     labels=("kind",),
     meaning="Failed readings: `config` (no credentials), `connect`, `timeout`, "
     "`unauthorized` (401, after re-reading a rotated token), `forbidden` (403: the log names "
-    "the RBAC verb and resource missing), `not_found`, `http`.",
+    "the RBAC verb and resource missing), `not_found`, `http`, `malformed` (an answer that "
+    "could not be read).",
 )
 WORKER_RESTARTS = _define(
     "actionscheduler_worker_container_restarts",
@@ -837,7 +838,9 @@ ERRORS = _define(
     "timeout), `lock` (a statement waited longer than half the query timeout for a table "
     "lock: a `LOCK TABLES`, a backup, an `ALTER TABLE`; the site's other collectors are "
     "skipped for that round), `missing_table`, `deadline` (the scrape's time ran out before "
-    "the round read the site). Every kind starts at 0.",
+    "the round read the site), `malformed` (an answer that cannot be one: a NULL where the "
+    "schema has none, as a killed statement can return, or a value of the wrong type; only "
+    "the collector that read it fails). Every kind starts at 0.",
 )
 BUILD_INFO = _define(
     "actionscheduler_exporter_build",
@@ -859,6 +862,7 @@ ERROR_KINDS: tuple[str, ...] = (
     "lock",
     "missing_table",
     "deadline",
+    "malformed",
 )
 KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
     "config",
@@ -868,6 +872,7 @@ KUBERNETES_ERROR_KINDS: tuple[str, ...] = (
     "forbidden",
     "not_found",
     "http",
+    "malformed",
 )
 FAILURE_REASONS: tuple[str, ...] = ("exception", "timeout", "fatal", "no_callback", "unknown")
 # The runner label's fixed set: Action Scheduler's own contexts, everything else "other".

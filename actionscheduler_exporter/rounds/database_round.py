@@ -21,6 +21,7 @@ from actionscheduler_exporter.db.schema import TABLES, TableNames
 from actionscheduler_exporter.db.servers import ServerLane
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import discover_prefixes
+from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
 from actionscheduler_exporter.rounds.hot_statement import HotStatement, read_hot_statement
@@ -38,6 +39,21 @@ class DatabaseRound:
         self._deadline = deadline
 
     def run(self) -> None:
+        """Reads every prefix. Whatever a prefix's answers look like, the round ends with a
+        report for each label it reached: an answer that breaks the round's own code (a
+        value of a type no statement returns) fails the labels not reported yet."""
+        started = self._state.clock()
+        try:
+            self._run()
+        except QueryError:
+            raise
+        except Exception as error:
+            problem = f"the round stopped on an answer that did not fit: {unexpected(error)}"
+            for label in self._state.known_labels():
+                if not self._reports.has(label):
+                    self._fail(PrefixReport(label, started), Failure("malformed", problem))
+
+    def _run(self) -> None:
         state = self._state
         started = state.clock()
         try:
@@ -88,7 +104,15 @@ class DatabaseRound:
                 label = self._state.site_label(prefix)
                 self._fail(PrefixReport(label, self._state.clock(), prefix), failure)
                 continue
-            self._read_prefix(prefix, session)
+            try:
+                self._read_prefix(prefix, session)
+            except Exception as error:
+                # One subsite's answer that breaks the round fails that subsite alone.
+                problem = f"an answer that did not fit: {unexpected(error)}"
+                label = self._state.site_label(prefix)
+                self._fail(
+                    PrefixReport(label, self._state.clock(), prefix), Failure("malformed", problem)
+                )
             lost = not session.connected
 
     def _read_in_lane(self, prefixes: list[str], lane: ServerLane) -> None:
@@ -142,13 +166,22 @@ class DatabaseRound:
             self._fail(report, Failure(error.kind, error.message))
             return
         stats = statement.stats
-        report.add([sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES])
-        missing = [tables.name(table) for table in TABLES if table not in stats]
-        if missing:
-            problem = f"missing table(s) {', '.join(missing)} in database {state.site.database}"
-            self._fail(report, Failure("missing_table", problem))
-            return
-        context = dataclasses.replace(context, table_stats=stats, prefetched=statement.prefetched)
+        if stats is not None:
+            exists = [sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES]
+            report.add(exists)
+            missing = [tables.name(table) for table in TABLES if table not in stats]
+            if missing:
+                names = ", ".join(missing)
+                problem = f"missing table(s) {names} in database {state.site.database}"
+                self._fail(report, Failure("missing_table", problem))
+                return
+        # Statistics that could not be read fail their collector alone (`stats_error`).
+        context = dataclasses.replace(
+            context,
+            table_stats=stats or {},
+            prefetched=statement.prefetched,
+            stats_error=statement.stats_error,
+        )
         self._read_collectors(report, context, earlier, statement)
         if not session.connected:
             lost = Failure("connect", "the connection was lost during the round", counted=True)

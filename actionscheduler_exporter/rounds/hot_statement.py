@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.db.tables import (
     TableStats,
@@ -28,10 +29,12 @@ from actionscheduler_exporter.sources.database import Collector, Columns, Databa
 
 @dataclass
 class HotStatement:
-    stats: Mapping[str, TableStats]
+    # The tables' statistics by short name; None when they could not be read (`stats_error`).
+    stats: Mapping[str, TableStats] | None
     # The collectors' values, by name; empty when the statement failed.
     prefetched: dict[str, Row] = field(default_factory=dict)
     seconds: float = 0.0  # the statement's time, shared by the collectors it served
+    stats_error: QueryError | None = None
 
     def share(self, collector: str) -> float:
         """The part of the statement's time that counts as the collector's duration."""
@@ -46,8 +49,9 @@ def read_hot_statement(
     known_stats: Mapping[str, TableStats] | None,
 ) -> HotStatement:
     """The prefix's statistics (`known_stats` when its network's listing read them) and
-    the collectors' columns. Raises QueryError only when the connection is lost, or when
-    the statistics cannot be read on their own either."""
+    the collectors' columns. Raises QueryError only when the connection is lost. An
+    answer that cannot be one (a killed statement's row of NULLs, a statistics text cut
+    short) is not used: everything is read apart, as after a failed statement."""
     session, tables = context.session, context.tables
     parts: list[tuple[str, Columns]] = []
     for collector in collectors:
@@ -67,18 +71,56 @@ def read_hot_statement(
         return HotStatement(known_stats or {})
     started = time.perf_counter()
     try:
-        (row,) = session.query(Columns(tuple(subqueries), tuple(args)).statement()[0], args)
+        rows = session.query(Columns(tuple(subqueries), tuple(args)).statement()[0], args)
     except QueryError as error:
         if error.connection_lost:
             raise
-        # Each collector reads its own columns now: a failure is the failing one's alone.
-        stats = known_stats if known_stats is not None else read_table_stats(session, tables)
-        return HotStatement(stats)
+        return _read_apart(context, known_stats)
     seconds = time.perf_counter() - started
-    values = list(row)
-    stats = known_stats if known_stats is not None else parse_table_stats(tables, values.pop(0))
+    answer = _split(rows, parts, tables, known_stats) if len(rows) == 1 else None
+    if answer is None:
+        return _read_apart(context, known_stats)
+    stats, prefetched = answer
+    return HotStatement(stats, prefetched, seconds)
+
+
+def _split(
+    rows: list[Row],
+    parts: list[tuple[str, Columns]],
+    tables: TableNames,
+    known_stats: Mapping[str, TableStats] | None,
+) -> tuple[Mapping[str, TableStats], dict[str, Row]] | None:
+    """The statement's one row as statistics and each collector's values; None when any
+    part of it cannot be an answer (then none of it is trusted)."""
+    values = list(rows[0])
+    if len(values) != (known_stats is None) + sum(len(c.subqueries) for _, c in parts):
+        return None
+    stats = known_stats
+    if stats is None:
+        try:
+            stats = parse_table_stats(tables, values.pop(0))
+        except QueryError:
+            return None
     prefetched: dict[str, Row] = {}
     for name, columns in parts:
         count = len(columns.subqueries)
         prefetched[name], values = tuple(values[:count]), values[count:]
-    return HotStatement(stats, prefetched, seconds)
+        if columns.problem(prefetched[name]):
+            return None
+    return stats, prefetched
+
+
+def _read_apart(
+    context: DatabaseContext, known_stats: Mapping[str, TableStats] | None
+) -> HotStatement:
+    """Each collector reads its own columns later (a failure is the failing one's alone);
+    the statistics are read now. Statistics that fail without losing the connection fail
+    the tables' collector only: the tables may well be there."""
+    if known_stats is not None:
+        return HotStatement(known_stats)
+    try:
+        return HotStatement(read_table_stats(context.session, context.tables))
+    except QueryError as error:
+        if error.connection_lost:
+            raise
+        return HotStatement(None, stats_error=error)

@@ -90,6 +90,10 @@ class RoundReports:
         with self._lock:
             self._reports[report.label] = report
 
+    def has(self, label: str) -> bool:
+        with self._lock:
+            return label in self._reports
+
     def get(self, label: str) -> PrefixReport:
         with self._lock:
             return self._reports[label]

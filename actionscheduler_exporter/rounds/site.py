@@ -110,6 +110,13 @@ class MonitoredSite:
     def close(self) -> None:
         self.session.close()
 
+    def broken(self, problem: str) -> SiteResult:
+        """The site as down, for a scrape whose results of it could not be assembled."""
+        self._reader.counters.add(self.site.name, catalog.ERRORS, "malformed")
+        result = SiteResult(self.site.name, self.site.labels, False, problems=[problem])
+        result.samples.append(sample(catalog.UP, False))
+        return result
+
     # The assembly of one label's result: the one place that does it. -------------------
 
     def _result(self, label: str, report: PrefixReport | None) -> SiteResult:

@@ -4,14 +4,18 @@ the `check` command and the tests, awaitable for the HTTP handler), then read on
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
+from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.scrape.budget import ScrapeDeadlines
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,16 @@ class PendingScrape:
         API) until the rounds' deadline: call it off the event loop."""
         results: list[SiteResult] = list(self.undiscovered)
         for site, future in zip(self.sites, self.rounds, strict=True):
-            done = future.done() and not future.cancelled()
-            results.extend(site.finish(future.result() if done else None, self.deadlines.rounds))
+            results.extend(self._site_results(site, future))
         self.finished()
         return results
+
+    def _site_results(self, site: MonitoredSite, future: Future[RoundReports]) -> list[SiteResult]:
+        """One site's results; whatever went wrong in its round stays that site's."""
+        done = future.done() and not future.cancelled() and future.exception() is None
+        try:
+            return site.finish(future.result() if done else None, self.deadlines.rounds)
+        except Exception as error:
+            log.error("the results of a site could not be assembled site=%s error=%s",
+                      site.site.name, unexpected(error))  # fmt: skip
+            return [site.broken(f"the results could not be assembled: {unexpected(error)}")]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import TableStats
@@ -33,13 +34,34 @@ class Columns:
     """Scalar subqueries a collector's reading starts from. The round sends those of every
     collector of a table prefix in one statement (on small stores the round trip, not the
     server's work, is the cost: a thousand sites' scrape is thousands of them), and hands
-    each collector its values; alone, they are one statement of their own."""
+    each collector its values; alone, they are one statement of their own.
+
+    `nullable`: the positions of the subqueries that may be NULL (an age of nothing, a row
+    that is gone); every other one (a count) never is, so a NULL there means the answer
+    is not one (a killed statement can come back as a row of NULLs, without an error)."""
 
     subqueries: tuple[str, ...]
     args: tuple[object, ...] = ()
+    nullable: frozenset[int] = frozenset()
 
     def statement(self) -> tuple[str, tuple[object, ...]]:
         return "SELECT " + ", ".join(f"({query})" for query in self.subqueries), self.args
+
+    def problem(self, values: Row) -> str:
+        """Why `values` cannot be this statement's answer ("" when they can)."""
+        if len(values) != len(self.subqueries):
+            return f"{len(values)} values for {len(self.subqueries)} columns"
+        nulls = [
+            position + 1
+            for position, value in enumerate(values)
+            if value is None and position not in self.nullable
+        ]
+        if nulls:
+            return (
+                f"NULL in column(s) {nulls}, which cannot be NULL "
+                "(an interrupted or killed statement)"
+            )
+        return ""
 
 
 @dataclass(frozen=True)
@@ -55,16 +77,22 @@ class DatabaseContext:
     earlier: Mapping[str, Reading] = field(default_factory=dict)
     # Values of collectors' `columns`, read by the round's combined statement, by name.
     prefetched: Mapping[str, Row] = field(default_factory=dict)
+    # Why the tables' statistics could not be read this round (their collector fails).
+    stats_error: QueryError | None = None
 
     def values_of(self, collector: Collector) -> Row:
-        """The collector's columns: from the round's combined statement, or read now."""
-        found = self.prefetched.get(collector.name)
-        if found is not None:
-            return found
+        """The collector's columns: from the round's hot statement, or read now. A
+        QueryError of kind `malformed` when the answer cannot be one."""
         columns = collector.columns(self)
         if columns is None:
             raise TypeError(f"collector {collector.name} declares no columns")
-        return self.one(*columns.statement())
+        found = self.prefetched.get(collector.name)
+        values = found if found is not None else self.one(*columns.statement())
+        problem = columns.problem(values)
+        if problem:
+            message = f"the server's answer is not one: {problem}"
+            raise QueryError("malformed", message, connection_lost=False)
+        return values
 
     def action_totals(self) -> Totals:
         if self.totals is None:

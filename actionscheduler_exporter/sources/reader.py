@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.errors import SourceError, unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.counters import SiteCounters
@@ -44,14 +44,12 @@ class SourceReader:
         try:
             samples = tuple(source.read(context))
         except SourceError as error:
-            self.count(site, source, error.kind)
-            self._problems.set(
-                f"{site}/{source.name}",
-                f"source failed site={site} source={source.name} kind={error.kind} "
-                f"error={error.message!r}",
-                site=site,
-            )
-            return previous.failed(self.clock() - started, error.message, error.kind)
+            return self._failed(source, site, previous, started, error)
+        except Exception as error:
+            # Rows of a type the schema does not allow (a damaged table, a killed statement):
+            # the source fails, never the scrape. The values are not logged: they are data.
+            failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
+            return self._failed(source, site, previous, started, failure)
         finished = self.clock()
         self._problems.set(
             f"{site}/{source.name}",
@@ -60,6 +58,23 @@ class SourceReader:
             recovered=f"source recovered site={site} source={source.name}",
         )
         return Reading(samples, True, finished - started, finished)
+
+    def _failed(
+        self,
+        source: Source[ContextT],
+        site: str,
+        previous: Reading,
+        started: float,
+        error: SourceError,
+    ) -> Reading:
+        self.count(site, source, error.kind)
+        self._problems.set(
+            f"{site}/{source.name}",
+            f"source failed site={site} source={source.name} kind={error.kind} "
+            f"error={error.message!r}",
+            site=site,
+        )
+        return previous.failed(self.clock() - started, error.message, error.kind)
 
     def count(self, site: str, source: Source[Any], kind: str) -> None:
         self.counters.add(site, source.error_metric, kind)
