@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from actionscheduler_exporter.collectors import site_sources
@@ -88,6 +88,49 @@ class Coordinator:
             self._problems.flush,
         )
 
+    def reconfigure(self, config: ExporterConfig) -> bool:
+        """Serves `config` from the next scrape on, keeping every site whose settings did
+        not change as it is (its counters, log cursors, heavy totals and connections); a
+        changed site starts again, a removed one is closed once the scrapes that use it
+        have answered. False, changing nothing, when the change needs a new coordinator:
+        another connections_per_server or shard."""
+        if (config.connections_per_server, config.shard) != (
+            self.config.connections_per_server,
+            self.config.shard,
+        ):
+            return False
+        kept_entries = {site for site in config.sites if site in self.config.sites}
+        with self._lock:
+            old = self._entries
+            self._entries = {}
+            for name, entry in old.items():
+                if entry.site.site in kept_entries or self._discovered_from(name, config):
+                    self._entries[name] = entry
+            dropped = [entry for name, entry in old.items() if name not in self._entries]
+            discoveries = self._discoveries
+            self._discoveries = [d for d in discoveries if d.entry in config.sites]
+            gone = [d for d in discoveries if d not in self._discoveries]
+            self.config = config
+        known = {d.entry for d in self._discoveries}
+        for site in config.sites:
+            if site.discovers_databases and site not in known:
+                self._discoveries.append(DatabaseDiscovery(site, self.servers, self._clock))
+            elif not site.discovers_databases and site.name not in self._entries:
+                self._add(site)
+        # Scrapes that joined the old sites' rounds finish with them first.
+        closing = [entry.site.close for entry in dropped] + [d.close for d in gone]
+        timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, _close_all, (closing,))
+        timer.daemon = True
+        timer.start()
+        return True
+
+    def _discovered_from(self, name: str, config: ExporterConfig) -> bool:
+        """Whether `name` is a site found by a discovery entry that `config` keeps."""
+        return any(
+            name.startswith(f"{d.entry.name}:") and d.entry in config.sites
+            for d in self._discoveries
+        )
+
     def joins(self) -> int:
         """Scrapes that have joined (or started) a round so far, over every site."""
         with self._lock:
@@ -141,6 +184,11 @@ class Coordinator:
                 )
                 undiscovered.append(_down(discovery.entry, problem))
         return undiscovered
+
+
+def _close_all(closing: list[Callable[[], None]]) -> None:
+    for close in closing:
+        close()
 
 
 def _down(entry: SiteConfig, problem: str) -> SiteResult:
