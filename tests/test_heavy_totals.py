@@ -5,12 +5,14 @@ table and a table refilled with the same ids counted right."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pymysql
 import pytest
 
+from actionscheduler_exporter import check
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.schema import STATUSES, TableNames
 from actionscheduler_exporter.db.session import Session
@@ -18,6 +20,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.totals import ledger
 from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
+from testbed import as4
 from testbed.store import ActionSchedulerStore
 from tests.support import truth
 from tests.support.scenarios import assert_matches
@@ -174,6 +177,65 @@ def test_a_quiet_table_is_checked_not_recounted(
     assert 0 < purged.recounted < purged.chunks
     again = ledger.refresh(session, tables)
     assert again.recounted == 1
+
+
+def test_a_4x_purge_of_failed_actions_is_followed_within_one_refresh(
+    store: ActionSchedulerStore,
+    coordinator: Coordinator,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Action Scheduler 4.x's daily cleanup deletes failed actions past their three months
+    (with the complete and canceled ones past 31 days): the totals by status, the failed
+    actions per hook and check's FAILED-KEPT follow at the next refresh, and only the
+    chunks that lost rows are read again (a purge, not a recount of the table)."""
+    with store.seconds_ago(100 * DAY):
+        _run_some(store, 120)  # failed, complete and canceled: all past their retention
+    with store.seconds_ago(10 * DAY):  # runs the table keeps, failures among them
+        for index in range(120):
+            hook, group = HOOKS[index % len(HOOKS)]
+            action_id = store.create(hook, group=group, args=[index])
+            store.start(action_id)
+            if index % 5:
+                store.complete(action_id)
+            else:
+                store.fail(action_id, "Supplier API unreachable")
+    connection = connect()
+    check_scrape(coordinator, connection)
+    ledger = ActionLedger(CHUNK)
+    tables = TableNames("wp_")
+    ledger.refresh(session, tables)
+    before = ledger.refresh(session, tables)
+    failed_before = sum(truth.compute(connection).failed_by_hook.values())
+
+    deleted, _ = as4.delete_old_actions(store, task=as4.CLEANUP_HOOK)
+    assert deleted
+    connection = connect()
+    expected = truth.compute(connection)
+    assert 0 < sum(expected.failed_by_hook.values()) < failed_before
+    (result,) = coordinator.scrape(10.0)
+    assert_matches(result, expected)
+    header, line = check.report([result]).splitlines()[:2]  # the site table comes first
+    assert header.split()[-1] == "FAILED-KEPT"
+    assert line.split()[-1] == str(expected.statuses["failed"])
+
+    purged = ledger.refresh(session, tables)
+    touched = {action_id // CHUNK for action_id in deleted}
+    assert purged.by_status_group == _by_status_group(connection)
+    assert sum(purged.failed_by_hook.values()) == expected.statuses["failed"]
+    # The chunks that lost rows (and the newest one) are read again; the rest are checked.
+    assert purged.recounted <= len(touched) + 1 < before.chunks
+    assert ledger.refresh(session, tables).recounted == 1
+
+
+def _by_status_group(connection: pymysql.connections.Connection[Any]) -> Counter[Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT status, group_id, COUNT(*) FROM wp_actionscheduler_actions GROUP BY 1, 2"
+        )
+        return Counter(
+            {(status, int(group)): int(count) for status, group, count in cursor.fetchall()}
+        )
 
 
 def test_settled_chunks_are_checked_in_turns(

@@ -14,6 +14,8 @@ from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.scenarios import (
     AGE_SLACK,
+    as4_corrupted_and_worker,
+    as4_daily_cleanup,
     assert_matches,
     backlog,
     failing_hooks,
@@ -36,6 +38,9 @@ HISTORIES: dict[str, Callable[[ActionSchedulerStore], None]] = {
     "only_future": only_future,
     "zero_dates": zero_dates,
     "finished_and_canceled": finished_and_canceled,
+    # Action Scheduler 4.x
+    "as4_daily_cleanup": as4_daily_cleanup,
+    "as4_corrupted_and_worker": as4_corrupted_and_worker,
 }
 
 

@@ -33,7 +33,13 @@ from actionscheduler_exporter.db.tables import group_slugs
 from actionscheduler_exporter.log_events.classify import Event, Kind, classify
 from actionscheduler_exporter.log_events.cursor import LogCursor
 from actionscheduler_exporter.log_events.histogram import Histogram
-from actionscheduler_exporter.log_events.structure import LoggedRow, RunnerContexts, events_by_place
+from actionscheduler_exporter.log_events.structure import (
+    CONTEXTS,
+    LoggedRow,
+    RunnerContexts,
+    events_by_place,
+    runner_label,
+)
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
 from actionscheduler_exporter.metrics.folding import StickyFold
@@ -55,7 +61,11 @@ _COUNTER_FOR = {
     Kind.CANCELED: catalog.CANCELED,
     Kind.RESET: catalog.RESET,
     Kind.STOPPED: catalog.RECURRING_STOPPED,
+    Kind.CORRUPTED: catalog.CORRUPTED_CANCELED,
 }
+# Families a (hook, group) pair's first event does not create at 0: per hook only, or
+# rare enough (a corrupted action) that a series per pair would mostly stay at 0.
+_NOT_INITIALISED = {catalog.RECURRING_STOPPED, catalog.CORRUPTED_CANCELED}
 # Characters of a message read: enough for every message Action Scheduler writes (a
 # missing callback names a hook of up to 191 characters), never a whole exception text of
 # 64 KB, so memory is bounded by the rows read, not by what actions log.
@@ -116,6 +126,7 @@ class LogEventsCollector(Collector):
         catalog.CANCELED,
         catalog.RESET,
         catalog.RECURRING_STOPPED,
+        catalog.CORRUPTED_CANCELED,
         catalog.START_DELAY,
         catalog.RUN_DURATION,
         catalog.LOG_ROWS_READ,
@@ -254,7 +265,7 @@ class LogEventsStream:
         tally = _Tally(self._start_delay.empty_copy(), self._run_duration.empty_copy())
         if not rows:
             return tally
-        events = [(row, classify(row.message)) for row in rows]
+        events = [(row, classify(row.message, CONTEXTS)) for row in rows]
         actions = _lookup_actions(context, {row.action_id for row in rows})
         needs_history = {
             row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
@@ -269,7 +280,7 @@ class LogEventsStream:
                 tally.unclassified += 1
                 continue
             if event.kind is Kind.STARTED:
-                runner = catalog.RUNNERS.get(event.runner, OTHER)
+                runner = runner_label(event.runner) or OTHER
                 tally.counters[(catalog.STARTED_BY_RUNNER, (("runner", runner),))] += 1
             metric = _COUNTER_FOR.get(event.kind)
             if metric is None:
@@ -318,8 +329,8 @@ class LogEventsStream:
         """Every counter of a (hook, group) pair exists from its first event on, so the
         pair's later first failure of a kind is an increase from 0 that rate() sees."""
         for metric in _COUNTER_FOR.values():
-            if metric is catalog.RECURRING_STOPPED:
-                continue  # per hook, for recurring hooks only (see read)
+            if metric in _NOT_INITIALISED:
+                continue  # per hook, for recurring hooks only (see read); rare
             if metric is catalog.FAILED:
                 for reason in catalog.FAILURE_REASONS:
                     self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)
