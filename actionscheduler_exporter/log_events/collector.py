@@ -63,9 +63,7 @@ _COUNTER_FOR = {
     Kind.STOPPED: catalog.RECURRING_STOPPED,
     Kind.CORRUPTED: catalog.CORRUPTED_CANCELED,
 }
-# Families a (hook, group) pair's first event does not create at 0: per hook only, or
-# rare enough (a corrupted action) that a series per pair would mostly stay at 0.
-_NOT_INITIALISED = {catalog.RECURRING_STOPPED, catalog.CORRUPTED_CANCELED}
+
 # Characters of a message read: enough for every message Action Scheduler writes (a
 # missing callback names a hook of up to 191 characters), never a whole exception text of
 # 64 KB, so memory is bounded by the rows read, not by what actions log.
@@ -329,8 +327,8 @@ class LogEventsStream:
         """Every counter of a (hook, group) pair exists from its first event on, so the
         pair's later first failure of a kind is an increase from 0 that rate() sees."""
         for metric in _COUNTER_FOR.values():
-            if metric in _NOT_INITIALISED:
-                continue  # per hook, for recurring hooks only (see read); rare
+            if metric is catalog.RECURRING_STOPPED:
+                continue  # per hook, for recurring hooks only (see read)
             if metric is catalog.FAILED:
                 for reason in catalog.FAILURE_REASONS:
                     self._counters.setdefault((metric, (*pair, ("reason", reason))), 0)

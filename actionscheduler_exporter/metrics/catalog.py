@@ -646,8 +646,7 @@ RECURRING_STOPPED = _define(
 CORRUPTED_CANCELED = _define(
     "actionscheduler_corrupted_actions_canceled",
     "counter",
-    "Actions Action Scheduler 4.0+ canceled because their data could not be read, from the "
-    "log (absent until the first).",
+    "Actions Action Scheduler 4.0+ canceled because their data could not be read, from the log.",
     tier="hot",
     section="log",
     labels=_EVENT_LABELS,
@@ -658,8 +657,7 @@ CORRUPTED_CANCELED = _define(
     "the action's excess log rows up, so that row may be deleted before the exporter read "
     "it (then counted in `actionscheduler_log_rows_missed_total` instead). A recurring "
     "job canceled this way runs again only when its plugin schedules it again. On translated sites "
-    "the row is counted as a cancellation. The series of a hook and group appears at its "
-    "first such action.",
+    "the row is counted as a cancellation.",
 )
 START_DELAY = _define(
     "actionscheduler_action_start_delay_seconds",
