@@ -340,6 +340,58 @@ def test_a_table_emptied_and_refilled_is_counted_again(
     assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
 
 
+def test_a_purge_of_the_newest_actions_is_not_a_recount(
+    store: ActionSchedulerStore,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """A canceled action that never ran is the newest one, and the next cleanup purges it:
+    the highest id drops, but no id is handed out again (the table's counter goes on), so
+    only the chunks that lost rows are read again, not the whole table."""
+    finished_history(store)
+    ledger = ActionLedger(CHUNK)
+    tables = TableNames("wp_")
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    deleted, _ = as4.delete_old_actions(store, task=as4.CLEANUP_HOOK)
+    assert max(deleted) > _max_id(connect())  # the newest action was purged
+    purged = ledger.refresh(session, tables)
+    touched = {action_id // CHUNK for action_id in deleted}
+    # The chunks that lost rows (and the newest) are read again; the others only checked.
+    assert purged.recounted <= len(touched) + 1
+    assert purged.checked > 0
+    assert_totals(purged, truth.compute(connect()))
+    store.create(HOOKS[0][0], group=HOOKS[0][1])  # the next id is above the purged one
+    assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
+
+
+def test_a_table_truncated_and_refilled_between_two_walks_is_counted_again(
+    store: ActionSchedulerStore,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Without an empty walk in between: the highest id is lower and the counter started
+    again, so the ids were handed out again and every chunk is counted anew."""
+    history(store, count=60)
+    tables = TableNames("wp_")
+    ledger = ActionLedger(CHUNK)
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    store._execute(f"TRUNCATE TABLE {store.actions}")
+    history(store, count=20)  # the same ids again, other rows
+    assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
+
+
+def _max_id(connection: pymysql.connections.Connection[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT MAX(action_id) FROM wp_actionscheduler_actions")
+        (found,) = cursor.fetchone()
+    return int(found)
+
+
 def test_database_time_is_counted_per_tier(
     store: ActionSchedulerStore, site: Callable[..., SiteConfig]
 ) -> None:
