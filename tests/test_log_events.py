@@ -11,6 +11,7 @@ from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from testbed import as4, schedules
 from testbed.mariadb import Server, start_private, temporary
+from testbed.messages import GERMAN
 from testbed.store import ActionSchedulerStore
 from tests.support.follower import Follow, Follower
 from tests.support.scenarios import as4_corrupted_and_worker, as4_daily_cleanup
@@ -511,3 +512,24 @@ def test_no_callback_is_read_from_action_schedulers_own_words(
     assert exporter.total(catalog.FAILED, hook="mailchimp_sync_order", reason="exception") == 1
     assert exporter.total(catalog.FAILED, reason="no_callback") == 2
     assert exporter.total(catalog.FAILED, hook="renamed_in_worker", reason="no_callback") == 1
+
+
+def test_a_german_4x_site_counts_worker_runs_and_corrupted_actions(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """A German 4.x site: runs of `wp action-scheduler work` are read from the context
+    "WP CLI Worker" left at the end of the translated start (runner wp_cli, though no
+    start by a context of 3.x was seen to learn the words from); a corrupted action's only
+    row counts as its cancellation."""
+    store.messages = GERMAN
+    exporter = follow()
+    exporter.scrape()
+    as4_corrupted_and_worker(store)
+    exporter.scrape()
+    runs = 10 + 10 + 1  # payments, mailchimp, the recurring sales job
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="wp_cli") == runs
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="other") == 0
+    assert exporter.total(catalog.COMPLETED) == 11
+    assert exporter.total(catalog.FAILED, reason="unknown") == 10
+    assert exporter.total(catalog.CANCELED) == 2
+    assert exporter.total(catalog.RECURRING_STOPPED) == 0

@@ -18,6 +18,11 @@ long as the queue, not the table). Any difference, and the chunk is recounted. T
 are therefore exact as of the walk that produced them: each row is counted once, in its
 own chunk, during that walk.
 
+A purge can delete the newest actions too (a canceled action that never ran), which
+lowers the highest id as an emptied and refilled table does; the table's auto-increment
+counter, which a purge leaves and a TRUNCATE restarts, tells the two apart, so a purge is
+never a recount of the whole table.
+
 Chunks that hold finished actions only can change by a purge alone; checking them is most
 of a walk's cost at ten million actions (one index entry per row). With
 `heavy_settled_check_every: N` they are checked in turns, each at every Nth walk, so a
