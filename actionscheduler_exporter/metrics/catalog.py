@@ -268,9 +268,14 @@ FAILED_BY_HOOK = _define(
     tier="heavy",
     section="queue",
     labels=("hook",),
-    meaning="Failed actions per hook (the `top_hooks` hooks with most failures keep their "
-    'name, the rest are summed under `hook="other"`). Failed actions are kept for months, '
-    "so this is a total; use its increase over time for alerts.",
+    meaning="Failed actions the table keeps, per hook (the `top_hooks` hooks with most "
+    'failures keep their name, the rest are summed under `hook="other"`). Action Scheduler '
+    "3.x keeps failed actions for good; 4.0+ deletes them after "
+    "`action_scheduler_retention_period_for_failed` (three 31-day months by default), so "
+    "this gauge drops by as many as the daily cleanup purges. It is what the table holds, "
+    "not a history: alert on the failure counters from the log "
+    "(`actionscheduler_actions_failed_total`), never on an increase of this gauge, which "
+    "Prometheus reads across a purge as a counter reset.",
 )
 CONCURRENT_BATCHES_LIMIT = _define(
     "actionscheduler_concurrent_batches_limit",
@@ -559,7 +564,9 @@ STARTED_BY_RUNNER = _define(
     section="log",
     labels=("runner",),
     meaning='Runs started, by `runner`, the context of "action started via …": `wp_cli` '
-    "(`wp action-scheduler run`, the dedicated workers), `wp_cron` (WP-Cron's queue runner, "
+    "(`wp action-scheduler run`, the dedicated workers, and the persistent "
+    "`wp action-scheduler work` worker of Action Scheduler 4.x, which logs `WP CLI Worker`), "
+    "`wp_cron` (WP-Cron's queue runner, "
     "inside a web request), `async_request` (the loopback request an admin page load "
     "starts), `admin_list_table` (someone pressed Run under Tools → Scheduled Actions), "
     "`other` (a plugin's own context, or none). Per site only: the hook and group of a run "
@@ -633,8 +640,25 @@ RECURRING_STOPPED = _define(
     "up to the filter `action_scheduler_recurring_action_failure_threshold`, 5 by default: "
     '"This action appears to be consistently failing"), `next_instance_failed` '
     '("There was a failure scheduling the next instance"), `unknown` (a translated '
-    "site: a row logged after the run's end on a recurring action, which only these two "
-    "messages are). Hooks are folded like the other hook families.",
+    "site: the row logged right after the run's end on a recurring action, which only "
+    "these two messages are; where the end was logged in English, a row of a plugin's "
+    "own after it is not a stop). Hooks are folded like the other hook families.",
+)
+CORRUPTED_CANCELED = _define(
+    "actionscheduler_corrupted_actions_canceled",
+    "counter",
+    "Actions Action Scheduler 4.0+ canceled because their data could not be read, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning="Actions Action Scheduler (4.0+) canceled when a runner could not read their "
+    'data ("This action data appears to be corrupt. We are cancelling it…"): corrupted '
+    'arguments or schedule, often an incomplete migration. Its "action canceled" row '
+    "comes first and is counted in `actionscheduler_actions_canceled_total`; 4.x cleans "
+    "the action's excess log rows up, so that row may be deleted before the exporter read "
+    "it (then counted in `actionscheduler_log_rows_missed_total` instead). A recurring "
+    "job canceled this way runs again only when its plugin schedules it again. On translated sites "
+    "the row is counted as a cancellation.",
 )
 START_DELAY = _define(
     "actionscheduler_action_start_delay_seconds",
