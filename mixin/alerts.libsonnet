@@ -6,8 +6,60 @@ local fill = (import 'lib/fill.libsonnet').fill;
   prometheusAlerts+:: {
     groups+: fill($._config, [
       {
-        "name": "actionscheduler-alerts",
+        "name": "actionscheduler",
         "rules": [
+          {
+            "record": "site:actionscheduler_actions_completed:rate5m",
+            "expr": "sum without (hook, group) (rate(actionscheduler_actions_completed_total{__SCOPE__}[5m]))"
+          },
+          {
+            "record": "site:actionscheduler_actions_failed:rate5m",
+            "expr": "sum without (hook, group, reason) (rate(actionscheduler_actions_failed_total{__SCOPE__}[5m]))"
+          },
+          {
+            "record": "site_reason:actionscheduler_actions_failed:rate5m",
+            "expr": "sum without (hook, group) (rate(actionscheduler_actions_failed_total{__SCOPE__}[5m]))"
+          },
+          {
+            "record": "site_hook:actionscheduler_actions_completed:rate15m",
+            "expr": "sum without (group) (rate(actionscheduler_actions_completed_total{__SCOPE__}[15m]))"
+          },
+          {
+            "record": "site_hook:actionscheduler_actions_failed:rate15m",
+            "expr": "sum without (group, reason) (rate(actionscheduler_actions_failed_total{__SCOPE__}[15m]))"
+          },
+          {
+            "record": "site_hook:actionscheduler_actions_failed:ratio_rate15m",
+            "expr": "site_hook:actionscheduler_actions_failed:rate15m{__SCOPE__}\n/ (\n  (site_hook:actionscheduler_actions_failed:rate15m{__SCOPE__} + site_hook:actionscheduler_actions_completed:rate15m{__SCOPE__})\n  or site_hook:actionscheduler_actions_failed:rate15m{__SCOPE__}\n)\n"
+          },
+          {
+            "record": "site:actionscheduler_due_actions:sum",
+            "expr": "sum without (claim) (actionscheduler_due_actions{__SCOPE__})"
+          },
+          {
+            "record": "site:actionscheduler_oldest_due_action_age_seconds:max_site_thresholds",
+            "expr": "(\n  actionscheduler_oldest_due_action_age_seconds{__SCOPE__}\n    and on (job, instance, site) (actionscheduler_due_actions_unsplit{__SCOPE__} > 0)\n)\nor\nmax without (group) (\n  actionscheduler_oldest_due_action_age_seconds_by_group{__SCOPE__}\n    unless on (job, instance, site, group) actionscheduler_alert_threshold_group_oldest_due_warning_seconds{__SCOPE__}\n)\nor\n(\n  actionscheduler_oldest_due_action_age_seconds{__SCOPE__}\n    unless on (job, instance, site) actionscheduler_oldest_due_action_age_seconds_by_group{__SCOPE__}\n)\n"
+          },
+          {
+            "record": "site:actionscheduler_backlog_drain_time_seconds:rate15m",
+            "expr": "site:actionscheduler_due_actions:sum{__SCOPE__}\n/ (sum without (hook, group) (rate(actionscheduler_actions_completed_total{__SCOPE__}[15m])) > 0)\n"
+          },
+          {
+            "record": "site_workload:actionscheduler_worker_info:max",
+            "expr": "max by (site, namespace, deployment, container, horizontalpodautoscaler) (\n  label_replace(\n    label_replace(actionscheduler_worker_info{__SCOPE__}, \"namespace\", \"$1\", \"worker_namespace\", \"(.*)\"),\n    \"container\", \"$1\", \"worker_container\", \"(.*)\"\n  )\n)\n"
+          },
+          {
+            "record": "site:actionscheduler_action_start_delay_seconds:p50_rate5m",
+            "expr": "histogram_quantile(0.5, sum without (group) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__}[5m])))"
+          },
+          {
+            "record": "site:actionscheduler_action_start_delay_seconds:p95_rate5m",
+            "expr": "histogram_quantile(0.95, sum without (group) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__}[5m])))"
+          },
+          {
+            "record": "site:actionscheduler_action_start_delay_seconds:p99_rate5m",
+            "expr": "histogram_quantile(0.99, sum without (group) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__}[5m])))"
+          },
           {
             "alert": "ActionSchedulerExporterDown",
             "expr": "up{__SCOPE__} == 0 and on (job, instance) max_over_time(actionscheduler_exporter_build_info{__SCOPE__}[1h])",
@@ -316,8 +368,64 @@ local fill = (import 'lib/fill.libsonnet').fill;
         ]
       },
       {
-        "name": "actionscheduler-slo-alerts",
+        "name": "actionscheduler-slo",
         "rules": [
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate5m",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[5m])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[5m])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[5m]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate30m",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[30m])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[30m])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[30m]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate1h",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1h])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[1h])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1h]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate2h",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[2h])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[2h])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[2h]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate6h",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[6h])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[6h])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[6h]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate1d",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1d])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[1d])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1d]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate3d",
+            "expr": "(sum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[3d])) - sum by (site) (rate(actionscheduler_action_start_delay_seconds_bucket{__SCOPE__,site!=\"\", le=\"300.0\"}[3d])))\n/\nsum by (site) (rate(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[3d]))",
+            "labels": {
+              "slo": "start-on-time",
+              "sli": "start-on-time"
+            }
+          },
           {
             "alert": "ActionSchedulerStartOnTimeBudgetBurn",
             "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1h{__SCOPE__,slo=\"start-on-time\"} > (13.44 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate5m{__SCOPE__,slo=\"start-on-time\"} > (13.44 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1h])) >= 20\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"start-on-time\"} > (5.6 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate30m{__SCOPE__,slo=\"start-on-time\"} > (5.6 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[6h])) >= 20\n)\n",
@@ -346,6 +454,62 @@ local fill = (import 'lib/fill.libsonnet').fill;
               "description": "{{ $value | humanizePercentage }} of the runs of site {{ $labels.site }} started more than 300 s after they were due over the alert's window; the objective (99 % of runs start within 300 s of being due, over 28d) allows 1 %. The error budget burns at least 2.8 times as fast as allowed over the last day, or 0.933333 times over the last three days.",
               "runbook_url": "__RUNBOOKS__slo-start-on-time-budget-burn.md",
               "dashboard": "d/actionscheduler-slo?var-site={{ $labels.site }}&var-slo={{ $labels.slo }}"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate5m",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[5m]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[5m]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate30m",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[30m]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[30m]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate1h",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[1h]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1h]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate2h",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[2h]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[2h]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate6h",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[6h]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[6h]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate1d",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[1d]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1d]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
+            }
+          },
+          {
+            "record": "slo:actionscheduler_sli_errors:ratio_rate3d",
+            "expr": "sum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\", outcome=\"failed\"}[3d]))\n/\nsum by (site) (rate(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[3d]))",
+            "labels": {
+              "slo": "success",
+              "sli": "success"
             }
           },
           {

@@ -6,9 +6,8 @@
 rules/*.rules.yml and the dashboards' builder stay the one source: each expression here is
 theirs with a placeholder where `_config` goes (lib/fill.libsonnet fills them), so the
 mixin evaluated with its default `_config` is the shipped YAML and JSON (the tests hold
-them equal). Records go to `prometheusRules` and alerts to `prometheusAlerts`, in groups
-of the source's names (alert groups get `-alerts`: kube-prometheus puts both into one
-PrometheusRule, where group names must differ).
+them equal). The shipped groups that alert are `prometheusAlerts`, with the recordings
+their alerts read; the groups that only record are `prometheusRules`.
 """
 
 from __future__ import annotations
@@ -99,23 +98,25 @@ def _alert(rule: dict[str, Any]) -> dict[str, Any]:
     return built
 
 
-def _split(kind: str) -> list[dict[str, Any]]:
-    groups = []
-    for group in _groups():
-        chosen = [rule for rule in group["rules"] if kind in rule]
-        if not chosen:
-            continue
-        if kind == "alert":
-            name, rules = f"{group['name']}-alerts", [_alert(rule) for rule in chosen]
-        else:
-            name = group["name"]
-            rules = [{**rule, "expr": placeholders(rule["expr"])} for rule in chosen]
-        groups.append({**group, "name": name, "rules": rules})
-    return groups
+def _rule(rule: dict[str, Any]) -> dict[str, Any]:
+    if "alert" in rule:
+        return _alert(rule)
+    return {**rule, "expr": placeholders(rule["expr"])}
+
+
+def _split(alerting: bool) -> list[dict[str, Any]]:
+    """The shipped groups that alert (`prometheusAlerts`), or those that only record
+    (`prometheusRules`), each whole: a group's alerts read its recordings of the same
+    evaluation, which separate groups (evaluated in any order) would not guarantee."""
+    return [
+        {**group, "rules": [_rule(rule) for rule in group["rules"]]}
+        for group in _groups()
+        if any("alert" in rule for rule in group["rules"]) == alerting
+    ]
 
 
 def _alerts() -> str:
-    groups = _split("alert")
+    groups = _split(alerting=True)
     return (
         HEADER.format(source="rules/*.rules.yml")
         + "local fill = (import 'lib/fill.libsonnet').fill;\n\n"
@@ -126,7 +127,7 @@ def _alerts() -> str:
 
 
 def _rules() -> str:
-    groups = _split("record")
+    groups = _split(alerting=False)
     return (
         HEADER.format(source="rules/*.rules.yml")
         + "local fill = (import 'lib/fill.libsonnet').fill;\n\n"

@@ -57,26 +57,51 @@ def test_the_committed_jsonnet_is_what_the_generator_writes() -> None:
 
 def test_with_the_default_config_it_is_the_shipped_rules_and_dashboards() -> None:
     output = evaluate()
-    alerts = {group["name"]: group for group in output["alerts"]["groups"]}
-    records = {group["name"]: group for group in output["rules"]["groups"]}
-    expected_alerts, expected_records = 0, 0
-    for group in shipped_groups():
-        settings = {key: value for key, value in group.items() if key not in ("name", "rules")}
-        wanted_records = [rule for rule in group["rules"] if "record" in rule]
-        wanted_alerts = [rule for rule in group["rules"] if "alert" in rule]
-        if wanted_records:
-            expected_records += 1
-            assert records[group["name"]] == {**settings, "name": group["name"],
-                                              "rules": wanted_records}  # fmt: skip
-        if wanted_alerts:
-            expected_alerts += 1
-            name = f"{group['name']}-alerts"
-            assert alerts[name] == {**settings, "name": name, "rules": wanted_alerts}
-    assert (len(alerts), len(records)) == (expected_alerts, expected_records)
-    # Group names differ: kube-prometheus puts both outputs into one PrometheusRule.
-    assert not set(alerts) & set(records)
+    alerting = output["alerts"]["groups"]
+    recording = output["rules"]["groups"]
+    assert alerting + recording == [
+        *(g for g in shipped_groups() if any("alert" in r for r in g["rules"])),
+        *(g for g in shipped_groups() if not any("alert" in r for r in g["rules"])),
+    ]
+    assert recording and all("record" in r for g in recording for r in g["rules"])
     for name, text in dashboards_build.rendered().items():
         assert output["dashboards"][name] == json.loads(text), name
+
+
+UNIT_TESTS = ("alerts.test.yml", "recording.test.yml")
+# Every job the unit tests give the exporter's series (kube-state-metrics' and KEDA's
+# series have other jobs, and the selector leaves them alone).
+TEST_JOBS = 'job=~"actionscheduler|actionscheduler-exporter|as"'
+
+
+@pytest.mark.parametrize("config", ["{}", f"{{ actionschedulerSelector: '{TEST_JOBS}' }}"])
+def test_the_shipped_unit_tests_pass_on_its_output(config: str, tmp_path: Path) -> None:
+    """The kube-prometheus pipeline's result behaves as the shipped rules do: promtool runs
+    rules/tests' unit tests on the evaluated alerts and rules, also with a selector that
+    matches the tests' exporter jobs (which shows that the selector keeps the joins)."""
+    output = evaluate(config)
+    for kind in ("alerts", "rules"):
+        (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(output[kind]))
+    for name in UNIT_TESTS:
+        document = yaml.safe_load((ROOT / "rules" / "tests" / name).read_text())
+        document["rule_files"] = ["alerts.yaml", "rules.yaml"]
+        (tmp_path / name).write_text(yaml.safe_dump(document, sort_keys=False))
+    tested = promtool_run("test", "rules", *(str(tmp_path / name) for name in UNIT_TESTS))
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-2000:]
+
+
+def test_a_selector_that_matches_no_exporter_silences_the_alerts(tmp_path: Path) -> None:
+    """The counterpart: with a selector the tests' series do not match, the alerts that
+    must fire in the unit tests do not (so the selector does reach the expressions)."""
+    output = evaluate("{ actionschedulerSelector: 'job=\"elsewhere\"' }")
+    (tmp_path / "alerts.yaml").write_text(yaml.safe_dump(output["alerts"]))
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(output["rules"]))
+    document = yaml.safe_load((ROOT / "rules" / "tests" / "alerts.test.yml").read_text())
+    document["rule_files"] = ["alerts.yaml", "rules.yaml"]
+    (tmp_path / "alerts.test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
+    tested = promtool_run("test", "rules", str(tmp_path / "alerts.test.yml"))
+    assert tested.returncode != 0
+    assert "ActionSchedulerSiteDown" in tested.stdout + tested.stderr
 
 
 @pytest.mark.parametrize("config", ["{}", f"{{ actionschedulerSelector: '{SELECTOR}' }}"])
@@ -124,7 +149,7 @@ def test_a_selector_in_config_reaches_every_selector_of_the_exporters_series() -
         rule
         for group in scoped["alerts"]["groups"]
         for rule in group["rules"]
-        if rule["alert"] == "ActionSchedulerSiteDown"
+        if rule.get("alert") == "ActionSchedulerSiteDown"
     )
     assert alert["expr"] == f"actionscheduler_up{{{SELECTOR}}} == 0"
     # The dashboards' queries and variables too.
@@ -157,7 +182,7 @@ def test_durations_thresholds_tags_and_uids_come_from_config() -> None:
         " runbookURLPrefix: 'https://wiki.example/runbooks/',"
         " dashboardTags: ['shop'], dashboardUidPrefix: 'agency-' }"
     )
-    rules = {rule["alert"]: rule for group in output["alerts"]["groups"] for rule in group["rules"]}
+    rules = {r["alert"]: r for g in output["alerts"]["groups"] for r in g["rules"] if "alert" in r}
     assert rules["ActionSchedulerSiteDown"]["for"] == "15m"
     assert rules["ActionSchedulerQueueStalled"]["for"] == "5m"
     assert "[15m])) >= 10" in rules["ActionSchedulerHookFailureRatio"]["expr"]
