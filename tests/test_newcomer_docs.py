@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
 from actionscheduler_exporter.metrics import catalog
+from testbed.store import ActionSchedulerStore
 from tests.support.helm_chart import ALL_ON, merged, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,3 +89,36 @@ def test_the_install_section_says_what_is_published() -> None:
         for part in key.split("."):
             assert isinstance(node, dict) and part in node, key
             node = node[part]
+
+
+PLACEHOLDERS = {"<hook>": "woocommerce_deliver_webhook_async"}
+
+
+def runbook_statements(prefix: str) -> list[tuple[str, str]]:
+    """Every SQL statement of the runbooks, with the site's prefix and the other
+    placeholders filled as a reader fills them."""
+    found = []
+    for page in RUNBOOKS:
+        for block in re.findall(r"```sql\n(.*?)```", page.read_text(), re.DOTALL):
+            text = block.replace("<prefix>", prefix)
+            for placeholder, value in PLACEHOLDERS.items():
+                text = text.replace(placeholder, value)
+            assert not re.search(r"<[a-z_-]+>", text), (page.name, text)
+            found += [(page.name, s.strip()) for s in text.split(";") if s.strip()]
+    return found
+
+
+def test_the_runbooks_sql_runs_on_a_site_of_any_prefix(
+    store_factory: Callable[[str], ActionSchedulerStore],
+) -> None:
+    """The runbooks' queries, with a multisite's second prefix filled in, run read-only
+    against real Action Scheduler tables of that prefix (MariaDB)."""
+    store = store_factory("shop_2_")
+    store.create("woocommerce_deliver_webhook_async", group="webhooks")
+    statements = runbook_statements("shop_2_")
+    assert len(statements) >= len([p for p in RUNBOOKS if "```sql" in p.read_text()])
+    with store.connection.cursor() as cursor:
+        for page, statement in statements:
+            assert statement.lstrip().upper().startswith("SELECT"), (page, statement)
+            cursor.execute(statement)
+            cursor.fetchall()
