@@ -83,13 +83,14 @@ bench: $(STAMP)
 # Writes the SLO forms from slo/objectives.yml (rules/, slo/generated/); copies rules/ and
 # dashboards/*.json into the Helm chart, with the rules scoped for one
 # release beside them, and writes the schema of the chart's sites from the exporter's own
-# configuration keys (tests keep them equal).
+# configuration keys (tests keep them equal); writes the monitoring mixin (mixin/).
 chart-files: $(STAMP)
 	$(BIN)/python -m slo
 	$(BIN)/python -m actionscheduler_exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
+	$(BIN)/python -m mixin
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info
