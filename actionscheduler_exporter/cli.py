@@ -8,7 +8,6 @@ import logging
 import math
 import os
 import signal
-import ssl
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -23,15 +22,19 @@ from actionscheduler_exporter.logs import configure as configure_logging
 from actionscheduler_exporter.rounds.budget import DEFAULT_SCRAPE_TIMEOUT, MAX_SCRAPE_TIMEOUT
 from actionscheduler_exporter.rounds.coordinator import Coordinator
 from actionscheduler_exporter.sharding import ENV_POD_NAME, FROM_POD_NAME, parse_shard
-from actionscheduler_exporter.web.guarded_http import (
+from actionscheduler_exporter.web import guard_support
+from actionscheduler_exporter.web.guard_support import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
-    guarded_protocol,
 )
-from actionscheduler_exporter.web.webconfig import WebConfig, load_web_config, server_ssl_context
+from actionscheduler_exporter.web.webconfig import WebConfig, load_web_config
 
 if TYPE_CHECKING:
+    import socket
+
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from actionscheduler_exporter.web.tls import TLSHolder
 
 EXIT_CONFIG = 2
 # The listen address for the server and the healthcheck alike, where a container's
@@ -46,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="actionscheduler-exporter",
         description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress).",
-        epilog="Without --config: the file $AS_EXPORTER_CONFIG names, when it exists (the "
+        epilog="Without --config.file: the file $AS_EXPORTER_CONFIG names, when it exists (the "
         "image sets /etc/actionscheduler-exporter/exporter.yml); else one site from "
         "AS_EXPORTER_DSN (mysql://user:password@host:3306/database?table_prefix=wp_), "
         "AS_EXPORTER_SITE and AS_EXPORTER_PASSWORD_FILE.",
@@ -60,14 +63,37 @@ def build_parser() -> argparse.ArgumentParser:
         "queue health once and exit non-zero when a site is down; healthcheck: exit 0 when "
         "the exporter on this host answers /healthz (for a container's HEALTHCHECK)",
     )
-    parser.add_argument("--config", metavar="FILE", help="YAML file listing the sites")
+    parser.add_argument(
+        "--config.file",
+        "--config",
+        dest="config",
+        metavar="FILE",
+        help="YAML file listing the sites; --config is the same",
+    )
+    _web_flags(parser)
+    _log_flags(parser)
+    _check_and_shard_flags(parser)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def _web_flags(parser: argparse.ArgumentParser) -> None:
+    """exporter-toolkit's flags, with its spellings."""
     parser.add_argument(
         "--web.listen-address",
         "--listen-address",
         dest="listen_address",
+        action="append",
         metavar="[HOST]:PORT",
-        help=f"where to serve HTTP (default: ${ENV_LISTEN_ADDRESS}, else :{DEFAULT_PORT}); "
-        "--listen-address is the same",
+        help=f"where to serve HTTP, repeated for several addresses (default: "
+        f"${ENV_LISTEN_ADDRESS}, else :{DEFAULT_PORT}); --listen-address is the same",
+    )
+    parser.add_argument(
+        "--web.systemd-socket",
+        dest="systemd_socket",
+        action="store_true",
+        help="serve on the sockets systemd passes (socket activation) instead of "
+        "--web.listen-address",
     )
     parser.add_argument(
         "--web.telemetry-path",
@@ -99,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"close new connections beyond this many (default {DEFAULT_MAX_CONNECTIONS})",
     )
+
+
+def _log_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log.level",
         "--log-level",
@@ -114,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("logfmt", "json"),
         help="logfmt (default) or json, one object a line",
     )
+
+
+def _check_and_shard_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
@@ -134,72 +166,99 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="how many exporters share the sites (default 1: this one serves all)",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_format)
-    if not args.telemetry_path.startswith("/") or args.telemetry_path in ("/", "/healthz"):
-        print(
-            "actionscheduler-exporter: invalid configuration: --web.telemetry-path must be a "
-            f"path starting with / other than / and /healthz, got {args.telemetry_path!r}",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    listen = args.listen_address or os.environ.get(ENV_LISTEN_ADDRESS)
+    problem = _flag_problem(args)
+    if problem:
+        return _refuse(problem)
+    from_env = os.environ.get(ENV_LISTEN_ADDRESS)
+    listen: list[str] = args.listen_address or ([from_env] if from_env else [])
     if args.command == "healthcheck":
-        try:
-            host, port = listen_address(listen) if listen else ("", DEFAULT_PORT)
-        except ValueError as error:
-            print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
+        return _healthcheck(listen)
+    if args.command == "serve":
+        missing = guard_support.problem()  # before the guard is imported
+        if missing:
+            print(f"actionscheduler-exporter: cannot serve: {missing}", file=sys.stderr)
             return EXIT_CONFIG
-        problem = unhealthy(host, port)
-        if problem:
-            print(f"actionscheduler-exporter: unhealthy: {problem}", file=sys.stderr)
-            return EXIT_UNHEALTHY
-        return 0
     try:
         config, web = _load(args, listen)
+        addresses = _addresses(listen)
     except ConfigError as error:
-        print(f"actionscheduler-exporter: invalid configuration: {error}", file=sys.stderr)
-        return EXIT_CONFIG
-
+        return _refuse(str(error))
     if args.command == "check":
-        if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_SCRAPE_TIMEOUT):
-            print(
-                "actionscheduler-exporter: invalid configuration: --timeout must be a number "
-                f"of seconds above 0 and at most {MAX_SCRAPE_TIMEOUT:.0f}",
-                file=sys.stderr,
-            )
-            return EXIT_CONFIG
         return run_check(config, args.timeout)
-    if not args.header_timeout > 0 or args.max_connections < 1:
-        print(
-            "actionscheduler-exporter: invalid configuration: --web.header-timeout must be "
-            "positive and --web.max-connections at least 1",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
+
+    from actionscheduler_exporter.web.guarded_http import guarded_protocol
+
     return serve(
         config,
         web,
         lambda tls: guarded_protocol(args.header_timeout, args.max_connections, tls),
         reload=lambda: _load(args, listen),
         telemetry_path=args.telemetry_path,
+        addresses=addresses or [(config.listen_host, config.listen_port)],
+        systemd_socket=args.systemd_socket,
     )
 
 
-def _load(args: argparse.Namespace, listen: str | None) -> tuple[ExporterConfig, WebConfig]:
+def _refuse(problem: str) -> int:
+    print(f"actionscheduler-exporter: invalid configuration: {problem}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags alone, before any file is read."""
+    path = args.telemetry_path
+    if not path.startswith("/") or path in ("/", "/healthz"):
+        return (
+            "--web.telemetry-path must be a path starting with / other than / and /healthz, "
+            f"got {path!r}"
+        )
+    if args.command == "check" and not (
+        math.isfinite(args.timeout) and 0 < args.timeout <= MAX_SCRAPE_TIMEOUT
+    ):
+        return f"--timeout must be a number of seconds above 0 and at most {MAX_SCRAPE_TIMEOUT:.0f}"
+    if args.command == "serve" and not (args.header_timeout > 0 and args.max_connections >= 1):
+        return "--web.header-timeout must be positive and --web.max-connections at least 1"
+    if args.systemd_socket and args.listen_address:
+        return "give either --web.systemd-socket or --web.listen-address"
+    return None
+
+
+def _healthcheck(listen: list[str]) -> int:
+    """Asks the first listen address (where the container's own server listens)."""
+    try:
+        host, port = listen_address(listen[0]) if listen else ("", DEFAULT_PORT)
+    except ValueError as error:
+        print(f"actionscheduler-exporter: --listen-address: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    problem = unhealthy(host, port)
+    if problem:
+        print(f"actionscheduler-exporter: unhealthy: {problem}", file=sys.stderr)
+        return EXIT_UNHEALTHY
+    return 0
+
+
+def _addresses(listen: list[str]) -> list[tuple[str, int]]:
+    addresses = []
+    for address in listen:
+        try:
+            addresses.append(listen_address(address))
+        except ValueError as error:
+            raise ConfigError("command line", "--web.listen-address", str(error)) from None
+    return list(dict.fromkeys(addresses))
+
+
+def _load(args: argparse.Namespace, listen: list[str]) -> tuple[ExporterConfig, WebConfig]:
     """The configuration and the web configuration, from the files (or the environment)
     and the command line: at start, and again at every SIGHUP."""
     config = load_file(args.config) if args.config else load_default()
-    if listen:
-        try:
-            host, port = listen_address(listen)
-        except ValueError as error:
-            raise ConfigError("command line", "--listen-address", str(error)) from None
+    addresses = _addresses(listen)
+    if addresses:
+        host, port = addresses[0]
         config = replace(config, listen_host=host, listen_port=port)
     try:
         config = replace(config, shard=parse_shard(args.shard, args.total_shards))
@@ -233,52 +292,69 @@ def run_check(config: ExporterConfig, timeout: float) -> int:
 def serve(
     config: ExporterConfig,
     web: WebConfig,
-    protocol: Callable[[ssl.SSLContext | None], type[H11Protocol]],
+    protocol: Callable[[TLSHolder], type[H11Protocol]],
     reload: Callable[[], tuple[ExporterConfig, WebConfig]] | None = None,
     telemetry_path: str = "/metrics",
+    addresses: list[tuple[str, int]] | None = None,
+    systemd_socket: bool = False,
 ) -> int:
-    """`protocol`: the HTTP protocol class for a TLS context (None: plain HTTP), which
-    does the handshake itself."""
+    """`protocol`: the HTTP protocol class for the server's TLS (a holder that a reload
+    refills; empty: plain HTTP), which does the handshake itself. It listens on every
+    address (default: the configuration's), or on systemd's sockets."""
     import uvicorn
 
-    from actionscheduler_exporter.web.app import Live, Serving, create_app
+    from actionscheduler_exporter.web import listeners
+    from actionscheduler_exporter.web.app import create_app
     from actionscheduler_exporter.web.reload import Reloader
+    from actionscheduler_exporter.web.serving import Live, Serving
+    from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 
+    try:
+        sockets: list[socket.socket] = (
+            listeners.systemd_sockets()
+            if systemd_socket
+            else listeners.bind(addresses or [(config.listen_host, config.listen_port)])
+        )
+    except listeners.ListenError as error:
+        print(f"actionscheduler-exporter: {error}", file=sys.stderr)
+        return EXIT_UNHEALTHY
     _tune_garbage_collection()
     coordinator = Coordinator(config)
     log.info(
-        "starting version=%s sites=%d shard=%s listen=%s:%d tls=%s basic_auth=%s",
+        "starting version=%s sites=%d shard=%s listen=%s tls=%s basic_auth=%s",
         __version__,
         len(coordinator.sites),
         config.shard,
-        config.listen_host,
-        config.listen_port,
+        listeners.describe(sockets),
         web.tls,
         bool(web.users),
     )
     live = Live(Serving.of(coordinator, web))
-    context = server_ssl_context(web) if web.tls else None
+    tls = TLSHolder(ServerTLS.of(web.tls_settings) if web.tls_settings else None)
     if reload is not None:
-        reloader = Reloader(live, reload, (config.listen_host, config.listen_port), context)
+        reloader = Reloader(live, reload, (config.listen_host, config.listen_port), tls)
         signal.signal(signal.SIGHUP, lambda _signal, _frame: reloader.start())
     # uvicorn drains, then raises the stop signal again with the handler it found: a
     # handler of ours makes that a clean exit 0 (after closing), not a death by SIGTERM.
     for stop in (signal.SIGTERM, signal.SIGINT):
         if signal.getsignal(stop) is not signal.SIG_IGN:
             signal.signal(stop, lambda _signal, _frame: None)
-    try:
-        uvicorn.run(
+    server = uvicorn.Server(
+        uvicorn.Config(
             create_app(coordinator, web, live, telemetry_path=telemetry_path),
-            host=config.listen_host,
-            port=config.listen_port,
             log_config=None,
             access_log=False,
             # A scrape in flight at SIGTERM is answered, not cut: its budget at most.
             timeout_graceful_shutdown=int(DEFAULT_SCRAPE_TIMEOUT),
-            http=protocol(context),
+            http=protocol(tls),
         )
+    )
+    try:
+        server.run(sockets=sockets)
     finally:
         live.current.coordinator.close()
+        for sock in sockets:
+            sock.close()
     return 0
 
 
