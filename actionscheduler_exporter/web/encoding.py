@@ -3,8 +3,9 @@
 Accept-Encoding is read as RFC 9110 (section 12.5.3) lays out: each coding has a weight
 (`q`, 1 when absent; 0 means "not acceptable"), `*` stands for every coding not named,
 and `identity` (no coding) is acceptable unless refused by name or by `*;q=0`. gzip is
-used when its weight is above 0 and at least identity's: Prometheus asks for it and a
-big answer shrinks tenfold. Otherwise, even when identity is refused too, the answer
+used when its weight is above 0 and at least identity's (identity left out of the header
+is the fallback, after any coding named): Prometheus asks for it and a big answer
+shrinks tenfold. Otherwise, even when identity is refused too, the answer
 goes uncoded (RFC 9110 allows it; a 415 would only lose the scrape).
 """
 
@@ -48,8 +49,9 @@ def chosen(header: str | None) -> str:
         return IDENTITY
     star = named.get("*")
     gzip = named.get(GZIP, star if star is not None else 0.0)
-    # identity is acceptable unless refused by name, or by `*;q=0` without naming it.
-    identity = named.get(IDENTITY, star if star is not None else 1.0)
-    if gzip > 0 and gzip >= identity:
-        return GZIP
-    return IDENTITY
+    if gzip <= 0:
+        return IDENTITY
+    # identity, named or covered by `*`, wins when preferred; left out, it is only the
+    # fallback (acceptable, but after every coding named).
+    identity = named.get(IDENTITY, star)
+    return GZIP if identity is None or gzip >= identity else IDENTITY

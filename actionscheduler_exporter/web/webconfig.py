@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from actionscheduler_exporter.config.errors import ConfigError
-from actionscheduler_exporter.config.loader import read_yaml
+from actionscheduler_exporter.config.yaml_text import read_yaml
 from actionscheduler_exporter.web.tls import (
     CIPHER_SUITES,
     CURVES,
