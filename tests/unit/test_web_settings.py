@@ -5,6 +5,7 @@ flags and a DSN parameter's hint (issue 39, item 3)."""
 from __future__ import annotations
 
 import asyncio.sslproto
+import os
 import ssl
 
 import pytest
@@ -12,7 +13,7 @@ from uvicorn.protocols.http import h11_impl
 
 from actionscheduler_exporter import cli
 from actionscheduler_exporter.config import ConfigError, load_environment
-from actionscheduler_exporter.web import encoding, guard_support
+from actionscheduler_exporter.web import encoding, guard_support, listeners
 from actionscheduler_exporter.web.tls import CIPHER_SUITES, CURVES
 
 
@@ -137,3 +138,31 @@ def test_every_mapped_cipher_suite_and_curve_is_openssls() -> None:
         assert names == {openssl}
     for curve in CURVES.values():
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ecdh_curve(curve)
+
+
+@pytest.mark.parametrize(
+    ("environ", "problem"),
+    [
+        ({}, "no sockets were passed"),
+        ({"LISTEN_PID": "1", "LISTEN_FDS": "1"}, "passed to process 1, not to this one"),
+        ({"LISTEN_FDS": "x"}, "LISTEN_FDS must be a number above 0"),
+        ({"LISTEN_FDS": "0"}, "LISTEN_FDS must be a number above 0"),
+    ],
+)
+def test_socket_activation_that_cannot_work_is_named(environ: dict[str, str], problem: str) -> None:
+    if "LISTEN_PID" not in environ and environ:
+        environ = {**environ, "LISTEN_PID": str(os.getpid())}
+    with pytest.raises(listeners.ListenError, match=problem):
+        listeners.systemd_sockets(environ)
+
+
+def test_two_addresses_bind_two_sockets_and_a_taken_one_is_named() -> None:
+    bound = listeners.bind([("127.0.0.1", 0), ("127.0.0.1", 0)])
+    try:
+        assert len(bound) == 2
+        taken = bound[0].getsockname()[1]
+        with pytest.raises(listeners.ListenError, match=f"cannot listen on 127.0.0.1:{taken}"):
+            listeners.bind([("127.0.0.1", taken)])
+    finally:
+        for sock in bound:
+            sock.close()
