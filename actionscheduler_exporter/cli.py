@@ -193,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from actionscheduler_exporter.web.guarded_http import guarded_protocol
 
+    if args.systemd_socket and args.listen_address:
+        # As exporter-toolkit does: systemd's sockets replace the addresses.
+        log.warning("--web.listen-address is ignored with --web.systemd-socket")
+
     return serve(
         config,
         web,
@@ -223,8 +227,6 @@ def _flag_problem(args: argparse.Namespace) -> str | None:
         return f"--timeout must be a number of seconds above 0 and at most {MAX_SCRAPE_TIMEOUT:.0f}"
     if args.command == "serve" and not (args.header_timeout > 0 and args.max_connections >= 1):
         return "--web.header-timeout must be positive and --web.max-connections at least 1"
-    if args.systemd_socket and args.listen_address:
-        return "give either --web.systemd-socket or --web.listen-address"
     return None
 
 

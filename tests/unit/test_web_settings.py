@@ -102,11 +102,17 @@ def test_toolkit_spellings_and_the_old_ones() -> None:
     assert both.listen_address == [":1", "127.0.0.1:2"] and both.systemd_socket
 
 
-def test_systemd_socket_and_listen_addresses_are_exclusive(
+def test_with_systemd_sockets_the_listen_addresses_are_ignored(
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert cli.main(["--web.systemd-socket", "--web.listen-address", ":1"]) == cli.EXIT_CONFIG
-    assert "either --web.systemd-socket or --web.listen-address" in capsys.readouterr().err
+    """As exporter-toolkit does; here no sockets were passed, which is said too."""
+    monkeypatch.setenv("AS_EXPORTER_DSN", "mysql://u@h/d")
+    monkeypatch.delenv("LISTEN_FDS", raising=False)
+    assert cli.main(["--web.systemd-socket", "--web.listen-address", ":1"]) == 1
+    err = capsys.readouterr().err
+    assert "--web.systemd-socket: no sockets were passed" in err
+    assert "--web.listen-address is ignored with --web.systemd-socket" in err
 
 
 def test_a_misspelt_dsn_parameter_is_told_its_closest_known_one() -> None:
