@@ -191,6 +191,8 @@ def test_a_reload_applies_client_certificates_and_versions_or_keeps_the_old_ones
     )
     process.send_signal(signal.SIGHUP)
     assert wait_until(lambda: refused(port, anonymous), 30), log.read_text()
+    # Logged once all of it is applied (the TLS context is swapped a moment before).
+    assert wait_until(lambda: "configuration reloaded" in log.read_text(), 30)
     client = Client(certificates.client_cert, certificates.client_key)
     assert refused(port, context(certificates, client, maximum=ssl.TLSVersion.TLSv1_2))
     with_cert = context(certificates, client)
@@ -199,7 +201,6 @@ def test_a_reload_applies_client_certificates_and_versions_or_keeps_the_old_ones
     assert status == 200 and value(body, RELOAD_OK) == 1
     reloaded_at = value(body, RELOAD_AT)
     assert reloaded_at >= started_at
-    assert "configuration reloaded" in log.read_text()
 
     # A configuration that cannot apply: refused with its reason, the old one serves on.
     web.write_text(f"{server}  client_auth_type: RequireAndVerifyClientCert\n")
