@@ -14,9 +14,9 @@ import helm_python as helm
 import pytest
 import yaml
 
-from actionscheduler_exporter.cli import build_parser
 from actionscheduler_exporter.config import chart_schema, load_file
 from actionscheduler_exporter.config.loader import SITE_KEYS
+from actionscheduler_exporter.flags import build_parser
 from dashboards.queries import keda_query
 from tests.support.helm_chart import (
     ALL_ON,

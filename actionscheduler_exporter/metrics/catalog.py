@@ -5,7 +5,8 @@ docs/metrics.md needs (meaning, section) and when its value is read (tier). The 
 families (`ALL`), the label names a site's constant labels may not take
 (`RESERVED_LABELS`) and the tables of docs/metrics.md are derived from these entries; the
 tests check that the docs, the rules and the dashboards agree with them.
-Every family but the build info also carries `site` and the site's constant labels.
+Every family but the build info and the reload status also carries `site` and the site's
+constant labels.
 """
 
 from __future__ import annotations
@@ -874,6 +875,28 @@ BUILD_INFO = _define(
     section="exporter",
     labels=("version", "python_version"),
     meaning="Always 1. Has no `site` label.",
+)
+CONFIG_LAST_RELOAD_SUCCESSFUL = _define(
+    "actionscheduler_exporter_config_last_reload_successful",
+    "gauge",
+    "1 when the last reload of the configuration (SIGHUP) applied, 0 when it was refused "
+    "and the previous configuration kept serving (no site label).",
+    tier="none",
+    section="exporter",
+    meaning="1 when the last reload of the configuration and the web configuration "
+    "(SIGHUP) applied in full, 0 when it was refused (the reason is in the log) and the "
+    "previous configuration keeps serving. 1 from the start until a reload fails. Has no "
+    "`site` label; the name is the one Prometheus and Alertmanager use.",
+)
+CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP = _define(
+    "actionscheduler_exporter_config_last_reload_success_timestamp_seconds",
+    "gauge",
+    "Unix time of the last configuration load that applied: the start, or the last "
+    "successful reload (no site label).",
+    tier="none",
+    section="exporter",
+    meaning="Unix time of the last load of the configuration that applied: the start, or "
+    "the last reload that succeeded. Has no `site` label.",
 )
 
 ALL: tuple[MetricDef, ...] = tuple(_DEFINED)
