@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from actionscheduler_exporter.kubernetes.errors import KubernetesError
-from actionscheduler_exporter.kubernetes.redact import sanitize
+from actionscheduler_exporter.kubernetes.redact import printable, sanitize
 
 API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
 EXEC_TIMEOUT = 30.0  # seconds the command may take
@@ -36,6 +37,7 @@ REFRESH_MARGIN = 30.0  # a credential is replaced this long before it expires
 _INTERACTIVE_MODES = ("Never", "IfAvailable", "Always")
 _CLUSTER_CONFIG = "client.authentication.k8s.io/exec"  # the cluster extension passed on
 _MAX_OUTPUT = 1024 * 1024
+_API_VERSION_SHAPE = re.compile(r"client\.authentication\.k8s\.io/v[0-9a-z]{1,12}")
 
 # What a legacy auth-provider is replaced by (kubectl removed gcp and azure in 1.26).
 AUTH_PROVIDER_PLUGINS = {
@@ -77,8 +79,7 @@ def exec_config(
     api_version = settings.get("apiVersion")
     if api_version not in API_VERSIONS:
         raise refuse(
-            f"apiVersion {sanitize(str(api_version), limit=60)!r} is not supported: "
-            f"write {' or '.join(API_VERSIONS)}"
+            f"apiVersion {_shown(api_version)} is not supported: write {' or '.join(API_VERSIONS)}"
         )
     command = settings.get("command")
     if not isinstance(command, str) or not command:
@@ -162,7 +163,7 @@ class ExecPlugin:
         executable = shutil.which(self.config.command)
         if executable is None:
             hint = (
-                f": {sanitize(self.config.install_hint, limit=300)}"
+                f": {printable(self.config.install_hint, limit=300)}"
                 if self.config.install_hint
                 else ""
             )
@@ -228,7 +229,7 @@ class ExecPlugin:
             raise bad("printed JSON that is not an ExecCredential (kind)")
         if document.get("apiVersion") != self.config.api_version:
             raise bad(
-                f"answered apiVersion {sanitize(str(document.get('apiVersion')), limit=60)!r}, "
+                f"answered apiVersion {_shown(document.get('apiVersion'))}, "
                 f"not the {self.config.api_version} the kubeconfig asks for"
             )
         status = document.get("status")
@@ -261,6 +262,13 @@ def _expiry(status: dict[str, Any], bad: Callable[[str], KubernetesError]) -> fl
     if moment.tzinfo is None:
         raise bad("printed an expirationTimestamp without a time zone (RFC 3339 needs one)")
     return moment.timestamp()
+
+
+def _shown(api_version: object) -> str:
+    """An apiVersion as written, when it has the shape of one (never other text)."""
+    if isinstance(api_version, str) and _API_VERSION_SHAPE.fullmatch(api_version):
+        return repr(api_version)
+    return "(missing)" if api_version is None else "(not an apiVersion)"
 
 
 def _first_line(stderr: bytes) -> str:

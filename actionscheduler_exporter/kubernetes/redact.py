@@ -37,11 +37,17 @@ def sanitize(text: str, secrets: Iterable[str | None] = (), limit: int = LIMIT) 
     for secret in secrets:
         if secret:
             scanned = scanned.replace(secret, REDACTED)
-    scanned = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in scanned)
     scanned = _SCHEME.sub(lambda match: f"{match.group(1)} {REDACTED}", scanned)
     scanned = _JWT.sub(REDACTED, scanned)
-    scanned = _LONG.sub(REDACTED, scanned)
-    scanned = " ".join(scanned.split())
-    if len(scanned) > limit:
-        scanned = scanned[: limit - 1].rstrip() + "…"
-    return scanned
+    return printable(_LONG.sub(REDACTED, scanned), limit)
+
+
+def printable(text: str, limit: int = LIMIT) -> str:
+    """`text` on one line: control and format characters (newlines, ANSI escapes, bidi
+    overrides) made spaces, whitespace collapsed, cut to `limit` characters. For text that
+    holds no secret but may forge a log line (a kubeconfig's install hint)."""
+    text = "".join(" " if unicodedata.category(c)[0] == "C" else c for c in text[:_SCAN])
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1].rstrip() + "…"
+    return text
