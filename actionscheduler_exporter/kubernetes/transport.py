@@ -98,6 +98,7 @@ def fetch(
             deadline.watch(owned)
             owned.do_handshake()
             connection = http.client.HTTPConnection(host, port, timeout=timeout)
+            connection.default_port = 443  # the Host header as HTTPS writes it
             connection.sock = owned
             connection.request("GET", target, headers={**headers, "Connection": "close"})
             response = connection.getresponse()
