@@ -285,6 +285,10 @@ def alive(pid: int) -> bool:
             "needs a terminal (interactiveMode: Always)",
         ),
         ({"exec": {"apiVersion": V1, "command": "x", "env": ["A=1"]}}, "env must be a list"),
+        (
+            {"exec": {"apiVersion": V1, "command": "x", "env": [{"name": "A", "value": "\0"}]}},
+            "hold a NUL character",
+        ),
     ],
 )
 def test_kubeconfigs_the_exporter_cannot_use_say_what_to_write_instead(

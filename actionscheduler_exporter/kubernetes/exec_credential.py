@@ -95,6 +95,9 @@ def exec_config(
         for entry in env
     ):
         raise refuse("env must be a list of {name, value} strings")
+    words = [command, *args, *(f"{entry['name']}={entry['value']}" for entry in env)]
+    if any("\x00" in word for word in words) or any("=" in entry["name"] for entry in env):
+        raise refuse("command, args or env hold a NUL character (or an env name an `=`)")
     mode = settings.get("interactiveMode", "IfAvailable")
     if mode not in _INTERACTIVE_MODES:
         raise refuse(f"interactiveMode must be one of {', '.join(_INTERACTIVE_MODES)}")
@@ -177,8 +180,10 @@ class ExecPlugin:
         env = {
             **os.environ,
             **dict(self.config.env),
+            # default=str: a YAML date in the cluster's extension is no JSON type.
             "KUBERNETES_EXEC_INFO": json.dumps(
-                {"apiVersion": self.config.api_version, "kind": "ExecCredential", "spec": spec}
+                {"apiVersion": self.config.api_version, "kind": "ExecCredential", "spec": spec},
+                default=str,
             ),
         }
         try:
