@@ -320,3 +320,11 @@ def test_the_source_counts_a_plugin_failure_and_recovers(
     plugin.mode("token")
     api.token = f"exec-token-{plugin.runs + 1}"
     assert observer.read(source, None, "shop").ok
+
+
+def test_a_cluster_without_an_https_server_is_a_configuration_error(api: FakeKubernetes) -> None:
+    """The client speaks HTTPS only: an http:// server (kubectl proxy) failed at every
+    request with a TLS error, a server that is not a string later still."""
+    for cluster in ({"server": "http://127.0.0.1:8001"}, {"server": None}):
+        with pytest.raises(KubernetesError, match="server is not an https:// address"):
+            from_kubeconfig(api.kubeconfig(cluster=cluster))

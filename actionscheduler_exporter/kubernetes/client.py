@@ -132,6 +132,11 @@ def from_kubeconfig(
         user = _named(config.get("users", []), context["user"])["user"]
         if not isinstance(cluster, dict) or not isinstance(user, dict):
             raise TypeError("a cluster or user that is not a mapping")
+        server = cluster["server"]
+        if not isinstance(server, str) or not server.startswith("https://"):
+            raise TypeError("the cluster's server is not an https:// address")
+        if not isinstance(user.get("tokenFile", ""), str):
+            raise TypeError("the user's tokenFile is not a path")
     except (KeyError, TypeError, LookupError) as error:
         raise KubernetesError(
             "config", f"kubeconfig {path}: no usable current context ({error})"
@@ -162,7 +167,7 @@ def from_kubeconfig(
         settings = exec_config(user["exec"], path, cluster, ca)
         plugin = ExecPlugin(settings, timeout=exec_timeout, now=now)
     return Credentials(
-        str(cluster["server"]).rstrip("/"),
+        server.rstrip("/"),
         ssl_context,
         token=user.get("token"),
         token_file=Path(user["tokenFile"]) if "tokenFile" in user else None,
