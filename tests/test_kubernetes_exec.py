@@ -328,3 +328,14 @@ def test_a_cluster_without_an_https_server_is_a_configuration_error(api: FakeKub
     for cluster in ({"server": "http://127.0.0.1:8001"}, {"server": None}):
         with pytest.raises(KubernetesError, match="server is not an https:// address"):
             from_kubeconfig(api.kubeconfig(cluster=cluster))
+
+
+def test_a_kubeconfig_under_the_home_folder(
+    api: FakeKubernetes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README writes `kubeconfig: ~/.kube/config`; the `~` was taken literally."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    api.kubeconfig().replace(home / ".kube" / "config")
+    monkeypatch.setenv("HOME", str(home))
+    assert KubernetesWorkers(kubernetes_config(api, kubeconfig="~/.kube/config")).read()
