@@ -27,7 +27,7 @@ from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
 from actionscheduler_exporter.timing import Deadline
-from actionscheduler_exporter.totals.ledger import Ledgers
+from actionscheduler_exporter.totals.ledger import PrefixLedgers
 
 # Readings by (table prefix, collector name).
 Readings = dict[tuple[str, str], Reading]
@@ -39,7 +39,7 @@ class HeavyTier:
         site: SiteConfig,
         collectors: Sequence[Collector],
         reader: SourceReader,
-        ledgers: Ledgers,
+        ledgers: PrefixLedgers,
         servers: DatabaseServers | None = None,
     ) -> None:
         self._site = site

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
-from actionscheduler_exporter.web.serving import Live, Serving
+from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
 from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 from actionscheduler_exporter.web.webconfig import WebConfig
 
@@ -26,12 +26,12 @@ class Reloader:
     answered), every TLS setting (certificate, client certificates and their CA, allowed
     SANs, versions, ciphers, curve) from the next connection on, in a context built
     afresh. One that does not load, or cannot apply, is logged with the reason and the
-    running one kept; `Live.reloads` tells the metrics. The listen addresses and TLS on
+    running one kept; `CurrentServing.reloads` tells the metrics. The listen addresses and TLS on
     or off need a restart."""
 
     def __init__(
         self,
-        live: Live,
+        live: CurrentServing,
         load: Callable[[], tuple[ExporterConfig, WebConfig]],
         listen: tuple[str, int],
         tls: TLSHolder,
@@ -69,7 +69,7 @@ class Reloader:
             if (config.listen_host, config.listen_port) != self._listen:
                 log.warning("the listen address changes at the next restart, not on reload")
             self._tls.current = server_tls
-            self._live.current = Serving.of(coordinator, web)
+            self._live.current = ServedWith.of(coordinator, web)
             self._live.reloads.succeeded()
             if not kept:
                 # Scrapes that took the old coordinator finish with it first.

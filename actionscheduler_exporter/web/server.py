@@ -44,7 +44,7 @@ def serve(
     from actionscheduler_exporter.web import listeners
     from actionscheduler_exporter.web.app import create_app
     from actionscheduler_exporter.web.reload import Reloader
-    from actionscheduler_exporter.web.serving import Live, Serving
+    from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
     from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 
     try:
@@ -67,7 +67,7 @@ def serve(
         web.tls,
         bool(web.users),
     )
-    live = Live(Serving.of(coordinator, web))
+    live = CurrentServing(ServedWith.of(coordinator, web))
     tls = TLSHolder(ServerTLS.of(web.tls_settings) if web.tls_settings else None)
     if reload is not None:
         reloader = Reloader(live, reload, (config.listen_host, config.listen_port), tls)

@@ -133,9 +133,11 @@ def test_the_check_finds_a_circle_and_an_upward_import() -> None:
     assert low < high
 
 
-# What a reader can hold in mind: a module's dependencies, and the number of modules of
-# the round's package.
+# What a reader can hold in mind: a module's dependencies and its length, and the number
+# of modules of the round's package.
 MOST_IMPORTS = 15
+MOST_LINES = 450
+LONGER = {PACKAGE / "metrics" / "catalog.py"}  # the catalog: one definition after another
 MOST_ROUND_MODULES = 8
 
 
@@ -146,6 +148,16 @@ def test_no_module_depends_on_more_than_fifteen_others() -> None:
         if len(targets) > MOST_IMPORTS
     }
     assert not heavy, f"modules importing more than {MOST_IMPORTS} exporter modules: {heavy}"
+
+
+def test_no_module_but_the_catalog_is_over_450_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in PACKAGE.rglob("*.py")
+        if path not in LONGER
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES
+    }
+    assert not long, f"modules over {MOST_LINES} lines: {long}"
 
 
 def test_the_rounds_package_holds_at_most_eight_modules() -> None:
