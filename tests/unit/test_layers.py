@@ -172,3 +172,31 @@ def test_no_test_imports_the_benchmark() -> None:
         if re.search(r"^\s*(from|import) bench\b", path.read_text(encoding="utf-8"), re.M)
     ]
     assert not offending
+
+
+# Where a module's tests are when no test file is named after it or its package.
+TESTED_IN = {
+    "check.py": "tests/test_cli.py, tests/test_hostile_database.py",
+    "errors.py": "tests/unit/test_hostile_answers.py",
+    "flags.py": "tests/unit/test_web_settings.py, tests/test_cli.py, tests/test_helm.py",
+    "healthcheck.py": "tests/test_cli.py",
+    "logs.py": "tests/test_cli.py",
+    "timing.py": "tests/unit/test_scrape.py",
+}
+
+
+def test_a_modules_tests_are_found_from_its_name() -> None:
+    """`test_<module>*` or `test_<package>*` anywhere under tests/, or TESTED_IN."""
+    tests = [path.stem.removeprefix("test_") for path in (ROOT / "tests").rglob("test_*.py")]
+    unfound = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+        and str(path.relative_to(PACKAGE)) not in TESTED_IN
+        and not any(test.startswith((path.stem, path.parent.name)) for test in tests)
+    ]
+    assert not unfound, f"no test file is named after these modules or their package: {unfound}"
+    for module, places in TESTED_IN.items():
+        assert (PACKAGE / module).exists(), module
+        for place in places.split(", "):
+            assert (ROOT / place).exists(), place
