@@ -16,6 +16,7 @@ from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
 from actionscheduler_exporter.errors import unexpected
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.timing import Clock
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class BackgroundRefresh(Generic[T]):
         except Exception as error:
             # `refresh` must not raise; if it does, the last value is served and the next
             # refresh starts when it is due, instead of the thread dying unseen.
-            log.error("a background refresh failed name=%s error=%s", self._name, unexpected(error))
+            emit(log, logging.ERROR, "a background refresh failed", refresh=self._name,
+                 error=unexpected(error))  # fmt: skip
         finally:
             finished.set()

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
@@ -64,10 +65,11 @@ class Reloader:
                 coordinator = old if kept else Coordinator(config)
             except (ConfigError, OSError, ssl.SSLError, ValueError) as error:
                 self._live.reloads.failed()
-                log.error("reload failed, the running configuration is kept: %s", error)
+                emit(log, logging.ERROR, "reload failed, the running configuration is kept",
+                     error=str(error))  # fmt: skip
                 return
             if (config.listen_host, config.listen_port) != self._listen:
-                log.warning("the listen address changes at the next restart, not on reload")
+                emit(log, logging.WARNING, "the listen address changes at the next restart")
             self._tls.current = server_tls
             self._live.current = ServedWith.of(coordinator, web)
             self._live.reloads.succeeded()
@@ -76,9 +78,5 @@ class Reloader:
                 timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
                 timer.daemon = True
                 timer.start()
-            log.info(
-                "configuration reloaded sites=%d tls=%s state=%s",
-                len(config.sites),
-                web.tls,
-                "kept for unchanged sites" if kept else "new",
-            )
+            emit(log, logging.INFO, "configuration reloaded", sites=len(config.sites),
+                 tls=web.tls, state="kept for unchanged sites" if kept else "new")  # fmt: skip
