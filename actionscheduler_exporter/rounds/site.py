@@ -67,6 +67,14 @@ class MonitoredSite:
     def site_label(self, prefix: str) -> str:
         return self._state.site_label(prefix)
 
+    def served_as(self) -> list[tuple[str, str]]:
+        """The site labels the site is served under, with their table prefixes: a
+        network's subsites once a round has found them."""
+        state = self._state
+        if self.site.discovers_prefixes and state.known_prefixes:
+            return [(state.site_label(prefix), prefix) for prefix in state.known_prefixes]
+        return [(self.site.name, self.site.table_prefix)]
+
     def run(self, deadline: Deadline) -> RoundReports:
         """Reads the database for every prefix until `deadline`; returns the reports (also
         visible, while the round runs, to a scrape that stops waiting)."""
