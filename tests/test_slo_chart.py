@@ -87,6 +87,26 @@ def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path
     ]
 
 
+@pytest.mark.parametrize(("window", "percent"), [("1d", 90), ("7d", 99.9), ("100d", 99.95)])
+def test_burn_rates_and_run_guards_render_as_python_writes_them(
+    tmp_path: Path, window: str, percent: float
+) -> None:
+    """Windows where a burn rate is raised to 1 and guards above minimumRuns: the chart
+    derives both as python -m slo does."""
+    document = {
+        "window": window,
+        "minimumRuns": 3,
+        "defaults": {
+            "startOnTime": {"objective": percent, "withinSeconds": 300},
+            "success": {"objective": percent},
+        },
+    }
+    source = tmp_path / "objectives.yml"
+    source.write_text(yaml.safe_dump(document))
+    rules = find(render(with_slo(source, "rules")), "PrometheusRule", "-slo")
+    assert rules["spec"] == prometheus_rules.document(objectives_file.load(source))
+
+
 def test_the_chart_knows_the_start_delay_buckets() -> None:
     helpers = (CHART / "templates" / "_slo.tpl").read_text()
     line = helpers.split('define "ase.sloBuckets" -}}', 1)[1].split("{{", 1)[0]

@@ -196,9 +196,13 @@ printed with six significant digits, as Python's "g" format does.
 {{- $rates := list -}}
 {{- range $w := $burn -}}
 {{- if eq $w.severity $severity -}}
-{{- $rate := include "ase.sloNumber" (divf (mulf $w.share (mul $all.days 86400)) $w.seconds) -}}
+{{- /* never below 1.1 (slo/windows.py): a threshold at or under the budget fires at the objective */ -}}
+{{- $exact := maxf (divf (mulf $w.share (mul $all.days 86400)) $w.seconds) 1.1 -}}
+{{- $rate := include "ase.sloNumber" $exact -}}
 {{- $limit := printf "(%s * %s)" $rate $budget -}}
-{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) sum by (%s) (increase(%s[%s])) >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by $sli.by $sli.totalCounter $w.long $all.minimumRuns) -}}
+{{- /* enough runs that one bad run cannot cross the threshold alone, and minimumRuns */ -}}
+{{- $needed := max (int (ceil (round (divf 1 (mulf $exact (subf 1 (divf $sli.percent 100)))) 6))) $all.minimumRuns -}}
+{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) sum by (%s) (increase(%s[%s])) >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by $sli.by $sli.totalCounter $w.long $needed) -}}
 {{- $rates = append $rates (dict "rate" $rate "word" (index $words $w.long)) -}}
 {{- end -}}
 {{- end -}}
