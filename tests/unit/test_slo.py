@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -299,3 +300,44 @@ def test_the_shipped_objectives_document_is_the_charts_default() -> None:
         (ROOT / "helm" / "actionscheduler-exporter" / "values.yaml").read_text()
     )
     assert values["slo"]["objectives"] == yaml.safe_load(SOURCE.read_text())
+
+
+@pytest.mark.parametrize(
+    ("section", "name", "problem"),
+    [
+        ("sites", "shop\nmain", "must not hold control characters"),
+        ("groups", "mail\t", "must not hold control characters"),
+        ("sites", "shop-$window", "must not hold '$window'"),
+        ("groups", "{{.window}}", "must not hold '{{'"),
+    ],
+)
+def test_names_no_rule_can_hold_are_refused_naming_the_problem(
+    section: str, name: str, problem: str
+) -> None:
+    document = {**objectives_with(), section: {name: {}}}
+    with pytest.raises(ObjectivesError) as raised:
+        parse(document)
+    assert raised.value.key == f"{section}[{json.dumps(name)}]"
+    assert raised.value.problem.startswith(problem)
+
+
+def test_names_with_backslashes_and_quotes_are_escaped_in_matchers_and_regexes() -> None:
+    objectives = parse({**objectives_with(), "sites": {"shop\\": {}, 'a"b\\c': {}}})
+    matcher = queries.selection(objectives, objectives.scopes[0]).matchers[0]
+    # regex escapes \\ and the literal's escapes of each backslash and quote
+    assert matcher == 'site!~"a\\"b\\\\\\\\c|shop\\\\\\\\"'
+    named = queries.selection(objectives, objectives.scopes[2]).matchers[0]
+    assert named == 'site="shop\\\\"'
+
+
+def test_resource_names_are_unique_when_safe_spellings_meet() -> None:
+    names = ["shop-a", "shop.a", "Shop-A", "shop_a", "日本"]
+    objectives = parse({**objectives_with(), "sites": {name: {} for name in names}})
+    slugs = [queries.slo_name(scope, "success") for scope in objectives.scopes[1:]]
+    assert len(set(slugs)) == len(names), slugs
+    assert "success-site-shop-a" in slugs  # a name that is its own safe spelling keeps it
+    for form in (pyrra.resources(objectives), openslo.documents(objectives)):
+        resources = [item["metadata"]["name"] for item in form]
+        assert len(set(resources)) == len(resources), resources
+    for slug in slugs:
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", slug), slug
