@@ -99,7 +99,7 @@ def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path
 def test_burn_rates_and_run_guards_render_as_python_writes_them(
     tmp_path: Path, window: str, percent: float
 ) -> None:
-    """Windows where a burn rate is raised to 1 and guards above minimumRuns: the chart
+    """Windows where a burn rate is raised to 1.1 and guards above minimumRuns: the chart
     derives both as python -m slo does."""
     document = {
         "window": window,
