@@ -13,7 +13,8 @@ action (by scheduled date) is a failed interval or cron action, and either
   scheduling the next instance"), the end of a run that never returned to the runner
   (the cleaner's "marked as failed", the fatal-error monitor's "unexpected shutdown"), or,
   in any language, a failure logged a failure period (300 s) or more after the run
-  started, which only the cleaner does.
+  started: the cleaner's mark (a run that itself lasted that long and then threw was
+  rescheduled, but the cleaner of any other batch would have failed it first).
 
 A failed run below the threshold was rescheduled: when its hook has no row after it, the
 next occurrence was unscheduled on purpose and its canceled row purged by the cleaner
@@ -168,7 +169,9 @@ def _stopped_by_log(
     stopped: set[int] = set()
     for action_id, message, logged_at in rows:
         _, started_at = undecided.get(action_id, ("", None))
-        text = label_value(message)
+        # not label_value: a log message is no label, and must not fill its shared texts
+        raw = bytes(message) if isinstance(message, bytes | bytearray) else None
+        text = raw.decode("utf-8", errors="replace") if raw is not None else str(message or "")
         by_cleaner = (
             isinstance(logged_at, dt.datetime)
             and isinstance(started_at, dt.datetime)
