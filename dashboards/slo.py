@@ -71,7 +71,7 @@ def panels() -> list[Panel]:
             "timeseries",
             "How fast the budget burns over each alert window: 1 spends it in exactly the "
             "objective's window. Pages fire when the 1h and 6h rates pass 13.44 and 5.6 (28 "
-            "days), tickets when the 1d and 3d rates pass 2.8 and 0.93, each with its short "
+            "days), tickets when the 1d and 3d rates pass 2.8 and 1.1, each with its short "
             "window.",
             [
                 Query(burn_rate(window), f"{{{{site}}}} {{{{slo}}}} {window}")

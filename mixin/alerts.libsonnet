@@ -443,7 +443,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           },
           {
             "alert": "ActionSchedulerStartOnTimeBudgetBurn",
-            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1d{__SCOPE__,slo=\"start-on-time\"} > (2.8 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate2h{__SCOPE__,slo=\"start-on-time\"} > (2.8 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1d])) >= 20\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate3d{__SCOPE__,slo=\"start-on-time\"} > (0.933333 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"start-on-time\"} > (0.933333 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[3d])) >= 20\n)\n",
+            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1d{__SCOPE__,slo=\"start-on-time\"} > (2.8 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate2h{__SCOPE__,slo=\"start-on-time\"} > (2.8 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[1d])) >= 36\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate3d{__SCOPE__,slo=\"start-on-time\"} > (1.1 * 0.01)\n  and slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"start-on-time\"} > (1.1 * 0.01)\n  and on (site) sum by (site) (increase(actionscheduler_action_start_delay_seconds_count{__SCOPE__,site!=\"\"}[3d])) >= 91\n)\n",
             "labels": {
               "severity": "warning",
               "slo": "start-on-time",
@@ -451,7 +451,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
             },
             "annotations": {
               "summary": "Runs of {{ $labels.site }} start late: the start-on-time error budget burns steadily.",
-              "description": "{{ $value | humanizePercentage }} of the runs of site {{ $labels.site }} started more than 300 s after they were due over the alert's window; the objective (99 % of runs start within 300 s of being due, over 28d) allows 1 %. The error budget burns at least 2.8 times as fast as allowed over the last day, or 0.933333 times over the last three days.",
+              "description": "{{ $value | humanizePercentage }} of the runs of site {{ $labels.site }} started more than 300 s after they were due over the alert's window; the objective (99 % of runs start within 300 s of being due, over 28d) allows 1 %. The error budget burns at least 2.8 times as fast as allowed over the last day, or 1.1 times over the last three days.",
               "runbook_url": "__RUNBOOKS__slo-start-on-time-budget-burn.md",
               "dashboard": "d/actionscheduler-slo?var-site={{ $labels.site }}&var-slo={{ $labels.slo }}"
             }
@@ -514,7 +514,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           },
           {
             "alert": "ActionSchedulerSuccessBudgetBurn",
-            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1h{__SCOPE__,slo=\"success\"} > (13.44 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate5m{__SCOPE__,slo=\"success\"} > (13.44 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1h])) >= 20\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"success\"} > (5.6 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate30m{__SCOPE__,slo=\"success\"} > (5.6 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[6h])) >= 20\n)\n",
+            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1h{__SCOPE__,slo=\"success\"} > (13.44 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate5m{__SCOPE__,slo=\"success\"} > (13.44 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1h])) >= 20\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"success\"} > (5.6 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate30m{__SCOPE__,slo=\"success\"} > (5.6 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[6h])) >= 36\n)\n",
             "labels": {
               "severity": "critical",
               "slo": "success",
@@ -529,7 +529,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           },
           {
             "alert": "ActionSchedulerSuccessBudgetBurn",
-            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1d{__SCOPE__,slo=\"success\"} > (2.8 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate2h{__SCOPE__,slo=\"success\"} > (2.8 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1d])) >= 20\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate3d{__SCOPE__,slo=\"success\"} > (0.933333 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"success\"} > (0.933333 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[3d])) >= 20\n)\n",
+            "expr": "(\n  slo:actionscheduler_sli_errors:ratio_rate1d{__SCOPE__,slo=\"success\"} > (2.8 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate2h{__SCOPE__,slo=\"success\"} > (2.8 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[1d])) >= 72\n)\nor\n(\n  slo:actionscheduler_sli_errors:ratio_rate3d{__SCOPE__,slo=\"success\"} > (1.1 * 0.005)\n  and slo:actionscheduler_sli_errors:ratio_rate6h{__SCOPE__,slo=\"success\"} > (1.1 * 0.005)\n  and on (site) sum by (site) (increase(actionscheduler_actions_finished_total{__SCOPE__,site!=\"\"}[3d])) >= 182\n)\n",
             "labels": {
               "severity": "warning",
               "slo": "success",
@@ -537,7 +537,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
             },
             "annotations": {
               "summary": "Runs of {{ $labels.site }} fail: the success error budget burns steadily.",
-              "description": "{{ $value | humanizePercentage }} of the runs of site {{ $labels.site }} failed over the alert's window; the objective (99.5 % of runs do not fail, over 28d) allows 0.5 %. The error budget burns at least 2.8 times as fast as allowed over the last day, or 0.933333 times over the last three days.",
+              "description": "{{ $value | humanizePercentage }} of the runs of site {{ $labels.site }} failed over the alert's window; the objective (99.5 % of runs do not fail, over 28d) allows 0.5 %. The error budget burns at least 2.8 times as fast as allowed over the last day, or 1.1 times over the last three days.",
               "runbook_url": "__RUNBOOKS__slo-success-budget-burn.md",
               "dashboard": "d/actionscheduler-slo?var-site={{ $labels.site }}&var-slo={{ $labels.slo }}"
             }

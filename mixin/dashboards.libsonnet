@@ -3402,7 +3402,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           "id": 4,
           "type": "timeseries",
           "title": "Burn rates",
-          "description": "How fast the budget burns over each alert window: 1 spends it in exactly the objective's window. Pages fire when the 1h and 6h rates pass 13.44 and 5.6 (28 days), tickets when the 1d and 3d rates pass 2.8 and 0.93, each with its short window.",
+          "description": "How fast the budget burns over each alert window: 1 spends it in exactly the objective's window. Pages fire when the 1h and 6h rates pass 13.44 and 5.6 (28 days), tickets when the 1d and 3d rates pass 2.8 and 1.1, each with its short window.",
           "datasource": {
             "type": "prometheus",
             "uid": "${datasource}"

@@ -7,6 +7,7 @@ named site or group takes the objectives it states and the defaults for the rest
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ ScopeKind = Literal["default", "site", "group"]
 _WINDOW = re.compile(r"^([1-9][0-9]*)d$")
 _TOP_KEYS = {"window", "minimumRuns", "defaults", "sites", "groups"}
 _SLI_KEYS = {"startOnTime": {"objective", "withinSeconds"}, "success": {"objective"}}
+# Texts a name may not hold: where the forms put a query's range (`$window`, Sloth's
+# `{{.window}}`), which would be replaced inside the name too.
+_TEMPLATE_TOKENS = ("$window", "{{", "}}")
 
 
 class ObjectivesError(ValueError):
@@ -110,6 +114,7 @@ def parse(document: Any) -> Objectives:
             key = f"{section}.{name}"
             if not isinstance(name, str) or not name:
                 raise ObjectivesError(key, "must be named by a non-empty text")
+            _check_name(name, section)
             entry = _mapping(entry, key)
             _known(entry, set(_SLI_KEYS), f"{key}.")
             start = _objective(entry.get("startOnTime"), f"{key}.startOnTime", base_start)
@@ -145,6 +150,19 @@ def _objective(raw: Any, key: str, default: Objective | None) -> Objective:
             )
         within = float(within)
     return Objective(float(percent), within)
+
+
+def _check_name(name: str, section: str) -> None:
+    key = f"{section}[{json.dumps(name, ensure_ascii=False)}]"  # as the chart's %q writes it
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ObjectivesError(
+            key, "must not hold control characters (a newline, a tab...): no rule can match it"
+        )
+    for token in _TEMPLATE_TOKENS:
+        if token in name:
+            raise ObjectivesError(
+                key, f"must not hold {token!r}: the forms use it where a query's range goes"
+            )
 
 
 def _window(raw: Any) -> int:

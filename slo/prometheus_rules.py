@@ -12,7 +12,7 @@ from typing import Any
 
 from slo import queries
 from slo.objectives import Objectives, Scope
-from slo.windows import BURN_WINDOWS, RECORDED_WINDOWS, SEVERITY
+from slo.windows import BURN_WINDOWS, RECORDED_WINDOWS, SEVERITY, BurnWindow
 
 ERRORS = "slo:actionscheduler_sli_errors:ratio_rate"
 OBJECTIVE = "slo:actionscheduler_sli_objective:ratio"
@@ -70,9 +70,19 @@ def _windows(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, 
     ]
 
 
-def threshold(objectives: Objectives, scope: Scope, name: str, burn_window: Any) -> str:
-    budget = round(1 - queries.objective_of(scope, name) / 100, 12)
-    return f"({burn_window.burn_rate(objectives.window_days):g} * {budget:g})"
+def _budget(scope: Scope, name: str) -> float:
+    return round(1 - queries.objective_of(scope, name) / 100, 12)
+
+
+def threshold(objectives: Objectives, scope: Scope, name: str, burn_window: BurnWindow) -> str:
+    return f"({burn_window.burn_rate(objectives.window_days):g} * {_budget(scope, name):g})"
+
+
+def runs_needed(objectives: Objectives, scope: Scope, name: str, burn_window: BurnWindow) -> int:
+    """The low-traffic guard of one condition: a function of the objective and the window."""
+    return burn_window.runs_needed(
+        objectives.window_days, _budget(scope, name), objectives.minimum_runs
+    )
 
 
 def _alerts(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, Any]]:
@@ -90,7 +100,8 @@ def _alerts(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, A
                 f"  {ERRORS}{window.long}{recorded} > {limit}\n"
                 f"  and {ERRORS}{window.short}{recorded} > {limit}\n"
                 f"  and on ({chosen.by}) sum by ({chosen.by}) "
-                f"(increase({sli.total_counter}[{window.long}])) >= {objectives.minimum_runs}\n"
+                f"(increase({sli.total_counter}[{window.long}]))"
+                f" >= {runs_needed(objectives, scope, name, window)}\n"
                 ")"
             )
         first, second = windows

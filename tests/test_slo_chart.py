@@ -67,7 +67,13 @@ def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path
             "startOnTime": {"objective": 99.9, "withinSeconds": 0.5},
             "success": {"objective": 97},
         },
-        "sites": {"network:wp_2.": {"success": {"objective": 99}}, 'sh"op': {}},
+        "sites": {
+            "network:wp_2.": {"success": {"objective": 99}},
+            'sh"op': {},
+            "shop\\": {},  # a trailing backslash
+            "shop.a": {},  # meets shop-a's safe spelling
+            "shop-a": {},
+        },
         "groups": {"woo.webhooks+": {"startOnTime": {"withinSeconds": 86400}}},
     }
     source = tmp_path / "objectives.yml"
@@ -85,6 +91,28 @@ def test_names_with_regex_characters_render_as_python_writes_them(tmp_path: Path
     assert [(r["metadata"]["name"], r["spec"]) for r in rendered] == [
         (r["metadata"]["name"], r["spec"]) for r in pyrra.resources(objectives)
     ]
+    names = [r["metadata"]["name"] for r in rendered]
+    assert len(set(names)) == len(names), names
+
+
+@pytest.mark.parametrize(("window", "percent"), [("1d", 90), ("7d", 99.9), ("100d", 99.95)])
+def test_burn_rates_and_run_guards_render_as_python_writes_them(
+    tmp_path: Path, window: str, percent: float
+) -> None:
+    """Windows where a burn rate is raised to 1.1 and guards above minimumRuns: the chart
+    derives both as python -m slo does."""
+    document = {
+        "window": window,
+        "minimumRuns": 3,
+        "defaults": {
+            "startOnTime": {"objective": percent, "withinSeconds": 300},
+            "success": {"objective": percent},
+        },
+    }
+    source = tmp_path / "objectives.yml"
+    source.write_text(yaml.safe_dump(document))
+    rules = find(render(with_slo(source, "rules")), "PrometheusRule", "-slo")
+    assert rules["spec"] == prometheus_rules.document(objectives_file.load(source))
 
 
 def test_the_chart_knows_the_start_delay_buckets() -> None:
@@ -118,6 +146,14 @@ def test_off_by_default() -> None:
             "slo.objectives.groups.checkout.startOnTime.withinSeconds: must be a bucket bound",
         ),
         ({"window": "4w"}, "slo.objectives.window: must be whole days"),
+        (
+            {"sites": {"shop\nmain": {}}},
+            'slo.objectives.sites["shop\\nmain"]: must not hold control characters',
+        ),
+        (
+            {"groups": {"mail-$window": {}}},
+            'slo.objectives.groups["mail-$window"]: must not hold "$window"',
+        ),
         (
             {
                 "defaults": {

@@ -178,3 +178,86 @@ def test_budget_and_burn_rates_follow_the_runs_and_the_pages_arrive(
                 expected,
                 value(prometheus, expression),
             )
+
+
+def burst(store: ActionSchedulerStore, on_time: int, failed: int, late: int) -> None:
+    """Runs written in one transaction: a scrape sees all of them or none, so no window
+    ever holds a part of them (a failure without the runs beside it)."""
+    with store.transaction():
+        for _ in range(on_time):
+            run(store, Runs())
+        for _ in range(failed):
+            run(store, Runs(), fail=True)
+        for _ in range(late):
+            run(store, Runs(), late=True)
+
+
+def test_one_bad_run_on_a_quiet_site_and_runs_at_the_objective_raise_nothing(
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: Callable[..., SiteConfig],
+    exporter_http: Callable[..., RunningExporter],
+    tmp_path: Path,
+) -> None:
+    """With the shipped rules (28 days), shortened 60 times: a quiet site with one failed
+    and one late run among 27 (the 2b3dd16 rules paged: 3.7 % over six hours, 20 runs
+    enough), and a site exactly at both objectives, 0.5 % failed and 1 % late (they
+    ticketed: the three-day burn rate was 0.933). Neither raises anything."""
+    stores = {"quiet": store_factory("wp_"), "steady": store_factory("wp_2_")}
+    exporter = exporter_http(
+        site(name="quiet", table_prefix="wp_"), site(name="steady", table_prefix="wp_2_")
+    )
+    with alerting_stack(exporter, tmp_path, (SLO_RULES,)) as (receiver, prometheus):
+        prometheus.wait_for("count(actionscheduler_up == 1) == 2")
+        # a baseline the failed runs' series starts from (see above); not a late run: the
+        # start-delay histogram is there from the first scrape, and would count it
+        for store in stores.values():
+            burst(store, on_time=1, failed=1, late=0)
+        prometheus.wait_for(
+            'count(actionscheduler_actions_finished_total{outcome="failed"} == 1) == 2'
+        )
+        # Twenty scrapes of them first: rate() extrapolates a young series' first interval,
+        # the failed runs' by half a scrape and the busy completed runs' hardly at all, which
+        # would raise a ratio at the objective by a tenth in the first ten seconds.
+        prometheus.wait_for(
+            "count(count_over_time("
+            'actionscheduler_actions_finished_total{outcome="failed"}[30s]) >= 20) == 2',
+            timeout=WAIT,
+        )
+        burst(stores["quiet"], on_time=25, failed=1, late=1)
+        burst(stores["steady"], on_time=394, failed=2, late=4)
+        prometheus.wait_for('actionscheduler_action_start_delay_seconds_count{site="quiet"} == 29')
+        prometheus.wait_for(
+            'actionscheduler_action_start_delay_seconds_count{site="steady"} == 402'
+        )
+        # Twenty evaluations of the rules while the short windows held the runs: the 2b3dd16
+        # rules fired in the first of them.
+        prometheus.wait_for(
+            "count(count_over_time("
+            '(slo:actionscheduler_sli_errors:ratio_rate30m{slo="success"} > 0)[60s:1s]) >= 20)'
+            " == 2",
+            timeout=WAIT,
+        )
+        # the ratios the alerts compared: over the thresholds of the 2b3dd16 rules (the
+        # six-hour page's 2.8 %, the day's ticket's 2.8 % of late runs, the three-day
+        # ticket's 0.467 %), at or under the objectives
+        crossed = {
+            'ratio_rate6h{slo="success", site="quiet"}': (0.028, 1 / 26),
+            'ratio_rate1d{slo="start-on-time", site="quiet"}': (0.028, 1 / 27),
+            'ratio_rate3d{slo="success", site="steady"}': (0.00467, 0.005 * 1.001),
+            'ratio_rate3d{slo="start-on-time", site="steady"}': (0.0099, 0.01 * 1.001),
+        }
+        for series, (above, at_most) in crossed.items():
+            expression = f"slo:actionscheduler_sli_errors:{series}"
+
+            def within(
+                expression: str = expression, low: float = above, high: float = at_most
+            ) -> bool:
+                found = value(prometheus, expression)
+                return found is not None and low < found <= high
+
+            assert wait_until(within, WAIT), (expression, value(prometheus, expression))
+        fired = prometheus.query(
+            'max_over_time(ALERTS{alertname=~"ActionScheduler(StartOnTime|Success)BudgetBurn"}[5m])'
+        )
+        assert fired == [], fired
+        assert receiver.received() == []

@@ -512,17 +512,23 @@ TABLE_SIZE = _define(
 RECURRING_HOOKS_STOPPED = _define(
     "actionscheduler_recurring_hooks_stopped",
     "gauge",
-    "Recurring hooks with no next occurrence: the latest action is a failed interval or "
-    "cron action, and none is pending or in progress (1 per hook; absent when none).",
+    "Recurring hooks Action Scheduler stopped: the latest action is a failed interval or "
+    "cron action it did not reschedule, and none is pending or in progress (1 per hook; "
+    "absent when none).",
     tier="heavy",
     section="queue",
     labels=("hook",),
     meaning="Hooks whose recurring job is gone: the hook's latest action (by scheduled "
-    "date) is a failed interval or cron action (the `schedule` column's class), and the "
-    "hook has no pending or in-progress action. 1 per such hook (folded hooks are summed "
-    'under `hook="other"`); absent when there is none. A canceled latest action (an '
-    "unschedule) is intentional and not counted. Needs no log text: right on translated "
-    "sites too.",
+    "date) is a failed interval or cron action (the `schedule` column's class), the "
+    "hook has no pending or in-progress action, and Action Scheduler did not reschedule "
+    "the failure: the hook's first five actions all failed (its consistent-failure rule "
+    "at the default threshold, in any language), or the failure's log holds a stop row "
+    "or the end of a run that never returned (the cleaner's mark, also in any language "
+    "by its delay, or a PHP fatal error). 1 per such hook (folded hooks are summed "
+    'under `hook="other"`); absent when there is none. An unschedule is intentional and '
+    "not counted, also once the cleaner has purged its canceled row. On a translated "
+    "site, a stop below the threshold after a plain failure is seen by "
+    "`actionscheduler_recurring_actions_stopped_total` only.",
 )
 OLDEST_FINISHED_AGE = _define(
     "actionscheduler_oldest_finished_action_age_seconds",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,12 @@ def test_the_committed_forms_are_what_the_objectives_generate() -> None:
 
 def expected_burn_rates(window_days: int) -> dict[str, float]:
     """The workbook's burn rate for a long window, for any objective window: the same share
-    of the budget spent in the long window, so the rate scales with the window's length."""
-    return {long: rate * (window_days * 24) / (30 * 24) for _, long, _, rate, _ in WORKBOOK_30D}
+    of the budget spent in the long window, so the rate scales with the window's length;
+    never below 1.1, where the threshold would be at or under the objective itself."""
+    return {
+        long: max(rate * (window_days * 24) / (30 * 24), 1.1)
+        for _, long, _, rate, _ in WORKBOOK_30D
+    }
 
 
 def alerts_of(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -46,8 +51,8 @@ def test_alert_thresholds_are_the_workbooks_for_each_objective(source: Path) -> 
     objectives = objectives_file.load(source)
     document = prometheus_rules.document(objectives)
     burn = expected_burn_rates(objectives.window_days)
-    if objectives.window_days == 30:
-        assert burn == {long: rate for _, long, _, rate, _ in WORKBOOK_30D}
+    if objectives.window_days == 30:  # the workbook's, with 1 raised to 1.1
+        assert burn == {long: max(rate, 1.1) for _, long, _, rate, _ in WORKBOOK_30D}
     by_slo = {
         queries.slo_name(scope, name): (1 - queries.objective_of(scope, name) / 100)
         for scope in objectives.scopes
@@ -68,18 +73,53 @@ def test_alert_thresholds_are_the_workbooks_for_each_objective(source: Path) -> 
             assert float(rate) == pytest.approx(burn[long], abs=1e-6)
             assert float(share) == pytest.approx(budget)
             seen.add((alert["labels"]["slo"], long))
-            # the same share of the budget, whatever the window
+            # the same share of the budget, whatever the window (or more, where the rate
+            # is raised to 1.1)
             spent = float(rate) * HOURS[long] / (objectives.window_days * 24)
-            assert spent == pytest.approx(expected[4], rel=1e-5)
+            if float(rate) > 1.1:
+                assert spent == pytest.approx(expected[4], rel=1e-5)
+            else:
+                assert spent >= expected[4] - 1e-9
     assert len(seen) == 4 * len(by_slo)
 
 
 def test_a_28_day_window_scales_the_burn_rates() -> None:
     objectives = objectives_file.load(SOURCE)
     assert objectives.window == "28d"
-    assert expected_burn_rates(28) == pytest.approx(
-        {"1h": 13.44, "6h": 5.6, "1d": 2.8, "3d": 0.9333333}
+    assert expected_burn_rates(28) == pytest.approx({"1h": 13.44, "6h": 5.6, "1d": 2.8, "3d": 1.1})
+
+
+GUARD = re.compile(
+    r"ratio_rate(\w+)\{[^}]*\} > \(([\d.]+) \* ([\d.]+)\)\n.*?\n.*?"
+    r"\(increase\([^\n]*\[(\w+)\]\)\) >= (\d+)\n"
+)
+
+
+@pytest.mark.parametrize("days", [1, 3, 7, 14, 28, 30, 31, 90, 365])
+@pytest.mark.parametrize("percent", [90, 99, 99.5, 99.9, 99.99])
+def test_no_alert_fires_at_the_objective_nor_on_one_bad_run(days: int, percent: float) -> None:
+    """Every condition of every window the objectives allow: its threshold is at least the
+    budget (a ratio at the objective never exceeds it), and the runs it needs are enough
+    that one bad run alone stays under the threshold, and no more than that or
+    minimumRuns."""
+    document = objectives_with(
+        startOnTime={"objective": percent, "withinSeconds": 300},
+        success={"objective": percent},
     )
+    document["window"] = f"{days}d"
+    objectives = parse(document)
+    budget = 1 - percent / 100
+    conditions = 0
+    for alert in alerts_of(prometheus_rules.document(objectives)):
+        for long, rate, share, guarded, runs in GUARD.findall(alert["expr"]):
+            conditions += 1
+            assert long == guarded
+            assert float(share) == pytest.approx(budget)
+            assert float(rate) >= 1.1
+            limit = float(rate) * float(share)
+            assert 1 / int(runs) <= limit * (1 + 1e-6), (alert["expr"], runs)
+            assert int(runs) == objectives.minimum_runs or 1 / (int(runs) - 1) > limit
+    assert conditions == 2 * 2 * 2 * len(objectives.scopes)
 
 
 def objectives_with(**defaults: Any) -> dict[str, Any]:
@@ -260,3 +300,44 @@ def test_the_shipped_objectives_document_is_the_charts_default() -> None:
         (ROOT / "helm" / "actionscheduler-exporter" / "values.yaml").read_text()
     )
     assert values["slo"]["objectives"] == yaml.safe_load(SOURCE.read_text())
+
+
+@pytest.mark.parametrize(
+    ("section", "name", "problem"),
+    [
+        ("sites", "shop\nmain", "must not hold control characters"),
+        ("groups", "mail\t", "must not hold control characters"),
+        ("sites", "shop-$window", "must not hold '$window'"),
+        ("groups", "{{.window}}", "must not hold '{{'"),
+    ],
+)
+def test_names_no_rule_can_hold_are_refused_naming_the_problem(
+    section: str, name: str, problem: str
+) -> None:
+    document = {**objectives_with(), section: {name: {}}}
+    with pytest.raises(ObjectivesError) as raised:
+        parse(document)
+    assert raised.value.key == f"{section}[{json.dumps(name)}]"
+    assert raised.value.problem.startswith(problem)
+
+
+def test_names_with_backslashes_and_quotes_are_escaped_in_matchers_and_regexes() -> None:
+    objectives = parse({**objectives_with(), "sites": {"shop\\": {}, 'a"b\\c': {}}})
+    matcher = queries.selection(objectives, objectives.scopes[0]).matchers[0]
+    # regex escapes \\ and the literal's escapes of each backslash and quote
+    assert matcher == 'site!~"a\\"b\\\\\\\\c|shop\\\\\\\\"'
+    named = queries.selection(objectives, objectives.scopes[2]).matchers[0]
+    assert named == 'site="shop\\\\"'
+
+
+def test_resource_names_are_unique_when_safe_spellings_meet() -> None:
+    names = ["shop-a", "shop.a", "Shop-A", "shop_a", "日本"]
+    objectives = parse({**objectives_with(), "sites": {name: {} for name in names}})
+    slugs = [queries.slo_name(scope, "success") for scope in objectives.scopes[1:]]
+    assert len(set(slugs)) == len(names), slugs
+    assert "success-site-shop-a" in slugs  # a name that is its own safe spelling keeps it
+    for form in (pyrra.resources(objectives), openslo.documents(objectives)):
+        resources = [item["metadata"]["name"] for item in form]
+        assert len(set(resources)) == len(resources), resources
+    for slug in slugs:
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", slug), slug

@@ -16,9 +16,10 @@ printed with six significant digits, as Python's "g" format does.
 {{- if eq $value (floor $value) }}{{ printf "%.1f" $value }}{{ else }}{{ printf "%g" $value }}{{ end -}}
 {{- end -}}
 
+{{- /* A regex escape of each name, then its backslashes and quotes for the literal. */ -}}
 {{- define "ase.sloRegex" -}}
 {{- $escaped := list -}}
-{{- range . }}{{ $escaped = append $escaped (regexReplaceAll "([.+*?()|\\[\\]{}^$\\\\])" . "\\\\${1}" | replace "\"" "\\\"") }}{{ end -}}
+{{- range . }}{{ $escaped = append $escaped (include "ase.sloQuoted" (regexReplaceAll "([.+*?()|\\[\\]{}^$\\\\])" . "\\${1}")) }}{{ end -}}
 {{- join "|" $escaped -}}
 {{- end -}}
 
@@ -95,6 +96,14 @@ printed with six significant digits, as Python's "g" format does.
 {{- range $name := keys $entries | sortAlpha -}}
 {{- $entry := index $entries $name | default dict -}}
 {{- $key := printf "slo.objectives.%s.%s" $section $name -}}
+{{- if regexMatch "[\\x00-\\x1f\\x7f]" $name -}}
+{{- fail (printf "slo.objectives.%s[%q]: must not hold control characters (a newline, a tab...): no rule can match it" $section $name) -}}
+{{- end -}}
+{{- range $token := list "$window" "{{" "}}" -}}
+{{- if contains $token $name -}}
+{{- fail (printf "slo.objectives.%s[%q]: must not hold %q: the forms use it where a query's range goes" $section $name $token) -}}
+{{- end -}}
+{{- end -}}
 {{- range $sli, $_ := $entry -}}
 {{- if not (has $sli (list "startOnTime" "success")) -}}
 {{- fail (printf "%s.%s: is not a known key (known: startOnTime, success)" $key $sli) -}}
@@ -139,7 +148,12 @@ printed with six significant digits, as Python's "g" format does.
 {{- if not $matchers }}{{ $matchers = list "site!=\"\"" }}{{ end -}}
 {{- end -}}
 {{- $selector := printf "{%s}" (join ", " $matchers) -}}
-{{- $safe := regexReplaceAll "[^a-z0-9]" (lower $s.name) "-" | trimAll "-" | default "x" -}}
+{{- /* unique: a name the safe spelling changed gets a short hash of itself (queries.slo_name) */ -}}
+{{- $safe := regexReplaceAll "[^a-z0-9]" (lower $s.name) "-" | trimAll "-" -}}
+{{- if ne $safe $s.name -}}
+{{- $digest := sha256sum $s.name | trunc 6 -}}
+{{- $safe = ternary (printf "%s-%s" $safe $digest) $digest (ne $safe "") -}}
+{{- end -}}
 {{- $_ := set . "slug" (ternary .sli (printf "%s-%s-%s" .sli $s.kind $safe) (eq $s.kind "default")) -}}
 {{- $_ := set . "by" $by -}}
 {{- if eq .sli "start-on-time" -}}
@@ -196,9 +210,13 @@ printed with six significant digits, as Python's "g" format does.
 {{- $rates := list -}}
 {{- range $w := $burn -}}
 {{- if eq $w.severity $severity -}}
-{{- $rate := include "ase.sloNumber" (divf (mulf $w.share (mul $all.days 86400)) $w.seconds) -}}
+{{- /* never below 1.1 (slo/windows.py): a threshold at or under the budget fires at the objective */ -}}
+{{- $exact := maxf (divf (mulf $w.share (mul $all.days 86400)) $w.seconds) 1.1 -}}
+{{- $rate := include "ase.sloNumber" $exact -}}
 {{- $limit := printf "(%s * %s)" $rate $budget -}}
-{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) sum by (%s) (increase(%s[%s])) >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by $sli.by $sli.totalCounter $w.long $all.minimumRuns) -}}
+{{- /* enough runs that one bad run cannot cross the threshold alone, and minimumRuns */ -}}
+{{- $needed := max (int (ceil (round (divf 1 (mulf $exact (subf 1 (divf $sli.percent 100)))) 6))) $all.minimumRuns -}}
+{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) sum by (%s) (increase(%s[%s])) >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by $sli.by $sli.totalCounter $w.long $needed) -}}
 {{- $rates = append $rates (dict "rate" $rate "word" (index $words $w.long)) -}}
 {{- end -}}
 {{- end -}}
