@@ -19,6 +19,7 @@ from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
 from tests.support import logfmt
+from tests.support.end_to_end import EndToEnd
 from tests.support.fake_kubernetes import FakeKubernetes, pod
 from tests.support.follower import Follow, following
 from tests.support.http_server import RunningExporter
@@ -176,3 +177,17 @@ def private_server() -> Iterator[Server]:
 def follow(site: SiteFactory) -> Iterator[Follow]:
     """Exporters kept across scrapes: `follow(**site_overrides)`."""
     yield from following(site)
+
+
+@pytest.fixture
+def end_to_end(
+    mariadb: Server,
+    database: str,
+    store_factory: Callable[[str], ActionSchedulerStore],
+    site: SiteFactory,
+    exporter_http: Callable[..., RunningExporter],
+    tmp_path: Path,
+) -> EndToEnd:
+    """The end-to-end tests' one fixture: stores, sites, the exporter over HTTP and the
+    alerting stack of the test's database."""
+    return EndToEnd(mariadb, database, store_factory, site, exporter_http, tmp_path)

@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.config.model import AlertThresholds
 from testbed import schedules
 from testbed.mariadb import Server, start_private, temporary
 from testbed.store import ActionSchedulerStore
-from tests.support.alerting_stack import alerting_stack
 from tests.support.alertmanager import WebhookReceiver
-from tests.support.http_server import RunningExporter
+from tests.support.end_to_end import EndToEnd
 from tests.support.recurring import BATCH, FEED, NIGHTLY, PURGED, REPORT, STOCK, write_history
 from tests.support.waiting import wait_until
 
@@ -99,34 +97,28 @@ def alert_keys(alerts: list[dict[str, Any]]) -> set[tuple[str, str]]:
 
 
 def test_each_failure_raises_its_alert_through_alertmanager(
-    mariadb: Server,
-    database: str,
-    gone_server: Server,
-    store_factory: Callable[[str], ActionSchedulerStore],
-    site: Callable[..., SiteConfig],
-    exporter_http: Callable[..., RunningExporter],
-    tmp_path: Path,
+    end_to_end: EndToEnd, gone_server: Server
 ) -> None:
     prefixes = ("wp_", "st_", "fl_", "kw_", "cl_", "wr_", "rc_")
-    stores = {prefix: store_factory(prefix) for prefix in prefixes}
+    stores = {prefix: end_to_end.store(prefix) for prefix in prefixes}
     with gone_server.connect().cursor() as cursor:
         cursor.execute("CREATE DATABASE gone")
     ActionSchedulerStore(gone_server.connect("gone")).create_tables()
 
     sites = (
-        site(name="healthy", table_prefix="wp_", dedicated_workers=True),
-        site(
+        end_to_end.site(name="healthy", table_prefix="wp_", dedicated_workers=True),
+        end_to_end.site(
             name="stalled",
             table_prefix="st_",
             alerts=AlertThresholds(oldest_due_warning=5, oldest_due_critical=15),
         ),
-        site(name="failing", table_prefix="fl_"),
-        site(name="killed", table_prefix="kw_", timeout_period=5),
-        site(name="atlimit", table_prefix="cl_", concurrent_batches_limit=1),
+        end_to_end.site(name="failing", table_prefix="fl_"),
+        end_to_end.site(name="killed", table_prefix="kw_", timeout_period=5),
+        end_to_end.site(name="atlimit", table_prefix="cl_", concurrent_batches_limit=1),
         # web requests run the queue of a site with dedicated workers
-        site(name="webrun", table_prefix="wr_", dedicated_workers=True),
-        site(name="recurring", table_prefix="rc_", heavy_interval=2.0),
-        site(
+        end_to_end.site(name="webrun", table_prefix="wr_", dedicated_workers=True),
+        end_to_end.site(name="recurring", table_prefix="rc_", heavy_interval=2.0),
+        end_to_end.site(
             name="gone",
             host=gone_server.host,
             port=gone_server.port,
@@ -134,22 +126,23 @@ def test_each_failure_raises_its_alert_through_alertmanager(
             query_timeout=1.0,
         ),
     )
-    exporter = exporter_http(*sites)
+    exporter = end_to_end.exporter(*sites)
     queues: list[Queue] = []
     with (
-        alerting_stack(exporter, tmp_path) as (receiver, prometheus),
+        end_to_end.alerting(exporter) as (receiver, prometheus),
         contextlib.ExitStack() as cleanup,
     ):
         cleanup.callback(close_all, queues)
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
         queues.extend(
             [
-                Queue(mariadb, database, "wp_"),
-                Queue(mariadb, database, "kw_", via="WP Cron"),  # no dedicated workers: quiet
-                Queue(mariadb, database, "wr_", via="WP Cron"),
+                Queue(end_to_end.mariadb, end_to_end.database, "wp_"),
+                # No dedicated workers: quiet.
+                Queue(end_to_end.mariadb, end_to_end.database, "kw_", via="WP Cron"),
+                Queue(end_to_end.mariadb, end_to_end.database, "wr_", via="WP Cron"),
                 Queue(
-                    mariadb,
-                    database,
+                    end_to_end.mariadb,
+                    end_to_end.database,
                     "fl_",
                     outcome=lambda hook: (
                         "Supplier API unreachable" if hook == "mailchimp_sync_order" else None
@@ -262,23 +255,19 @@ def gone_names(receiver: WebhookReceiver) -> set[str]:
     return {name for name, _ in alert_keys(receiver.received())}
 
 
-def test_a_healthy_run_of_the_same_length_fires_nothing(
-    mariadb: Server,
-    database: str,
-    store_factory: Callable[[str], ActionSchedulerStore],
-    site: Callable[..., SiteConfig],
-    exporter_http: Callable[..., RunningExporter],
-    tmp_path: Path,
-) -> None:
-    store_factory("wp_")
-    store_factory("wp_2_")
-    exporter = exporter_http(
-        site(name="shop", table_prefix="wp_", concurrent_batches_limit=2),
-        site(name="blog", table_prefix="wp_2_"),
+def test_a_healthy_run_of_the_same_length_fires_nothing(end_to_end: EndToEnd) -> None:
+    end_to_end.store("wp_")
+    end_to_end.store("wp_2_")
+    exporter = end_to_end.exporter(
+        end_to_end.site(name="shop", table_prefix="wp_", concurrent_batches_limit=2),
+        end_to_end.site(name="blog", table_prefix="wp_2_"),
     )
-    with alerting_stack(exporter, tmp_path) as (receiver, prometheus):
+    with end_to_end.alerting(exporter) as (receiver, prometheus):
         prometheus.wait_for('actionscheduler_up{site="blog"} == 1')
-        queues = [Queue(mariadb, database, "wp_"), Queue(mariadb, database, "wp_2_")]
+        queues = [
+            Queue(end_to_end.mariadb, end_to_end.database, "wp_"),
+            Queue(end_to_end.mariadb, end_to_end.database, "wp_2_"),
+        ]
         try:
             # As long as the failure run: until the rules have been evaluated on the moving
             # queue for HEALTHY_RUN seconds, however slowly this machine goes.

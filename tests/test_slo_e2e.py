@@ -11,14 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from actionscheduler_exporter.config import SiteConfig
 from slo import objectives as objectives_file
 from slo.__main__ import SOURCE
-from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
-from tests.support.alerting_stack import alerting_stack
 from tests.support.alertmanager import WebhookReceiver
-from tests.support.http_server import RunningExporter
+from tests.support.end_to_end import EndToEnd
 from tests.support.prometheus import Prometheus
 from tests.support.waiting import wait_until
 
@@ -78,20 +75,13 @@ def pages(receiver: WebhookReceiver) -> set[str]:
     }
 
 
-def test_budget_and_burn_rates_follow_the_runs_and_the_pages_arrive(
-    mariadb: Server,
-    database: str,
-    store_factory: Callable[[str], ActionSchedulerStore],
-    site: Callable[..., SiteConfig],
-    exporter_http: Callable[..., RunningExporter],
-    tmp_path: Path,
-) -> None:
+def test_budget_and_burn_rates_follow_the_runs_and_the_pages_arrive(end_to_end: EndToEnd) -> None:
     objectives = objectives_file.load(SOURCE)
     start_budget = objectives.scopes[0].start_on_time.budget
     success_budget = objectives.scopes[0].success.budget
-    store = store_factory("wp_")
-    exporter = exporter_http(site(name="shop"))
-    with alerting_stack(exporter, tmp_path, (SLO_RULES,)) as (receiver, prometheus):
+    store = end_to_end.store("wp_")
+    exporter = end_to_end.exporter(end_to_end.site(name="shop"))
+    with end_to_end.alerting(exporter, (SLO_RULES,)) as (receiver, prometheus):
         # The log cursor starts at the exporter's first scrape: runs from then on count.
         prometheus.wait_for('actionscheduler_up{site="shop"} == 1')
         # A baseline that every series starts from (a failed run too): ratios over windows
@@ -111,7 +101,7 @@ def test_budget_and_burn_rates_follow_the_runs_and_the_pages_arrive(
         # Then every second run is late and every third fails: both budgets burn fast.
         burning = Runs()
         stop = threading.Event()
-        writer = ActionSchedulerStore(mariadb.connect(database))
+        writer = ActionSchedulerStore(end_to_end.mariadb.connect(end_to_end.database))
 
         def burn() -> None:
             while not stop.is_set():
@@ -193,20 +183,18 @@ def burst(store: ActionSchedulerStore, on_time: int, failed: int, late: int) -> 
 
 
 def test_one_bad_run_on_a_quiet_site_and_runs_at_the_objective_raise_nothing(
-    store_factory: Callable[[str], ActionSchedulerStore],
-    site: Callable[..., SiteConfig],
-    exporter_http: Callable[..., RunningExporter],
-    tmp_path: Path,
+    end_to_end: EndToEnd,
 ) -> None:
     """With the shipped rules (28 days), shortened 60 times: a quiet site with one failed
     and one late run among 27 (the 2b3dd16 rules paged: 3.7 % over six hours, 20 runs
     enough), and a site exactly at both objectives, 0.5 % failed and 1 % late (they
     ticketed: the three-day burn rate was 0.933). Neither raises anything."""
-    stores = {"quiet": store_factory("wp_"), "steady": store_factory("wp_2_")}
-    exporter = exporter_http(
-        site(name="quiet", table_prefix="wp_"), site(name="steady", table_prefix="wp_2_")
+    stores = {"quiet": end_to_end.store("wp_"), "steady": end_to_end.store("wp_2_")}
+    exporter = end_to_end.exporter(
+        end_to_end.site(name="quiet", table_prefix="wp_"),
+        end_to_end.site(name="steady", table_prefix="wp_2_"),
     )
-    with alerting_stack(exporter, tmp_path, (SLO_RULES,)) as (receiver, prometheus):
+    with end_to_end.alerting(exporter, (SLO_RULES,)) as (receiver, prometheus):
         prometheus.wait_for("count(actionscheduler_up == 1) == 2")
         # a baseline the failed runs' series starts from (see above); not a late run: the
         # start-delay histogram is there from the first scrape, and would count it
