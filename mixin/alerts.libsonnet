@@ -279,7 +279,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           },
           {
             "alert": "ActionSchedulerRecurringActionStopped",
-            "expr": "actionscheduler_recurring_hooks_stopped{__SCOPE__} > 0\nor\nsum without (reason) (\n  (increase(actionscheduler_recurring_actions_stopped_total{__SCOPE__}[1h]) > 0)\n  or (actionscheduler_recurring_actions_stopped_total{__SCOPE__} > 0\n      unless actionscheduler_recurring_actions_stopped_total{__SCOPE__} offset 1h)\n) > 0\n",
+            "expr": "actionscheduler_recurring_hooks_stopped{__SCOPE__,hook!=\"action_scheduler_run_actions_cleanup_hook\"} > 0\nor\nsum without (reason) (\n  (increase(actionscheduler_recurring_actions_stopped_total{__SCOPE__,hook!=\"action_scheduler_run_actions_cleanup_hook\"}[1h]) > 0)\n  or (actionscheduler_recurring_actions_stopped_total{__SCOPE__,hook!=\"action_scheduler_run_actions_cleanup_hook\"} > 0\n      unless actionscheduler_recurring_actions_stopped_total{__SCOPE__} offset 1h)\n) > 0\n",
             "labels": {
               "severity": "warning"
             },
@@ -287,6 +287,18 @@ local fill = (import 'lib/fill.libsonnet').fill;
               "summary": "A recurring job of {{ $labels.site }} is no longer scheduled.",
               "description": "Action Scheduler stopped rescheduling the recurring hook {{ $labels.hook }} on site {{ $labels.site }} ({{ $value | humanize }}: 1 when the table shows it, else the stops logged in the last hour): its last run failed (or its next instance could not be scheduled) and no next occurrence is pending. The job will not run again until it is scheduled again.",
               "runbook_url": "__RUNBOOKS__recurring-action-stopped.md"
+            }
+          },
+          {
+            "alert": "ActionSchedulerCleanupTaskStopped",
+            "expr": "actionscheduler_recurring_hooks_stopped{__SCOPE__,hook=\"action_scheduler_run_actions_cleanup_hook\"} > 0\nor\nsum without (reason) (\n  (increase(actionscheduler_recurring_actions_stopped_total{__SCOPE__,hook=\"action_scheduler_run_actions_cleanup_hook\"}[1h]) > 0)\n  or (actionscheduler_recurring_actions_stopped_total{__SCOPE__,hook=\"action_scheduler_run_actions_cleanup_hook\"} > 0\n      unless actionscheduler_recurring_actions_stopped_total{__SCOPE__} offset 1h)\n) > 0\n",
+            "labels": {
+              "severity": "warning"
+            },
+            "annotations": {
+              "summary": "Action Scheduler's daily cleanup of {{ $labels.site }} has stopped.",
+              "description": "Action Scheduler 4.x stopped rescheduling its own cleanup task (action_scheduler_run_actions_cleanup_hook) on site {{ $labels.site }} ({{ $value | humanize }}: 1 when the table shows it, else the stops logged in the last hour): complete, canceled and failed actions and their logs are no longer purged, and the tables grow until the task is scheduled again.",
+              "runbook_url": "__RUNBOOKS__cleanup-task-stopped.md"
             }
           },
           {

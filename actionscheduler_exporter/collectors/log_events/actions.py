@@ -116,7 +116,7 @@ class ActionHistory:
                 break
         return events
 
-    def previousvalid_date(self, row: LogRow) -> dt.datetime | None:
+    def previous_date(self, row: LogRow) -> dt.datetime | None:
         """The date of the action's log row just before this one (its start, for an end)."""
         earlier = [
             date for log_id, date, _ in self._rows.get(row.action_id, []) if log_id < row.log_id

@@ -308,7 +308,7 @@ class LogEventsStream:
             delay = (row.date - action.scheduled).total_seconds()
             tally.start_delay.observe((("group", group),), max(0.0, delay))
         elif event.kind in _TIMED_ENDS and event.reason != "timeout":
-            started = history.previousvalid_date(row)
+            started = history.previous_date(row)
             if started is not None:
                 duration = (row.date - started).total_seconds()
                 tally.run_duration.observe((("hook", hook),), max(0.0, duration))
