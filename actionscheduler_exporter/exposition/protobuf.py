@@ -101,9 +101,9 @@ def histogram(state: native.NativeHistogram) -> bytes:
     for bound, cumulative in state.classic or ():
         out.append(_bytes(3, _uint(1, cumulative) + _double(2, bound)))
     out += [
-        _sint(4, native.SCHEMA),
-        _double(5, native.ZERO_THRESHOLD),
-        _uint(6, state.zero_count),
+        _sint(5, native.SCHEMA),
+        _double(6, native.ZERO_THRESHOLD),
+        _uint(7, state.zero_count),
     ]
     spans: list[bytes] = []
     deltas = bytearray()
@@ -124,12 +124,11 @@ def histogram(state: native.NativeHistogram) -> bytes:
     if span_length:
         spans.append(_span(span_start, span_length))
     else:
-        # No bucket yet: an empty span still says "native" to every Prometheus version.
+        # No bucket yet: the no-op span metrics.proto asks for, which says "native".
         spans.append(_span(0, 0))
-    positive = b"".join(_bytes(1, span) for span in spans)
+    out += [_bytes(12, span) for span in spans]  # positive_span
     if deltas:
-        positive += _bytes(2, bytes(deltas))  # packed
-    out.append(_bytes(8, positive))
+        out.append(_bytes(13, bytes(deltas)))  # positive_delta, packed
     return b"".join(out)
 
 

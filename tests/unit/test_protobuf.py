@@ -108,8 +108,8 @@ def native_buckets(histogram: Any) -> dict[int, int]:
     counts: dict[int, int] = {}
     count = 0
     after: int | None = None  # the index after the previous span
-    deltas = iter(histogram.sb_positive.delta)
-    for span in histogram.sb_positive.span:
+    deltas = iter(histogram.positive_delta)
+    for span in histogram.positive_span:
         start = span.offset if after is None else after + span.offset
         for index in range(start, start + span.length):
             count += next(deltas)
@@ -149,8 +149,8 @@ def test_native_buckets_hold_each_observation_where_schema_3_puts_it() -> None:
         delays.observe((("group", "g"),), value)
     body, _ = render(one_site(*delays.samples()), NATIVE_ACCEPT)
     h = histogram_of(body, catalog.START_DELAY.name, group="g")
-    assert h.sb_schema == 3 and h.sb_zero_threshold == 0.5
-    assert h.sb_zero_count == OBSERVED.count(0)
+    assert h.schema == 3 and h.zero_threshold == 0.5
+    assert h.zero_count == OBSERVED.count(0)
     assert native_buckets(h) == Counter(expected_index(v) for v in OBSERVED if v > 0.5)
     assert h.sample_count == len(OBSERVED) and h.sample_sum == sum(OBSERVED)
     assert [(b.upper_bound, b.cumulative_count) for b in h.bucket] == [
@@ -209,16 +209,16 @@ def test_an_empty_histogram_is_still_native() -> None:
     state = native.NativeHistogram(0, 0.0, 0, ())
     message = metrics_pb2().Histogram()
     message.ParseFromString(protobuf.histogram(state))
-    assert message.sb_zero_threshold == 0.5 and len(message.sb_positive.span) == 1
+    assert message.zero_threshold == 0.5 and len(message.positive_span) == 1
 
 
 def test_varints_and_zigzag_match_the_generated_classes() -> None:
-    message = metrics_pb2().SparseBuckets()
+    message = metrics_pb2().Histogram()
     values = [0, 1, -1, 63, -64, 2**31, -(2**31), 2**62, -(2**62)]
     message.ParseFromString(
-        b"".join(protobuf._sint(2, value) for value in values)  # unpacked form too
+        b"".join(protobuf._sint(13, value) for value in values)  # unpacked form too
     )
-    assert list(message.delta) == values
+    assert list(message.positive_delta) == values
     assert protobuf.varint(300) == b"\xac\x02" and protobuf.varint(-1)[-1] == 0x01
 
 
@@ -266,6 +266,6 @@ def test_decoding_the_protobuf_gives_back_what_was_encoded(
             continue
         h = decoded[key]
         assert h.sample_count == len(observed) and h.sample_sum == math.fsum(observed)
-        assert h.sb_zero_count == observed.count(0)
+        assert h.zero_count == observed.count(0)
         assert native_buckets(h) == Counter(expected_index(v) for v in observed if v > 0.5)
         assert len(h.bucket) == (2 if durations.classic else 0)
