@@ -30,8 +30,7 @@ _VALUE_FIELD = {_COUNTER: 3, _GAUGE: 2, _UNTYPED: 5}
 _DOUBLE = struct.Struct("<d")
 
 
-def varint(value: int) -> bytes:
-    """A base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+def _varint(value: int) -> bytes:
     if value < 0:
         value += 1 << 64
     out = bytearray()
@@ -40,6 +39,17 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+# Most varints of a scrape are small (lengths, bucket counts and their deltas): looked up.
+_SMALL = tuple(_varint(value) for value in range(1 << 14))
+
+
+def varint(value: int) -> bytes:
+    """A base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+    if 0 <= value < 16384:
+        return _SMALL[value]
+    return _varint(value)
 
 
 def _zigzag(value: int) -> int:
@@ -86,27 +96,39 @@ def _family_head(name: str, help_text: str, kind: int) -> bytes:
 
 
 def _family(name: str, help_text: str, kind: int, metrics: list[bytes]) -> bytes:
-    body = _family_head(name, help_text, kind) + b"".join(_bytes(4, m) for m in metrics)
+    parts = [_family_head(name, help_text, kind)]
+    for metric in metrics:
+        parts += (_METRIC_KEY, varint(len(metric)), metric)
+    body = b"".join(parts)
     return varint(len(body)) + body
 
 
+# A Gauge, Counter or Untyped message in its Metric field: always the same nine bytes
+# long (the value's key and a double), so its head is a constant.
+_VALUE_HEAD = {kind: _key(field, 2) + b"\x09" + _key(1, 1) for kind, field in _VALUE_FIELD.items()}
+_METRIC_KEY = _key(4, 2)
+
+
 def _value_metric(labels: bytes, kind: int, value: float) -> bytes:
-    return labels + _bytes(_VALUE_FIELD[kind], _double(1, value))
+    return labels + _VALUE_HEAD[kind] + _DOUBLE.pack(value)
+
+
+# Keys of the Histogram message's fields (field number << 3 | wire type).
+_COUNT, _SUM, _BUCKET = b"\x08", b"\x11", b"\x1a"
+_LAYOUT = _sint(5, native.SCHEMA) + _double(6, native.ZERO_THRESHOLD) + _key(7, 0)
+_SPAN, _DELTAS = _key(12, 2), _key(13, 2)
+_NO_OP_SPAN = _SPAN + b"\x04" + _sint(1, 0) + _uint(2, 0)
 
 
 def histogram(state: native.NativeHistogram) -> bytes:
     """A Histogram message: count, sum, the classic buckets when kept, and the native ones
     (spans of consecutive indexes, each bucket's count as a delta from the one before)."""
-    out = [_uint(1, state.count), _double(2, state.total)]
+    out = [_COUNT, varint(state.count), _SUM, _DOUBLE.pack(state.total)]
     for bound, cumulative in state.classic or ():
-        out.append(_bytes(3, _uint(1, cumulative) + _double(2, bound)))
-    out += [
-        _sint(5, native.SCHEMA),
-        _double(6, native.ZERO_THRESHOLD),
-        _uint(7, state.zero_count),
-    ]
-    spans: list[bytes] = []
-    deltas = bytearray()
+        encoded = varint(cumulative)  # a Bucket: its count's key and varint, a double's 9
+        out += (_BUCKET, _SMALL[10 + len(encoded)], _COUNT, encoded, _SUM, _DOUBLE.pack(bound))
+    out += (_LAYOUT, varint(state.zero_count))
+    deltas: list[bytes] = []
     previous_index: int | None = None
     previous_count = 0
     span_start, span_length = 0, 0
@@ -115,25 +137,26 @@ def histogram(state: native.NativeHistogram) -> bytes:
             span_length += 1
         else:
             if span_length:
-                spans.append(_span(span_start, span_length))
+                out.append(_span(span_start, span_length))
             # The first span's offset is its index, a later one's the gap after the last.
             span_start = index if previous_index is None else index - previous_index - 1
             span_length = 1
-        deltas += varint(_zigzag(count - previous_count))
+        deltas.append(varint(_zigzag(count - previous_count)))
         previous_index, previous_count = index, count
     if span_length:
-        spans.append(_span(span_start, span_length))
+        out.append(_span(span_start, span_length))
+        packed = b"".join(deltas)
+        out += (_DELTAS, varint(len(packed)), packed)
     else:
         # No bucket yet: the no-op span metrics.proto asks for, which says "native".
-        spans.append(_span(0, 0))
-    out += [_bytes(12, span) for span in spans]  # positive_span
-    if deltas:
-        out.append(_bytes(13, bytes(deltas)))  # positive_delta, packed
+        out.append(_NO_OP_SPAN)
     return b"".join(out)
 
 
 def _span(offset: int, length: int) -> bytes:
-    return _sint(1, offset) + _uint(2, length)
+    """A positive_span field: a BucketSpan message."""
+    body = b"\x08" + varint(_zigzag(offset)) + b"\x10" + varint(length)
+    return _SPAN + varint(len(body)) + body
 
 
 def family_name(metric: MetricDef) -> str:
@@ -151,18 +174,22 @@ def encode(
     samples without a site (build info)."""
     metrics: dict[str, list[bytes]] = {}
     for result in results:
-        site = (("site", result.label), *result.labels)
+        # The site's labels and a sample's own are encoded apart, each set once (as the
+        # text writer does); Prometheus sorts a series' labels itself.
+        site = _label_pairs((("site", result.label), *result.labels))
         for item in result.samples:
             definition = item.metric
-            if definition.kind == "histogram":
+            kind = _TYPES[definition.kind]
+            if kind == _HISTOGRAM:
                 if not isinstance(item, native.HistogramCount) or item.native is None:
                     continue  # _bucket and _sum: the text formats'
-                labels = _label_pairs((*site, *item.labels))
-                body = labels + _bytes(7, histogram(item.native))
+                body = site + _label_pairs(item.labels) + _bytes(7, histogram(item.native))
             else:
-                labels = _label_pairs((*site, *item.labels))
-                body = _value_metric(labels, _TYPES[definition.kind], item.value)
-            metrics.setdefault(definition.name, []).append(body)
+                body = _value_metric(site + _label_pairs(item.labels), kind, item.value)
+            found = metrics.get(definition.name)
+            if found is None:
+                found = metrics[definition.name] = []
+            found.append(body)
     for definition, labels_of, value in extra:
         kind = _TYPES[definition.kind]
         metrics.setdefault(definition.name, []).append(

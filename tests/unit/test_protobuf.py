@@ -176,6 +176,13 @@ def test_without_classic_histograms_the_protobuf_has_native_buckets_only() -> No
     assert b'start_delay_seconds_bucket{site="shop",group="g",le="5.0"} 8.0\n' in text
 
 
+def own_part(body: bytes) -> bytes:
+    """The exposition up to the process's own families, whose values move (CPU time)."""
+    own, process = body.split(b"# HELP process_", 1)
+    assert process
+    return own
+
+
 def test_text_and_openmetrics_are_byte_for_byte_what_plain_samples_give() -> None:
     """The native state rides on the `_count` samples, and native-only families stay out:
     the text formats come out exactly as from plain samples without them."""
@@ -197,7 +204,7 @@ def test_text_and_openmetrics_are_byte_for_byte_what_plain_samples_give() -> Non
     ]
     for accept in (None, "text/plain; version=1.0.0", PROMETHEUS_ACCEPT):
         body, _ = render(found, accept)
-        assert body == render(plain, accept)[0]
+        assert own_part(body) == own_part(render(plain, accept)[0])
         assert catalog.START_DELAY_BY_HOOK.name.encode() not in body
     body, _ = render(found, NATIVE_ACCEPT)
     h = histogram_of(body, catalog.START_DELAY_BY_HOOK.name, hook="h")
