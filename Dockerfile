@@ -21,10 +21,19 @@ RUN --mount=type=secret,id=pip_ca,required=false \
 
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0
+# The commit and the build's time (RFC 3339), passed by the build:
+#   --build-arg REVISION="$(git rev-parse HEAD)" --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+ARG REVISION=unknown
+ARG CREATED=unknown
 LABEL org.opencontainers.image.title="actionscheduler-exporter" \
       org.opencontainers.image.description="Prometheus exporter for Action Scheduler queues (WooCommerce, WordPress)" \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.vendor="The actionscheduler-exporter authors" \
+      org.opencontainers.image.url="https://github.com/actionscheduler-exporter/actionscheduler-exporter" \
+      org.opencontainers.image.documentation="https://github.com/actionscheduler-exporter/actionscheduler-exporter/blob/main/README.md" \
       org.opencontainers.image.source="https://github.com/actionscheduler-exporter/actionscheduler-exporter"
 COPY --from=build /opt/exporter /opt/exporter
 # No bytecode written at run time: the root filesystem may be read-only.

@@ -15,7 +15,7 @@ DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cat pyproject.toml constraints.txt
 # The other Pythons the fast tier and the database tests run on, where this machine has them.
 OTHER_PYTHONS ?= 3.12 3.13
 
-.PHONY: demo check test lint format typecheck unit all-tests other-pythons tools chart-files \
+.PHONY: demo check test lint format typecheck unit all-tests other-pythons dependency-ranges tools chart-files \
 	docs constraints bench clean
 
 $(STAMP): pyproject.toml constraints.txt
@@ -57,10 +57,15 @@ check: lint typecheck unit
 all-tests: $(STAMP) tools
 	$(BIN)/pytest
 
-test: check all-tests other-pythons
+test: check all-tests other-pythons dependency-ranges
 
 other-pythons:
 	scripts/other-pythons.sh $(OTHER_PYTHONS)
+
+# The HTTP, TLS and configuration tests with the runtime dependencies at the lowest
+# versions pyproject.toml allows, then at the newest it allows (about a minute each).
+dependency-ranges:
+	scripts/dependency-range.sh "$(PYTHON)"
 
 # Rewrites the generated tables of docs/metrics.md from the catalog.
 docs: $(STAMP)
@@ -83,13 +88,14 @@ bench: $(STAMP)
 # Writes the SLO forms from slo/objectives.yml (rules/, slo/generated/); copies rules/ and
 # dashboards/*.json into the Helm chart, with the rules scoped for one
 # release beside them, and writes the schema of the chart's sites from the exporter's own
-# configuration keys (tests keep them equal).
+# configuration keys (tests keep them equal); writes the monitoring mixin (mixin/).
 chart-files: $(STAMP)
 	$(BIN)/python -m slo
 	$(BIN)/python -m actionscheduler_exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
+	$(BIN)/python -m mixin
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) .venv-3.* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) $(DEMO_VENV) .venv-3.* .venv-deps-* .tools .demo .mypy_cache .ruff_cache .pytest_cache build dist *.egg-info

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
+from actionscheduler_exporter.config import ExporterConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+
+# The exit status of a check that found a site unhealthy.
+EXIT_UNHEALTHY = 1
 
 _COLUMNS = (
     "SITE",
@@ -111,3 +117,15 @@ def format_age(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds // 3600}h"
     return f"{seconds // 86400}d"
+
+
+def run(config: ExporterConfig, timeout: float) -> int:
+    """`actionscheduler-exporter check`: one scrape, its report on stdout; the exit status
+    says whether every site is healthy."""
+    coordinator = Coordinator(config)
+    try:
+        results = coordinator.scrape(timeout)
+    finally:
+        coordinator.close()
+    sys.stdout.write(report(results))
+    return 0 if healthy(results) else EXIT_UNHEALTHY

@@ -11,6 +11,9 @@ from typing import Any
 
 SCHEMA_VERSION = 39
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+# The data source the import dialog asks for: Grafana's import replaces `${DS_PROMETHEUS}`
+# with the chosen one, which thereby becomes the default of the `datasource` variable.
+DATASOURCE_INPUT = "DS_PROMETHEUS"
 RUNBOOKS = (
     "https://github.com/actionscheduler-exporter/actionscheduler-exporter/blob/main/docs/runbooks/"
 )
@@ -53,7 +56,11 @@ def variable_datasource() -> Json:
         "label": "Data source",
         "type": "datasource",
         "query": "prometheus",
-        "current": {},
+        "current": {
+            "selected": False,
+            "text": f"${{{DATASOURCE_INPUT}}}",
+            "value": f"${{{DATASOURCE_INPUT}}}",
+        },
         "hide": 0,
         "refresh": 1,
     }
@@ -78,30 +85,35 @@ def variable_query(name: str, label: str, query: str) -> Json:
     }
 
 
-SITE = 'site=~"$site"'
+# Every selector of the exporter's series: the cluster (kube-prometheus setups with several
+# clusters label their series `cluster`; All is `.*`, which also matches series without
+# the label) and the sites.
+CLUSTER = 'cluster=~"$cluster"'
+SITE = f'{CLUSTER}, site=~"$site"'
 
 
 def dashboard_link(title: str, uid: str) -> Json:
     """A link to another dashboard of the bundle that keeps the selected sites."""
     return {
         "title": title,
-        "url": f"/d/{uid}?${{site:queryparam}}",
+        "url": f"/d/{uid}?${{cluster:queryparam}}&${{site:queryparam}}",
         "type": "link",
         "icon": "dashboard",
     }
 
 
 def site_variables() -> list[Json]:
-    """The variables every dashboard starts with: data source, site, namespace."""
+    """The variables every dashboard starts with: data source, cluster, site, namespace."""
     return [
         variable_datasource(),
-        variable_query("site", "Site", "label_values(actionscheduler_up, site)"),
+        variable_query("cluster", "Cluster", "label_values(actionscheduler_up, cluster)"),
+        variable_query("site", "Site", f"label_values(actionscheduler_up{{{CLUSTER}}}, site)"),
         variable_query(
             "namespace",
             "Namespace",
             # The workers' namespace (the exporter's own may differ: the Prometheus
             # Operator's `namespace` label on the exporter's series is its own).
-            'label_values(actionscheduler_worker_info{site=~"$site"}, worker_namespace)',
+            f"label_values(actionscheduler_worker_info{{{SITE}}}, worker_namespace)",
         ),
     ]
 
@@ -112,7 +124,7 @@ def alert_annotation() -> Json:
         "enable": True,
         "iconColor": "red",
         "datasource": DATASOURCE,
-        "expr": 'ALERTS{alertname=~"ActionScheduler.*", alertstate="firing", site=~"$site"}',
+        "expr": f'ALERTS{{alertname=~"ActionScheduler.*", alertstate="firing", {SITE}}}',
         "step": "60s",
         "titleFormat": "{{alertname}}",
         "textFormat": "{{site}} {{hook}}",

@@ -273,12 +273,12 @@ def build() -> Json:
             variable_query(
                 "hook",
                 "Hook",
-                'label_values(actionscheduler_actions_started_total{site=~"$site"}, hook)',
+                f"label_values(actionscheduler_actions_started_total{{{SITE}}}, hook)",
             ),
             variable_query(
                 "group",
                 "Group",
-                'label_values(actionscheduler_actions_by_group{site=~"$site"}, group)',
+                f"label_values(actionscheduler_actions_by_group{{{SITE}}}, group)",
             ),
         ],
         panels(),

@@ -384,7 +384,7 @@ def panels() -> list[Panel]:
             "Alerts of this bundle that fire now, per site. Empty when all is well.",
             [
                 Query(
-                    'ALERTS{alertname=~"ActionScheduler.*", alertstate="firing", site=~"$site"}',
+                    f'ALERTS{{alertname=~"ActionScheduler.*", alertstate="firing", {SITE}}}',
                     instant=True,
                     may_be_empty="no alert fires on a healthy store",
                 )

@@ -108,7 +108,7 @@ def variables() -> list[Json]:
         variable_query(
             "slo",
             "Objective",
-            f'label_values({ERRORS}5m{{site=~"$site"}}, slo)',
+            f"label_values({ERRORS}5m{{{SITE}}}, slo)",
         ),
     ]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +46,23 @@ _SELECTOR = re.compile(
 _LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 
 
-def scope_expression(expression: str) -> str:
-    """The expression with PLACEHOLDER as the first matcher of each of our selectors."""
+def _chart_matcher(name: str) -> str | None:
+    if name in RECORDED_BY_LABEL:
+        return f'{EXPORTER_LABEL}="{EXPORTER_PLACEHOLDER}"'
+    return PLACEHOLDER
+
+
+def scope_expression(
+    expression: str, matcher_for: Callable[[str], str | None] = _chart_matcher
+) -> str:
+    """The expression with a matcher (by default PLACEHOLDER) as the first matcher of each
+    of our selectors; `matcher_for` returns None for a series left as it is."""
 
     def scoped(match: re.Match[str]) -> str:
         name, brace = match.group(1), match.group(2)
-        matcher = (
-            f'{EXPORTER_LABEL}="{EXPORTER_PLACEHOLDER}"'
-            if name in RECORDED_BY_LABEL
-            else PLACEHOLDER
-        )
+        matcher = matcher_for(name)
+        if matcher is None:
+            return match.group(0)
         if brace:
             following = match.string[match.end() :].lstrip()
             return f"{name}{{{matcher}" + ("" if following.startswith("}") else ",")

@@ -24,6 +24,7 @@ class Messages:
     ignored: str  # %s: the context
     consistently_failing: str
     next_instance_failed: str  # %s: the exception message
+    corrupted: str  # 4.0+: a runner could not read the action's data and canceled it
 
     def start(self, via: str) -> str:
         return self.started % via
@@ -52,6 +53,10 @@ ENGLISH = Messages(
         "This action appears to be consistently failing. A new instance will not be scheduled."
     ),
     next_instance_failed="There was a failure scheduling the next instance of this action: %s",
+    corrupted=(
+        "This action data appears to be corrupt. We are cancelling it to allow recurring "
+        "actions to be re-created by extensions."
+    ),
 )
 
 GERMAN = Messages(
@@ -72,5 +77,9 @@ GERMAN = Messages(
     ),
     next_instance_failed=(
         "Beim Planen der nächsten Instanz dieser Aktion ist ein Fehler aufgetreten: %s"
+    ),
+    corrupted=(
+        "Die Daten dieser Aktion scheinen beschädigt zu sein. Sie wird abgebrochen, damit "
+        "Erweiterungen wiederkehrende Aktionen neu anlegen können."
     ),
 )

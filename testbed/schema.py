@@ -60,3 +60,16 @@ def create_statements(prefix: str, charset: str = "utf8mb4") -> list[str]:
 
 def table_names(prefix: str) -> list[str]:
     return [f"{prefix}actionscheduler_{name}" for name in ("actions", "claims", "groups", "logs")]
+
+
+def before_3_7(prefix: str) -> list[str]:
+    """The actions table's indexes as Action Scheduler 3.6 created them: `hook` and
+    `status` alone, without 3.7's `hook_status_scheduled_date_gmt` and
+    `status_scheduled_date_gmt`. 3.7.0 changed the definition but kept schema version 7,
+    so a table created before it keeps these indexes until a later schema version's
+    update adds the new ones (docs/action-scheduler-4.md)."""
+    return [
+        f"ALTER TABLE {prefix}actionscheduler_actions"
+        " DROP INDEX hook_status_scheduled_date_gmt, DROP INDEX status_scheduled_date_gmt,"
+        " ADD KEY hook (hook(191)), ADD KEY status (status)"
+    ]

@@ -2,8 +2,9 @@
 
 ActionScheduler_DBStore (create, claim, start, complete, fail, release, cancel),
 ActionScheduler_QueueCleaner (reset, mark failed, purge) and ActionScheduler_DBLogger
-(one log row per transition). Tests describe queue histories with it instead of
-hand-made rows. A clock offset lets a test write a history that happened minutes ago.
+(one log row per transition), as 3.x writes them; testbed.as4 adds what 4.x writes.
+Tests describe queue histories with it instead of hand-made rows. A clock offset lets a
+test write a history that happened minutes ago.
 """
 
 from __future__ import annotations
@@ -318,9 +319,17 @@ class ActionSchedulerStore:
             (self.now() - dt.timedelta(seconds=retention),),
         )
         for action_id in ids:
-            self._execute(f"DELETE FROM {self.actions} WHERE action_id = %s", (action_id,))
-            self._execute(f"DELETE FROM {self.logs} WHERE action_id = %s", (action_id,))
+            self.delete_action(action_id)
         return len(ids)
+
+    def delete_action(self, action_id: int) -> None:
+        """DBStore::delete_action(), then DBLogger's clear_deleted_action_logs() on the
+        `action_scheduler_deleted_action` it fires: the row, then its log rows."""
+        self._execute(f"DELETE FROM {self.actions} WHERE action_id = %s", (action_id,))
+        self.clear_logs(action_id)
+
+    def clear_logs(self, action_id: int) -> None:
+        self._execute(f"DELETE FROM {self.logs} WHERE action_id = %s", (action_id,))
 
     # -- a runner ------------------------------------------------------------------------
     def run_batch(

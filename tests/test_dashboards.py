@@ -16,7 +16,7 @@ import yaml
 from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.config.model import WorkersConfig
 from dashboards import build, hooks, overview, slo
-from dashboards.grafana import DATASOURCE, RUNBOOKS, SCHEMA_VERSION, Panel, Query
+from dashboards.grafana import CLUSTER, DATASOURCE, RUNBOOKS, SCHEMA_VERSION, Panel, Query
 from dashboards.queries import keda_query
 from testbed import schedules
 from testbed.mariadb import Server
@@ -56,7 +56,12 @@ def test_dashboard_structure(name: str) -> None:
     variables = {v["name"]: v for v in document["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    for variable in ("site", "namespace", *(("hook", "group") if "hooks" in name else ())):
+    for variable in (
+        "cluster",
+        "site",
+        "namespace",
+        *(("hook", "group") if "hooks" in name else ()),
+    ):
         assert variables[variable]["multi"] and variables[variable]["includeAll"]
         assert variables[variable]["datasource"] == DATASOURCE
 
@@ -122,7 +127,7 @@ def test_the_autoscaling_panel_uses_the_keda_query_verbatim() -> None:
 def substitute(expression: str) -> str:
     """Variables as Grafana would fill them: one site for repeated panels, All elsewhere."""
     expression = expression.replace('site="$site"', f'site="{SITE}"')
-    for variable in ("site", "namespace", "hook", "group", "slo"):
+    for variable in ("cluster", "site", "namespace", "hook", "group", "slo"):
         expression = expression.replace(f"${variable}", ".*")
     return expression.replace("$__rate_interval", "1m")
 
@@ -282,3 +287,53 @@ def test_the_import_dialog_asks_for_prometheus_and_knows_the_panels(name: str) -
     assert {panel["type"] for panel in document["panels"]} == {
         panel_id for kind, panel_id in required if kind == "panel"
     }
+
+
+def datasource_references(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every `datasource` value anywhere in a dashboard, with where it is."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "datasource":
+                yield f"{path}.{key}", value
+            yield from datasource_references(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from datasource_references(value, f"{path}[{index}]")
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_the_data_source_chosen_at_import_is_the_default_of_the_variable(name: str) -> None:
+    """Issue 39, item 5: `__inputs` declared DS_PROMETHEUS but nothing referenced it, and
+    the variable's `current` was empty, so the import dialog's choice was ignored."""
+    text = FILES[name].read_text()
+    document = json.loads(text)
+    [source] = document["__inputs"]
+    variables = {v["name"]: v for v in document["templating"]["list"]}
+    references = list(datasource_references(document))
+    assert len(references) > len(document["panels"])
+    for where, reference in references:
+        assert reference == {"type": "prometheus", "uid": "${datasource}"}, where
+    # The variable defaults to the input ...
+    assert variables["datasource"]["current"]["value"] == "${" + source["name"] + "}"
+    # ... which is what Grafana's import substitutes, textually, with the chosen uid.
+    imported = json.loads(text.replace("${" + source["name"] + "}", "prom-eu-1"))
+    current = next(v for v in imported["templating"]["list"] if v["name"] == "datasource")
+    assert current["current"] == {"selected": False, "text": "prom-eu-1", "value": "prom-eu-1"}
+    assert "${" + source["name"] + "}" not in json.dumps(imported)
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_every_query_of_our_series_selects_the_cluster(name: str) -> None:
+    """Issue 39, item 5: the `cluster` variable (All: `.*`, which matches series without
+    the label) narrows the sites and every panel that selects them."""
+    document = load(name)
+    variables = {v["name"]: v for v in document["templating"]["list"]}
+    assert variables["cluster"]["allValue"] == ".*"
+    assert variables["cluster"]["definition"] == "label_values(actionscheduler_up, cluster)"
+    assert CLUSTER in variables["site"]["definition"]
+    expressions = [t["expr"] for p in document["panels"] for t in p["targets"]]
+    for expression in expressions:
+        # A repeated panel's one site was picked from the cluster's sites.
+        if 'site=~"$site"' in expression:
+            assert expression.count(CLUSTER) == expression.count('site=~"$site"'), expression
+    assert sum(CLUSTER in expression for expression in expressions) > len(expressions) // 2

@@ -5,12 +5,14 @@ table and a table refilled with the same ids counted right."""
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pymysql
 import pytest
 
+from actionscheduler_exporter import check
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.schema import STATUSES, TableNames
 from actionscheduler_exporter.db.session import Session
@@ -18,6 +20,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.totals import ledger
 from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
+from testbed import as4
 from testbed.store import ActionSchedulerStore
 from tests.support import truth
 from tests.support.scenarios import assert_matches
@@ -176,6 +179,65 @@ def test_a_quiet_table_is_checked_not_recounted(
     assert again.recounted == 1
 
 
+def test_a_4x_purge_of_failed_actions_is_followed_within_one_refresh(
+    store: ActionSchedulerStore,
+    coordinator: Coordinator,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Action Scheduler 4.x's daily cleanup deletes failed actions past their three months
+    (with the complete and canceled ones past 31 days): the totals by status, the failed
+    actions per hook and check's FAILED-KEPT follow at the next refresh, and only the
+    chunks that lost rows are read again (a purge, not a recount of the table)."""
+    with store.seconds_ago(100 * DAY):
+        _run_some(store, 120)  # failed, complete and canceled: all past their retention
+    with store.seconds_ago(10 * DAY):  # runs the table keeps, failures among them
+        for index in range(120):
+            hook, group = HOOKS[index % len(HOOKS)]
+            action_id = store.create(hook, group=group, args=[index])
+            store.start(action_id)
+            if index % 5:
+                store.complete(action_id)
+            else:
+                store.fail(action_id, "Supplier API unreachable")
+    connection = connect()
+    check_scrape(coordinator, connection)
+    ledger = ActionLedger(CHUNK)
+    tables = TableNames("wp_")
+    ledger.refresh(session, tables)
+    before = ledger.refresh(session, tables)
+    failed_before = sum(truth.compute(connection).failed_by_hook.values())
+
+    deleted, _ = as4.delete_old_actions(store, task=as4.CLEANUP_HOOK)
+    assert deleted
+    connection = connect()
+    expected = truth.compute(connection)
+    assert 0 < sum(expected.failed_by_hook.values()) < failed_before
+    (result,) = coordinator.scrape(10.0)
+    assert_matches(result, expected)
+    header, line = check.report([result]).splitlines()[:2]  # the site table comes first
+    assert header.split()[-1] == "FAILED-KEPT"
+    assert line.split()[-1] == str(expected.statuses["failed"])
+
+    purged = ledger.refresh(session, tables)
+    touched = {action_id // CHUNK for action_id in deleted}
+    assert purged.by_status_group == _by_status_group(connection)
+    assert sum(purged.failed_by_hook.values()) == expected.statuses["failed"]
+    # The chunks that lost rows (and the newest one) are read again; the rest are checked.
+    assert purged.recounted <= len(touched) + 1 < before.chunks
+    assert ledger.refresh(session, tables).recounted == 1
+
+
+def _by_status_group(connection: pymysql.connections.Connection[Any]) -> Counter[Any]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT status, group_id, COUNT(*) FROM wp_actionscheduler_actions GROUP BY 1, 2"
+        )
+        return Counter(
+            {(status, int(group)): int(count) for status, group, count in cursor.fetchall()}
+        )
+
+
 def test_settled_chunks_are_checked_in_turns(
     store: ActionSchedulerStore,
     session: Session,
@@ -276,6 +338,58 @@ def test_a_table_emptied_and_refilled_is_counted_again(
     assert sum(empty.by_status_group.values()) == 0 and empty.oldest_finished_age is None
     history(store, count=20)  # the same ids again, other rows
     assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
+
+
+def test_a_purge_of_the_newest_actions_is_not_a_recount(
+    store: ActionSchedulerStore,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """A canceled action that never ran is the newest one, and the next cleanup purges it:
+    the highest id drops, but no id is handed out again (the table's counter goes on), so
+    only the chunks that lost rows are read again, not the whole table."""
+    finished_history(store)
+    ledger = ActionLedger(CHUNK)
+    tables = TableNames("wp_")
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    store.cancel(store.create("woocommerce_cancel_unpaid_orders"))
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    deleted, _ = as4.delete_old_actions(store, task=as4.CLEANUP_HOOK)
+    assert max(deleted) > _max_id(connect())  # the newest action was purged
+    purged = ledger.refresh(session, tables)
+    touched = {action_id // CHUNK for action_id in deleted}
+    # The chunks that lost rows (and the newest) are read again; the others only checked.
+    assert purged.recounted <= len(touched) + 1
+    assert purged.checked > 0
+    assert_totals(purged, truth.compute(connect()))
+    store.create(HOOKS[0][0], group=HOOKS[0][1])  # the next id is above the purged one
+    assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
+
+
+def test_a_table_truncated_and_refilled_between_two_walks_is_counted_again(
+    store: ActionSchedulerStore,
+    session: Session,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Without an empty walk in between: the highest id is lower and the counter started
+    again, so the ids were handed out again and every chunk is counted anew."""
+    history(store, count=60)
+    tables = TableNames("wp_")
+    ledger = ActionLedger(CHUNK)
+    ledger.refresh(session, tables)
+    ledger.refresh(session, tables)
+    store._execute(f"TRUNCATE TABLE {store.actions}")
+    history(store, count=20)  # the same ids again, other rows
+    assert_totals(ledger.refresh(session, tables), truth.compute(connect()))
+
+
+def _max_id(connection: pymysql.connections.Connection[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT MAX(action_id) FROM wp_actionscheduler_actions")
+        (found,) = cursor.fetchone()
+    return int(found)
 
 
 def test_database_time_is_counted_per_tier(

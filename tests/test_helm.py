@@ -16,6 +16,7 @@ import yaml
 
 from actionscheduler_exporter.config import chart_schema, load_file
 from actionscheduler_exporter.config.loader import SITE_KEYS
+from actionscheduler_exporter.flags import build_parser
 from dashboards.queries import keda_query
 from tests.support.helm_chart import (
     ALL_ON,
@@ -48,6 +49,33 @@ MONITOR_OPTIONS: dict[str, Any] = {
     },
     "relabelings": [{"action": "replace", "targetLabel": "store", "replacement": "shop"}],
     "metricRelabelings": [{"action": "drop", "sourceLabels": ["__name__"], "regex": "process_.*"}],
+}
+
+COMMUNITY_KEYS_39: dict[str, Any] = {
+    "commonLabels": {"team": "checkout", "cost-center": "42"},
+    "revisionHistoryLimit": 3,
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "exporter"}},
+        }
+    ],
+    "dnsConfig": {"options": [{"name": "ndots", "value": "2"}]},
+    "initContainers": [{"name": "wait-for-db", "image": "busybox:1.36", "command": ["true"]}],
+    "extraContainers": [{"name": "db-proxy", "image": "registry.example/db-proxy:1.2"}],
+    "extraEnvFrom": [{"secretRef": {"name": "exporter-env"}}],
+    "livenessProbe": {"periodSeconds": 30, "failureThreshold": 5, "initialDelaySeconds": 2},
+    "readinessProbe": {"enabled": False},
+    "serviceAccount.automountServiceAccountToken": True,
+    "service.labels": {"scrape-job": "queue-shop"},
+    "serviceMonitor.jobLabel": "scrape-job",
+    "podDisruptionBudget": {
+        "enabled": True,
+        "minAvailable": "50%",
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    },
 }
 
 VARIANTS = {
@@ -100,6 +128,11 @@ VARIANTS = {
     ),
     # Issue 19: hundreds of sites split among three exporter pods.
     "sharded": merged(ALL_ON, **{"sharding": {"enabled": True, "shards": 3}}),
+    # Issue 39, item 4: the keys prometheus-community chart users expect.
+    "community-keys-39": merged(ALL_ON, **COMMUNITY_KEYS_39),
+    "community-keys-39-sharded": merged(
+        ALL_ON, **COMMUNITY_KEYS_39, **{"sharding": {"enabled": True, "shards": 3}}
+    ),
     "podmonitor-options": merged(
         ALL_ON,
         **{
@@ -342,7 +375,8 @@ def test_a_sharded_exporter_is_a_statefulset_whose_pods_take_their_shard_from_th
     spec = stateful["spec"]
     assert spec["replicas"] == 3 and spec["podManagementPolicy"] == "Parallel"
     service = find(objects, "Service", "exporter")
-    assert spec["serviceName"] == service["metadata"]["name"]
+    # Its pods' DNS names come from the headless Service (test_a_sharded_exporter_has_...).
+    assert spec["serviceName"] == service["metadata"]["name"] + "-headless"
     pod = spec["template"]
     # The Service (and so the ServiceMonitor) reaches every shard.
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
@@ -724,3 +758,120 @@ def test_defaults_stay_strong_and_unknown_alert_names_fail() -> None:
     ]:
         with pytest.raises(helm.HelmError, match=message):
             render(values)
+
+
+def test_the_keys_prometheus_community_users_expect_reach_the_objects() -> None:
+    """Issue 39, item 4: topologySpreadConstraints, commonLabels, revisionHistoryLimit,
+    extraEnvFrom, probe overrides, serviceAccount.automountServiceAccountToken,
+    service.labels, podDisruptionBudget settings, serviceMonitor.jobLabel, extraContainers,
+    initContainers and dnsConfig were refused by the schema. Each renders, reaches its
+    object, and validates (test_every_rendered_object_is_valid runs these variants too)."""
+    values = VARIANTS["community-keys-39"]
+    helm.Chart.load(CHART).validate_schema(values)
+    objects = render(values)
+    for obj in objects:
+        validate(obj)
+        labels = obj["metadata"]["labels"]
+        assert COMMUNITY_KEYS_39["commonLabels"].items() <= labels.items(), obj["kind"]
+    deployment = find(objects, "Deployment", "exporter")
+    assert deployment["spec"]["revisionHistoryLimit"] == 3
+    pod = deployment["spec"]["template"]
+    assert COMMUNITY_KEYS_39["commonLabels"].items() <= pod["metadata"]["labels"].items()
+    spec = pod["spec"]
+    assert spec["topologySpreadConstraints"] == COMMUNITY_KEYS_39["topologySpreadConstraints"]
+    assert spec["dnsConfig"] == COMMUNITY_KEYS_39["dnsConfig"]
+    assert spec["initContainers"] == COMMUNITY_KEYS_39["initContainers"]
+    assert [c["name"] for c in spec["containers"]] == ["exporter", "db-proxy"]
+    assert spec["automountServiceAccountToken"] is True
+    exporter = spec["containers"][0]
+    assert exporter["envFrom"] == COMMUNITY_KEYS_39["extraEnvFrom"]
+    assert exporter["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
+        "periodSeconds": 30,
+        "timeoutSeconds": 5,
+        "failureThreshold": 5,
+        "initialDelaySeconds": 2,
+    }
+    assert "readinessProbe" not in exporter
+    assert find(objects, "ServiceAccount")["automountServiceAccountToken"] is True
+    service = find(objects, "Service")
+    assert service["metadata"]["labels"]["scrape-job"] == "queue-shop"
+    monitor = find(objects, "ServiceMonitor")
+    assert monitor["spec"]["jobLabel"] == "scrape-job"
+    budget = find(objects, "PodDisruptionBudget", "exporter")["spec"]
+    assert budget["minAvailable"] == "50%" and "maxUnavailable" not in budget
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    # The defaults: the probes as before, no token without the Kubernetes source.
+    default = find(render(MINIMAL), "Deployment")["spec"]["template"]["spec"]
+    assert default["automountServiceAccountToken"] is False
+    assert default["containers"][0]["readinessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"},
+        "periodSeconds": 10,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
+    assert find(render(MINIMAL), "Deployment")["spec"]["revisionHistoryLimit"] == 10
+    assert find(render(ALL_ON), "PodDisruptionBudget", "exporter")["spec"]["maxUnavailable"] == 1
+
+
+def test_the_new_keys_stay_strict() -> None:
+    chart = helm.Chart.load(CHART)
+    for bad, problem in [
+        (merged(MINIMAL, commonLabels={"app.kubernetes.io/name": "x"}), "app.kubernetes.io/name"),
+        (merged(MINIMAL, livenessProbe={"httpGet": {"path": "/"}}), "httpGet"),
+        (merged(MINIMAL, readinessProbe={"periodSeconds": 0}), "periodSeconds"),
+        (merged(MINIMAL, dnsConfig={"nameserver": ["1.1.1.1"]}), "nameserver"),
+        (
+            merged(MINIMAL, **{"podDisruptionBudget.unhealthyPodEvictionPolicy": "Never"}),
+            "unhealthyPodEviction",
+        ),
+        (merged(MINIMAL, revisionHistoryLimit=-1), "revisionHistoryLimit"),
+        (merged(MINIMAL, extraContainers=[{"image": "x"}]), "name"),
+        (
+            merged(MINIMAL, **{"serviceAccount.automountServiceAccountToken": "yes"}),
+            "automountServiceAccountToken",
+        ),
+    ]:
+        with pytest.raises(helm.HelmValuesError, match=problem):
+            chart.validate_schema(bad)
+    with pytest.raises(helm.HelmError, match="automountServiceAccountToken is false, but"):
+        render(merged(ALL_ON, **{"serviceAccount.automountServiceAccountToken": False}))
+    # Without the Kubernetes source, false is what the chart does anyway.
+    quiet = render(merged(MINIMAL, **{"serviceAccount.automountServiceAccountToken": False}))
+    assert find(quiet, "ServiceAccount")["automountServiceAccountToken"] is False
+
+
+def test_a_sharded_exporter_has_a_headless_service_and_is_scraped_once() -> None:
+    """Issue 39, item 4: the StatefulSet named the ClusterIP Service as its serviceName, so
+    its pods had no DNS names; the headless Service gives them
+    <pod>.<fullname>-headless.<namespace>.svc, and the ServiceMonitor does not select it."""
+    objects = render(VARIANTS["community-keys-39-sharded"])
+    statefulset = find(objects, "StatefulSet")
+    headless = find(objects, "Service", "-headless")
+    assert statefulset["spec"]["serviceName"] == headless["metadata"]["name"]
+    assert statefulset["spec"]["revisionHistoryLimit"] == 3
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    pod_labels = statefulset["spec"]["template"]["metadata"]["labels"]
+    assert headless["spec"]["selector"].items() <= pod_labels.items()
+    [port] = headless["spec"]["ports"]
+    assert port["targetPort"] == "metrics"
+    selector = find(objects, "ServiceMonitor")["spec"]["selector"]["matchLabels"]
+    services = [o for o in objects if o["kind"] == "Service"]
+    scraped = [o for o in services if selector.items() <= o["metadata"]["labels"].items()]
+    assert [o["metadata"]["name"] for o in scraped] == ["shop-actionscheduler-exporter"]
+    # One Service only when not sharded.
+    assert [o["kind"] for o in render(ALL_ON)].count("Service") == 1
+
+
+def test_the_chart_passes_log_level_as_the_exporter_spells_it() -> None:
+    """Issue 39, item 4: the chart passed the legacy --log-level; the exporter's own parser
+    reads what the chart passes."""
+    for values in (ALL_ON, VARIANTS["sharded"], merged(MINIMAL, config={
+            "logLevel": "debug", "sites": SITES[:1]})):  # fmt: skip
+        workload = next(o for o in render(values) if o["kind"] in ("Deployment", "StatefulSet"))
+        args = workload["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert not [arg for arg in args if arg.startswith("--log-level")]
+        parsed = build_parser().parse_args(args)
+        assert parsed.log_level == values["config"].get("logLevel", "info")
+        assert f"--log.level={parsed.log_level}" in args

@@ -114,10 +114,12 @@ def test_head_and_gzip_as_prometheus_asks(
         assert zipped.status == 200 and zipped.getheader("Content-Encoding") == "gzip"
         text = gzip.decompress(zipped.read()).decode()
         assert "actionscheduler_up" in text
-        connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip;q=0"})
-        plain = connection.getresponse()
-        assert plain.getheader("Content-Encoding") is None
-        assert "actionscheduler_up" in plain.read().decode()
+        # Issue 36, item 10: refused after a star, or with a parameter after its weight.
+        for refusing in ("gzip;q=0", "*;q=1, gzip;q=0", "gzip;q=0;level=1"):
+            connection.request("GET", "/metrics", headers={"Accept-Encoding": refusing})
+            plain = connection.getresponse()
+            assert plain.getheader("Content-Encoding") is None, refusing
+            assert "actionscheduler_up" in plain.read().decode()
     finally:
         connection.close()
 

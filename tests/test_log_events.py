@@ -9,9 +9,13 @@ from pathlib import Path
 
 from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.metrics import catalog
+from testbed import as4, schedules
 from testbed.mariadb import Server, start_private, temporary
+from testbed.messages import GERMAN
 from testbed.store import ActionSchedulerStore
 from tests.support.follower import Follow, Follower
+from tests.support.scenarios import as4_corrupted_and_worker, as4_daily_cleanup
+from tests.support.truth import log_events
 from tests.support.waiting import wait_until
 
 
@@ -401,3 +405,131 @@ def test_ids_a_galera_stride_apart_are_counted_without_gaps() -> None:
         finally:
             exporter.close()
             store.connection.close()
+
+
+def test_a_plain_4x_site_is_read_whole(store: ActionSchedulerStore, follow: Follow) -> None:
+    """Issue 38: every row a 4.x site writes (the daily cleanup and its continuation, the
+    purge of failed actions, corrupted actions canceled, runs by `wp action-scheduler
+    work`) is recognised, counted as the rows left say, and none is left unclassified."""
+    exporter = follow(log_gap_grace=30)
+    exporter.scrape()
+    as4_daily_cleanup(store)
+    as4_corrupted_and_worker(store)
+    exporter.scrape()
+    exporter.clock.advance(31)  # the purged rows' ids are given up: missed, not waited for
+    exporter.scrape()
+    expected = log_events(store.connection)
+    assert exporter.total(catalog.LOG_ROWS_UNCLASSIFIED) == 0
+    assert exporter.total(catalog.LOG_ROWS_READ) == expected.rows
+    assert exporter.total(catalog.CREATED) == expected.created
+    assert exporter.total(catalog.STARTED) == sum(expected.started_by_context.values())
+    assert set(expected.started_by_context) == {"WP CLI", as4.WORKER}  # both dedicated
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="wp_cli") == sum(
+        expected.started_by_context.values()
+    )
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="other") == 0
+    assert exporter.total(catalog.COMPLETED) == expected.completed
+    assert exporter.total(catalog.FAILED) == expected.failed
+    assert exporter.total(catalog.CANCELED) == expected.canceled
+    assert expected.corrupted == 2
+    assert exporter.total(catalog.CORRUPTED_CANCELED) == expected.corrupted
+    assert exporter.total(catalog.CORRUPTED_CANCELED, hook="woocommerce_cleanup_sessions") == 1
+    # Their earlier rows (started, canceled) were cleared before they were read.
+    assert exporter.total(catalog.LOG_ROWS_MISSED) > 0
+    assert exporter.total(catalog.RECURRING_STOPPED) == 0
+
+
+def test_a_corrupted_action_read_before_its_logs_are_cleared_counts_once(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """A logger that keeps the rows (or a scrape between them): the start and the
+    cancellation count as such, the corrupt-data row as its own event."""
+    exporter = follow()
+    exporter.scrape()
+    action_id = store.create("wc_admin_import_orders", group="wc-admin-data")
+    claim = store.stake_claim(1)
+    as4.cancel_corrupted(store, action_id, clear_logs=False)
+    store.release_claim(claim.claim_id)
+    exporter.scrape()
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="wp_cli") == 1
+    assert exporter.total(catalog.CANCELED, hook="wc_admin_import_orders") == 1
+    assert exporter.total(catalog.CORRUPTED_CANCELED, group="wc-admin-data") == 1
+    assert exporter.total(catalog.LOG_ROWS_UNCLASSIFIED) == 0
+
+
+def test_a_plugins_own_row_after_a_recurring_run_is_not_a_stop(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """Issue 36, item 5: on an English site a webhook plugin logs its own row after the
+    run; Action Scheduler wrote no stop, so none is counted (the row is unclassified)."""
+    exporter = follow()
+    exporter.scrape()
+    action_id = store.create("woocommerce_deliver_webhook_async", schedule=schedules.INTERVAL)
+    claim = store.stake_claim(1)
+    assert store.run_recurring(action_id) is not None  # completed, next occurrence created
+    store.log(action_id, "Webhook delivered: HTTP 200")
+    store.release_claim(claim.claim_id)
+    exporter.scrape()
+    assert exporter.total(catalog.COMPLETED) == 1
+    assert exporter.total(catalog.RECURRING_STOPPED) == 0
+    assert exporter.total(catalog.LOG_ROWS_UNCLASSIFIED) == 1
+
+    # A stop Action Scheduler writes is still one, in English as in a translation.
+    failing = store.create("nightly_feed_export", schedule=schedules.INTERVAL)
+    claim = store.stake_claim(1)
+    store.run_recurring(failing, "Feed API down", next_instance_error="Invalid schedule")
+    store.release_claim(claim.claim_id)
+    exporter.scrape()
+    assert exporter.total(catalog.RECURRING_STOPPED, reason="next_instance_failed") == 1
+
+
+def test_no_callback_is_read_from_action_schedulers_own_words(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """Issue 36, item 11: an exception that quotes "will not be executed as no callbacks
+    are registered." is an exception; only Action Scheduler's own message (which begins
+    "Scheduled action for HOOK") is no_callback, whatever the runner's context."""
+    exporter = follow()
+    exporter.scrape()
+    quoting, renamed, via_worker = (
+        store.create("mailchimp_sync_order"),
+        store.create("renamed_hook"),
+        store.create("renamed_in_worker"),
+    )
+    claim = store.stake_claim(3)
+    for action_id in claim.action_ids:
+        store.start(action_id, via=as4.WORKER)
+    store.fail(
+        quoting,
+        "Upstream said: Scheduled action for x will not be executed as no callbacks are "
+        "registered.",
+        via=as4.WORKER,
+    )
+    store.fail_without_callback(renamed, "renamed_hook")
+    store.fail_without_callback(via_worker, "renamed_in_worker", via=as4.WORKER)
+    store.release_claim(claim.claim_id)
+    exporter.scrape()
+    assert exporter.total(catalog.FAILED, hook="mailchimp_sync_order", reason="exception") == 1
+    assert exporter.total(catalog.FAILED, reason="no_callback") == 2
+    assert exporter.total(catalog.FAILED, hook="renamed_in_worker", reason="no_callback") == 1
+
+
+def test_a_german_4x_site_counts_worker_runs_and_corrupted_actions(
+    store: ActionSchedulerStore, follow: Follow
+) -> None:
+    """A German 4.x site: runs of `wp action-scheduler work` are read from the context
+    "WP CLI Worker" left at the end of the translated start (runner wp_cli, though no
+    start by a context of 3.x was seen to learn the words from); a corrupted action's only
+    row counts as its cancellation."""
+    store.messages = GERMAN
+    exporter = follow()
+    exporter.scrape()
+    as4_corrupted_and_worker(store)
+    exporter.scrape()
+    runs = 10 + 10 + 1  # payments, mailchimp, the recurring sales job
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="wp_cli") == runs
+    assert exporter.total(catalog.STARTED_BY_RUNNER, runner="other") == 0
+    assert exporter.total(catalog.COMPLETED) == 11
+    assert exporter.total(catalog.FAILED, reason="unknown") == 10
+    assert exporter.total(catalog.CANCELED) == 2
+    assert exporter.total(catalog.RECURRING_STOPPED) == 0

@@ -10,10 +10,13 @@ from collections.abc import Callable
 
 import pytest
 
+from testbed import as4, schema
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.scenarios import (
     AGE_SLACK,
+    as4_corrupted_and_worker,
+    as4_daily_cleanup,
     assert_matches,
     backlog,
     failing_hooks,
@@ -36,6 +39,9 @@ HISTORIES: dict[str, Callable[[ActionSchedulerStore], None]] = {
     "only_future": only_future,
     "zero_dates": zero_dates,
     "finished_and_canceled": finished_and_canceled,
+    # Action Scheduler 4.x
+    "as4_daily_cleanup": as4_daily_cleanup,
+    "as4_corrupted_and_worker": as4_corrupted_and_worker,
 }
 
 
@@ -127,3 +133,48 @@ def test_auto_prefix_finds_every_site_of_a_network(
     assert set(results) == {"network:wp_", "network:wp_2_", "network:wp_17_"}
     for prefix, store in stores.items():
         assert_matches(results[f"network:{prefix}"], compute(store.connection, prefix))
+
+
+@pytest.mark.parametrize(
+    "history", ["healthy_flow", "backlog", "failing_hooks", "as4_daily_cleanup"]
+)
+def test_a_store_created_before_3_7_gives_the_same_numbers(
+    history: str, store: ActionSchedulerStore, scrape: Scrape
+) -> None:
+    """Issue 38: a table created by Action Scheduler 3.6 and never given 3.7's indexes
+    (3.7 kept the schema version, so nothing upgraded it): every number is still right;
+    only the statements that relied on the composite indexes read more rows."""
+    for statement in schema.before_3_7(store.prefix):
+        store._execute(statement)
+    HISTORIES[history](store)
+    (result,) = scrape()
+    assert_matches(result, compute(store.connection))
+
+
+def test_the_4x_cleanup_history_is_what_4x_leaves(
+    store: ActionSchedulerStore, scrape: Scrape
+) -> None:
+    """The scenario itself: failed actions past three months purged with their logs, the
+    newer ones kept; the daily task's next occurrence pending; no continuation left."""
+    as4_daily_cleanup(store)
+    expected = compute(store.connection)
+    assert dict(expected.failed_by_hook) == {"mailchimp_sync_order": 8}
+    with store.connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT hook, status, COUNT(*) FROM {store.actions}"
+            " WHERE hook LIKE 'action_scheduler_%' GROUP BY 1, 2"
+        )
+        housekeeping = {(hook, status): count for hook, status, count in cursor.fetchall()}
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {store.logs} l LEFT JOIN {store.actions} a"
+            " ON a.action_id = l.action_id WHERE a.action_id IS NULL"
+        )
+        (orphaned_logs,) = cursor.fetchone()
+    assert housekeeping == {
+        (as4.CLEANUP_HOOK, "complete"): 1,
+        (as4.CLEANUP_HOOK, "pending"): 1,
+        (as4.CONTINUE_HOOK, "complete"): 1,
+    }
+    assert orphaned_logs == 0
+    (result,) = scrape()
+    assert_matches(result, expected)

@@ -4,11 +4,20 @@ heavy totals; a changed site starts again on its own, and the others are untouch
 from __future__ import annotations
 
 import dataclasses
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
+
+import yaml
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
+from tests.support.waiting import port_open, wait_until
 
 COMPLETED = "actionscheduler_actions_completed"
 
@@ -75,3 +84,48 @@ def test_another_connection_budget_needs_a_new_coordinator(
         assert coordinator.config is config
     finally:
         coordinator.close()
+
+
+def test_a_sighup_with_the_file_unchanged_counts_every_event(
+    tmp_path: Path, store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """Scrape, 5 completions, SIGHUP with the file unchanged, scrape: the counter went
+    from 3 to no series at all and the 5 events were never counted (issue 36, item 4)."""
+    shop = site()
+    config = tmp_path / "exporter.yml"
+    config.write_text(
+        yaml.safe_dump({"sites": [{
+            "name": "shop", "host": shop.host, "port": shop.port, "user": shop.user,
+            "password": shop.password, "database": shop.database,
+        }]})
+    )  # fmt: skip
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "actionscheduler_exporter", "--config.file", str(config),
+             "--web.listen-address", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+        )  # fmt: skip
+    try:
+        assert wait_until(lambda: port_open(port), 30)
+        scrape_completed(port)  # places the cursor
+        completions(store, 3)
+        assert scrape_completed(port) == 3
+        completions(store, 5)
+        process.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "configuration reloaded" in log.read_text(), 30)
+        assert scrape_completed(port) == 8
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def scrape_completed(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(f"{COMPLETED}_total{{")
+    )

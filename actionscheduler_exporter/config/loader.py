@@ -1,23 +1,19 @@
-"""Builds an ExporterConfig from a YAML file (many sites) or the environment (one site).
+"""Builds an ExporterConfig from a YAML file (many sites); environment.py builds one site
+from the environment with `parse_site`, and dsn.py reads a site's DSN.
 
-Both paths turn their input into the same mapping of site keys and validate it in one
+Every path turns its input into the same mapping of site keys and validates it in one
 place, so a DSN parameter, a YAML key and a `defaults:` entry mean exactly the same.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-import yaml
-
-from actionscheduler_exporter.config import values
+from actionscheduler_exporter.config import suggest, values
+from actionscheduler_exporter.config.dsn import parse_dsn
 from actionscheduler_exporter.config.errors import ConfigError
 from actionscheduler_exporter.config.model import (
     CONNECTION_FIELDS,
@@ -31,12 +27,11 @@ from actionscheduler_exporter.config.model import (
     WorkersConfig,
 )
 
-ENV_DSN = "AS_EXPORTER_DSN"
-# A configuration file read when there is one at that path (the image sets it), else the
-# environment's site.
-ENV_CONFIG = "AS_EXPORTER_CONFIG"
-ENV_SITE = "AS_EXPORTER_SITE"
-ENV_PASSWORD_FILE = "AS_EXPORTER_PASSWORD_FILE"  # noqa: S105 - a variable name
+# Where they were first: other modules import them from here.
+from actionscheduler_exporter.config.yaml_text import MAX_FILE_BYTES as MAX_FILE_BYTES
+from actionscheduler_exporter.config.yaml_text import YamlError as YamlError
+from actionscheduler_exporter.config.yaml_text import parse_yaml as parse_yaml
+from actionscheduler_exporter.config.yaml_text import read_yaml
 
 # Scalar site keys: how each is checked. DSN query parameters use the same names.
 _SCALARS: dict[str, Callable[[Any], Any]] = {
@@ -69,13 +64,6 @@ _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "verify": values.boolean,
     "cert_file": values.text,
     "key_file": values.text,
-}
-# DSN parameters that configure TLS, in the spelling MySQL clients use.
-_DSN_TLS_PARAMS = {
-    "ssl_ca": "ca_file",
-    "ssl_verify": "verify",
-    "ssl_cert": "cert_file",
-    "ssl_key": "key_file",
 }
 _ALERT_KEYS: dict[str, Callable[[Any], Any]] = {
     "oldest_due_warning": values.duration,
@@ -129,8 +117,6 @@ SITE_KEYS = {
     "replica",
 }
 _TOP_KEYS = {"sites", "defaults", "listen_address", "connections_per_server"}
-# A configuration of a thousand sites is a few hundred kilobytes.
-MAX_FILE_BYTES = 1024 * 1024
 
 
 def load_file(path: str) -> ExporterConfig:
@@ -149,7 +135,7 @@ def load_file(path: str) -> ExporterConfig:
     if not isinstance(sites_raw, list) or not sites_raw:
         raise ConfigError(source, "sites", "must be a non-empty list of sites")
     sites = tuple(
-        _site(source, f"sites[{index}]", _mapping(source, f"sites[{index}]", raw), defaults)
+        parse_site(source, f"sites[{index}]", _mapping(source, f"sites[{index}]", raw), defaults)
         for index, raw in enumerate(sites_raw)
     )
     _reject_duplicate_names(source, sites)
@@ -172,90 +158,7 @@ def load_file(path: str) -> ExporterConfig:
     return config
 
 
-def read_yaml(source: str) -> Any:
-    """A YAML document, or a ConfigError that names the file and the place of the problem
-    but never quotes the file's text (it may hold a password)."""
-    path = Path(source)
-    try:
-        # Read with a bound, not by the size `stat` gives: a pipe or /dev/zero has none.
-        with path.open("rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise ConfigError(source, "", f"cannot read the file: {error.strerror}") from error
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(source, "", f"is larger than {MAX_FILE_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            source, "", f"is not UTF-8 text (byte {error.start} cannot be decoded)"
-        ) from None
-    try:
-        return parse_yaml(text)
-    except YamlError as problem:
-        raise ConfigError(source, "", str(problem)) from None
-
-
-class YamlError(ValueError):
-    """What is wrong with a YAML text, and where; never a word of the text itself."""
-
-
-def parse_yaml(text: str) -> Any:
-    """The document, or a YamlError with the place of the problem and its kind; quoted
-    parts of the parser's message (an alias's or a tag's name, a value) left out, since
-    they come from the text (`password: *secret` names the password)."""
-    try:
-        return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = _QUOTED.sub("…", error.problem or "").strip()
-        raise YamlError(f"is not valid YAML{where}: {problem}") from None
-    except yaml.YAMLError as error:
-        raise YamlError(f"is not valid YAML: {type(error).__name__}") from None
-    except RecursionError:
-        raise YamlError("is not valid here: nested too deeply") from None
-    except (ValueError, TypeError, OverflowError):
-        # A value that does not fit its tag or type (`!!int word`, the date 2024-13-45).
-        raise YamlError("is not valid YAML: a value does not fit its type or tag") from None
-
-
-# libyaml's parser when PyYAML has it (its wheels do): ten times as fast on a big file.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-
-
-def load_default(environ: Mapping[str, str] | None = None) -> ExporterConfig:
-    """Without --config: the file `AS_EXPORTER_CONFIG` names when it exists (a container
-    with its configuration mounted), else the site of the environment. A named file that
-    does not exist is an error unless the environment has a DSN instead."""
-    env = os.environ if environ is None else environ
-    path = env.get(ENV_CONFIG)
-    if path and (Path(path).exists() or not env.get(ENV_DSN)):
-        return load_file(path)
-    return load_environment(env)
-
-
-def load_environment(environ: Mapping[str, str] | None = None) -> ExporterConfig:
-    env = os.environ if environ is None else environ
-    dsn = env.get(ENV_DSN)
-    if not dsn:
-        raise ConfigError(
-            "environment",
-            ENV_DSN,
-            "is not set; give a DSN such as mysql://user@host:3306/db "
-            "or a configuration file with --config",
-        )
-    raw: dict[str, Any] = {"dsn": dsn}
-    if env.get(ENV_SITE):
-        raw["name"] = env[ENV_SITE]
-    if env.get(ENV_PASSWORD_FILE):
-        raw["password_file"] = env[ENV_PASSWORD_FILE]
-    site = _site("environment", ENV_DSN, raw)
-    return ExporterConfig(sites=(site,), source="environment")
-
-
-def _site(
+def parse_site(
     source: str, key: str, raw: dict[str, Any], defaults: dict[str, Any] | None = None
 ) -> SiteConfig:
     """Precedence, lowest first: `defaults:`, the site's DSN, the site's own keys."""
@@ -269,7 +172,7 @@ def _site(
         clash = sorted({"host", "port", "user", "database", "unix_socket"} & raw.keys())
         if clash:
             raise ConfigError(source, f"{key}.dsn", f"give either dsn or {', '.join(clash)}")
-        dsn_fields, dsn_tls = _parse_dsn(source, f"{key}.dsn", raw["dsn"])
+        dsn_fields, dsn_tls = parse_dsn(source, f"{key}.dsn", raw["dsn"], _SCALARS, _TLS_KEYS)
         fields.update(dsn_fields)
         tls.update(dsn_tls)
 
@@ -332,7 +235,7 @@ def _replica(source: str, key: str, raw: object, site: SiteConfig) -> ReplicaCon
         connection.setdefault("user", site.user)
         if "password_file" not in connection:
             connection.setdefault("password", site.password)
-    parsed = _site(source, key, {"name": site.name, **connection})
+    parsed = parse_site(source, key, {"name": site.name, **connection})
     if parsed.database != site.database:
         raise ConfigError(source, f"{key}.dsn", f"must name the site's database {site.database!r}")
     usage = _section(
@@ -377,49 +280,6 @@ def _scalars_and_tls(
             fields[name] = _checked(source, f"{key}.{name}", check, raw[name])
     if "tls" in raw:
         tls.update(_section(source, f"{key}.tls", raw["tls"], _TLS_KEYS))
-
-
-def _parse_dsn(source: str, key: str, dsn: object) -> tuple[dict[str, Any], dict[str, Any]]:
-    if not isinstance(dsn, str):
-        raise ConfigError(source, key, "must be a string such as mysql://user@host:3306/db")
-    try:
-        parts = urlsplit(dsn)
-        parts.port  # noqa: B018 - parses the port: raises for a bad one
-    except ValueError as error:
-        problem = (
-            "has a port that is not a number from 1 to 65535"
-            if "Port" in str(error)
-            else ("is not a valid URL (check the brackets of an IPv6 address)")
-        )
-        raise ConfigError(source, key, problem) from None
-    if parts.scheme not in {"mysql", "mariadb"}:
-        raise ConfigError(source, key, "must start with mysql:// or mariadb://")
-    fields: dict[str, Any] = {}
-    tls: dict[str, Any] = {}
-    try:
-        port = parts.port
-    except ValueError as error:
-        raise ConfigError(source, key, "has a port that is not a number from 1 to 65535") from error
-    if parts.hostname:
-        fields["host"] = parts.hostname
-    if port is not None:
-        fields["port"] = port
-    if parts.username:
-        fields["user"] = unquote(parts.username)
-    if parts.password is not None:
-        fields["password"] = unquote(parts.password)
-    database = unquote(parts.path.lstrip("/"))
-    if database:
-        fields["database"] = database
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in _DSN_TLS_PARAMS:
-            tls_key = _DSN_TLS_PARAMS[name]
-            tls[tls_key] = _checked(source, f"{key}?{name}", _TLS_KEYS[tls_key], value)
-        elif name in _SCALARS and name not in {"host", "port", "user", "database"}:
-            fields[name] = _checked(source, f"{key}?{name}", _SCALARS[name], value)
-        else:
-            raise ConfigError(source, f"{key}?{name}", "is not a known DSN parameter")
-    return fields, tls
 
 
 def _password(source: str, key: str, raw: dict[str, Any], from_dsn: str) -> str:
@@ -537,10 +397,7 @@ def _reject_unknown(source: str, key: str, raw: dict[str, Any], known: set[str])
     for name in raw:
         if name not in known:
             where = f"{key}.{name}" if key else str(name)
-            closest = difflib.get_close_matches(str(name), sorted(known), n=1, cutoff=0.6)
-            hint = (
-                f"did you mean {closest[0]}?" if closest else f"known: {', '.join(sorted(known))}"
-            )
+            hint = suggest.unknown(name, known)
             raise ConfigError(source, where, f"is not a known key ({hint})")
 
 

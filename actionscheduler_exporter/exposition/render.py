@@ -13,6 +13,7 @@ from prometheus_client import ProcessCollector
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
 from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -58,15 +59,20 @@ def negotiate(accept: str | None) -> str:
     return best
 
 
-def render(results: Sequence[SiteResult], accept: str | None) -> tuple[bytes, str]:
-    """The exposition body and its content type, negotiated from the Accept header."""
+def render(
+    results: Sequence[SiteResult],
+    accept: str | None,
+    exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
+) -> tuple[bytes, str]:
+    """The exposition body and its content type, negotiated from the Accept header;
+    `exporter`: the server's own samples without a site (how the last reload went)."""
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
-        binary = protobuf.encode(results, catalog.ALL, [build])
+        binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
         return binary + protobuf.encode_families(_PROCESS.collect()), content_type
     openmetrics = content_type == OPENMETRICS
-    body = writer.encode(results, _TEXT_FAMILIES, [build], openmetrics=openmetrics)
+    body = writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics)
     body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics)
     if openmetrics:
         body += "# EOF\n"

@@ -5,7 +5,8 @@ docs/metrics.md needs (meaning, section) and when its value is read (tier). The 
 families (`ALL`), the label names a site's constant labels may not take
 (`RESERVED_LABELS`) and the tables of docs/metrics.md are derived from these entries; the
 tests check that the docs, the rules and the dashboards agree with them.
-Every family but the build info also carries `site` and the site's constant labels.
+Every family but the build info and the reload status also carries `site` and the site's
+constant labels.
 """
 
 from __future__ import annotations
@@ -268,9 +269,14 @@ FAILED_BY_HOOK = _define(
     tier="heavy",
     section="queue",
     labels=("hook",),
-    meaning="Failed actions per hook (the `top_hooks` hooks with most failures keep their "
-    'name, the rest are summed under `hook="other"`). Failed actions are kept for months, '
-    "so this is a total; use its increase over time for alerts.",
+    meaning="Failed actions the table keeps, per hook (the `top_hooks` hooks with most "
+    'failures keep their name, the rest are summed under `hook="other"`). Action Scheduler '
+    "3.x keeps failed actions for good; 4.0+ deletes them after "
+    "`action_scheduler_retention_period_for_failed` (three 31-day months by default), so "
+    "this gauge drops by as many as the daily cleanup purges. It is what the table holds, "
+    "not a history: alert on the failure counters from the log "
+    "(`actionscheduler_actions_failed_total`), never on an increase of this gauge, which "
+    "Prometheus reads across a purge as a counter reset.",
 )
 CONCURRENT_BATCHES_LIMIT = _define(
     "actionscheduler_concurrent_batches_limit",
@@ -559,7 +565,9 @@ STARTED_BY_RUNNER = _define(
     section="log",
     labels=("runner",),
     meaning='Runs started, by `runner`, the context of "action started via …": `wp_cli` '
-    "(`wp action-scheduler run`, the dedicated workers), `wp_cron` (WP-Cron's queue runner, "
+    "(`wp action-scheduler run`, the dedicated workers, and the persistent "
+    "`wp action-scheduler work` worker of Action Scheduler 4.x, which logs `WP CLI Worker`), "
+    "`wp_cron` (WP-Cron's queue runner, "
     "inside a web request), `async_request` (the loopback request an admin page load "
     "starts), `admin_list_table` (someone pressed Run under Tools → Scheduled Actions), "
     "`other` (a plugin's own context, or none). Per site only: the hook and group of a run "
@@ -633,8 +641,25 @@ RECURRING_STOPPED = _define(
     "up to the filter `action_scheduler_recurring_action_failure_threshold`, 5 by default: "
     '"This action appears to be consistently failing"), `next_instance_failed` '
     '("There was a failure scheduling the next instance"), `unknown` (a translated '
-    "site: a row logged after the run's end on a recurring action, which only these two "
-    "messages are). Hooks are folded like the other hook families.",
+    "site: the row logged right after the run's end on a recurring action, which only "
+    "these two messages are; where the end was logged in English, a row of a plugin's "
+    "own after it is not a stop). Hooks are folded like the other hook families.",
+)
+CORRUPTED_CANCELED = _define(
+    "actionscheduler_corrupted_actions_canceled",
+    "counter",
+    "Actions Action Scheduler 4.0+ canceled because their data could not be read, from the log.",
+    tier="hot",
+    section="log",
+    labels=_EVENT_LABELS,
+    meaning="Actions Action Scheduler (4.0+) canceled when a runner could not read their "
+    'data ("This action data appears to be corrupt. We are cancelling it…"): corrupted '
+    'arguments or schedule, often an incomplete migration. Its "action canceled" row '
+    "comes first and is counted in `actionscheduler_actions_canceled_total`; 4.x cleans "
+    "the action's excess log rows up, so that row may be deleted before the exporter read "
+    "it (then counted in `actionscheduler_log_rows_missed_total` instead). A recurring "
+    "job canceled this way runs again only when its plugin schedules it again. On translated sites "
+    "the row is counted as a cancellation.",
 )
 START_DELAY = _define(
     "actionscheduler_action_start_delay_seconds",
@@ -863,6 +888,28 @@ BUILD_INFO = _define(
     section="exporter",
     labels=("version", "python_version"),
     meaning="Always 1. Has no `site` label.",
+)
+CONFIG_LAST_RELOAD_SUCCESSFUL = _define(
+    "actionscheduler_exporter_config_last_reload_successful",
+    "gauge",
+    "1 when the last reload of the configuration (SIGHUP) applied, 0 when it was refused "
+    "and the previous configuration kept serving (no site label).",
+    tier="none",
+    section="exporter",
+    meaning="1 when the last reload of the configuration and the web configuration "
+    "(SIGHUP) applied in full, 0 when it was refused (the reason is in the log) and the "
+    "previous configuration keeps serving. 1 from the start until a reload fails. Has no "
+    "`site` label; the name is the one Prometheus and Alertmanager use.",
+)
+CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP = _define(
+    "actionscheduler_exporter_config_last_reload_success_timestamp_seconds",
+    "gauge",
+    "Unix time of the last configuration load that applied: the start, or the last "
+    "successful reload (no site label).",
+    tier="none",
+    section="exporter",
+    meaning="Unix time of the last load of the configuration that applied: the start, or "
+    "the last reload that succeeded. Has no `site` label.",
 )
 
 ALL: tuple[MetricDef, ...] = tuple(_DEFINED)

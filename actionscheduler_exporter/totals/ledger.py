@@ -18,6 +18,11 @@ long as the queue, not the table). Any difference, and the chunk is recounted. T
 are therefore exact as of the walk that produced them: each row is counted once, in its
 own chunk, during that walk.
 
+A purge can delete the newest actions too (a canceled action that never ran), which
+lowers the highest id as an emptied and refilled table does; the table's auto-increment
+counter, which a purge leaves and a TRUNCATE restarts, tells the two apart, so a purge is
+never a recount of the whole table.
+
 Chunks that hold finished actions only can change by a purge alone; checking them is most
 of a walk's cost at ten million actions (one index entry per row). With
 `heavy_settled_check_every: N` they are checked in turns, each at every Nth walk, so a
@@ -26,6 +31,7 @@ purge in them shows within N refreshes; everything else still within one.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -104,8 +110,14 @@ class ActionLedger:
             )
             self._walks += 1
             max_id, now = walk.high_water()
-            if max_id is None or (self._max_id is not None and max_id < self._max_id):
-                # Empty, or emptied and refilled: ids may have been handed out again.
+            previous_max = self._max_id
+            lower = max_id is not None and previous_max is not None and max_id < previous_max
+            if max_id is None or (lower and not walk.kept_counting(previous_max or 0)):
+                # Empty, or emptied and refilled: ids may have been handed out again. A
+                # purge of the newest actions (a canceled one that never ran, deleted at
+                # the next cleanup) lowers the highest id too, but the table's counter
+                # keeps counting: then the chunks stay, and the ones that lost rows are
+                # recounted like after any purge.
                 self._chunks = []
                 self._max_id = None
             totals = Totals()
@@ -173,6 +185,16 @@ class _Walk:
         )
         max_id, now = rows[0]
         return (None if max_id is None else int(max_id)), int(now)
+
+    def kept_counting(self, previous_max: int) -> bool:
+        """Whether the table's auto-increment counter is beyond `previous_max`: its rows
+        above were deleted, and no id was handed out again. A TRUNCATE or a re-created
+        table starts the counter again; so does a server that does not persist it (MySQL
+        5.7, MariaDB before 10.2.4) after a restart, and the table is then counted anew."""
+        rows = self._query(f"SHOW CREATE TABLE {self._actions}", ())
+        text = label_value(rows[0][1]) if rows and len(rows[0]) > 1 else ""
+        found = re.search(r"\bAUTO_INCREMENT=(\d+)", text)
+        return found is not None and int(found.group(1)) > previous_max
 
     def next_id(self, after: int) -> int | None:
         (found,) = self._query(

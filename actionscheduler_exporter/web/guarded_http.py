@@ -14,7 +14,11 @@
 - With TLS the handshake happens inside this protocol (`loop.start_tls`), after the
   connection is counted and under the same header timeout: asyncio's own server-side TLS
   would hand over a connection only after its handshake, leaving connections that never
-  finish one uncounted and open for a minute.
+  finish one uncounted and open for a minute. The TLS settings are read from a holder
+  for each new connection, so that a reload (SIGHUP) applies them all; a client
+  certificate without one of `client_allowed_sans` is closed right after the handshake.
+
+It builds on uvicorn's and asyncio's internals: guard_support.py checks them at start.
 """
 
 from __future__ import annotations
@@ -28,10 +32,15 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from actionscheduler_exporter.web.guard_support import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+)
+from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
+
 log = logging.getLogger(__name__)
 
-DEFAULT_HEADER_TIMEOUT = 10.0
-DEFAULT_MAX_CONNECTIONS = 256
+__all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "guarded_protocol"]
 WARNING_INTERVAL = 10.0
 
 
@@ -55,10 +64,11 @@ class _Refusals:
 
 
 def guarded_protocol(
-    header_timeout: float, max_connections: int, tls: ssl.SSLContext | None = None
+    header_timeout: float, max_connections: int, tls: TLSHolder | None = None
 ) -> type[H11Protocol]:
-    """The protocol class to give uvicorn as `http=`, with these limits; with `tls`, it
-    does the TLS handshake itself (then give uvicorn no TLS settings of its own)."""
+    """The protocol class to give uvicorn as `http=`, with these limits; while `tls`
+    holds TLS settings, it does the TLS handshake itself (then give uvicorn no TLS
+    settings of its own)."""
 
     class GuardedH11Protocol(_Guarded):
         pass
@@ -74,7 +84,7 @@ class _Guarded(H11Protocol):
     header_timeout = DEFAULT_HEADER_TIMEOUT
     max_connections = DEFAULT_MAX_CONNECTIONS
     refusals = _Refusals()
-    tls: ssl.SSLContext | None = None
+    tls: TLSHolder | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -82,13 +92,18 @@ class _Guarded(H11Protocol):
         self._waiting_cycle: object = None
         self._waiting_since = 0.0
         self._encrypted = False  # the TLS handshake handed the connection over
+        self._server_tls: ServerTLS | None = None  # the settings of its handshake
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if transport.get_extra_info("ssl_object") is not None:
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
             # The handshake this protocol started is done: the same connection, now
             # encrypted (counted, and its header timer running, since it was accepted).
             self._encrypted = True
             super().connection_made(transport)
+            if self._server_tls is not None and not self._server_tls.allows(ssl_object):
+                log.debug("closed a TLS connection whose certificate has no allowed SAN")
+                transport.close()
             return
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
@@ -100,8 +115,9 @@ class _Guarded(H11Protocol):
             self.refusals.count(len(self.connections) - 1, "the oldest one waiting for headers")
             oldest.transport.close()
         self._arm_header_timer()  # bounds the TLS handshake too
-        if self.tls is not None:
-            self._start_tls(transport, self.tls)
+        self._server_tls = self.tls.current if self.tls is not None else None
+        if self._server_tls is not None:
+            self._start_tls(transport, self._server_tls.context)
 
     def _start_tls(self, transport: asyncio.Transport, context: ssl.SSLContext) -> None:
         """The handshake, under the header timeout. Once it is done the encrypted

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
-from actionscheduler_exporter.web.app import Live, Serving
+from actionscheduler_exporter.web.serving import Live, Serving
+from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 from actionscheduler_exporter.web.webconfig import WebConfig
 
 log = logging.getLogger(__name__)
@@ -18,22 +19,27 @@ log = logging.getLogger(__name__)
 
 class Reloader:
     """SIGHUP: the configuration and the web configuration read again, on a thread of
-    their own. A new configuration is served from the next request on (the old
-    coordinator closed once the scrapes that use it are answered); one that does not load
-    is logged and the running one kept. The listen address and TLS on or off need a
-    restart; the certificate and key are read again into the running TLS context."""
+    their own. All of a new configuration applies, or none of it: the sites, basic auth
+    and headers from the next request on (sites whose settings did not change keep their
+    counters, log cursors and totals; a changed one starts again; a new connection budget
+    or shard needs a new coordinator, the old one closed once the scrapes that use it are
+    answered), every TLS setting (certificate, client certificates and their CA, allowed
+    SANs, versions, ciphers, curve) from the next connection on, in a context built
+    afresh. One that does not load, or cannot apply, is logged with the reason and the
+    running one kept; `Live.reloads` tells the metrics. The listen addresses and TLS on
+    or off need a restart."""
 
     def __init__(
         self,
         live: Live,
         load: Callable[[], tuple[ExporterConfig, WebConfig]],
         listen: tuple[str, int],
-        context: ssl.SSLContext | None,
+        tls: TLSHolder,
     ) -> None:
         self._live = live
         self._load = load
         self._listen = listen
-        self._context = context
+        self._tls = tls
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -43,23 +49,36 @@ class Reloader:
         with self._lock:
             try:
                 config, web = self._load()
-                if (self._context is not None) != web.tls:
+                if (self._tls.current is not None) != web.tls:
                     raise ConfigError(
                         "web configuration",
                         "tls_server_config",
                         "turning TLS on or off needs a restart",
                     )
-                if self._context is not None and web.cert_file and web.key_file:
-                    self._context.load_cert_chain(web.cert_file, web.key_file)
-            except (ConfigError, OSError, ssl.SSLError) as error:
+                # Built whole before anything is replaced: a failure keeps the old one.
+                server_tls = ServerTLS.of(web.tls_settings) if web.tls_settings else None
+                old = self._live.current.coordinator
+                # Unchanged sites keep what they counted (log cursors, counters, totals);
+                # only a new connection budget or shard needs a coordinator of its own.
+                kept = old.reconfigure(config)
+                coordinator = old if kept else Coordinator(config)
+            except (ConfigError, OSError, ssl.SSLError, ValueError) as error:
+                self._live.reloads.failed()
                 log.error("reload failed, the running configuration is kept: %s", error)
                 return
             if (config.listen_host, config.listen_port) != self._listen:
                 log.warning("the listen address changes at the next restart, not on reload")
-            old = self._live.current.coordinator
-            self._live.current = Serving.of(Coordinator(config), web)
-            # Scrapes that took the old coordinator finish with it first.
-            timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
-            timer.daemon = True
-            timer.start()
-            log.info("configuration reloaded sites=%d", len(config.sites))
+            self._tls.current = server_tls
+            self._live.current = Serving.of(coordinator, web)
+            self._live.reloads.succeeded()
+            if not kept:
+                # Scrapes that took the old coordinator finish with it first.
+                timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
+                timer.daemon = True
+                timer.start()
+            log.info(
+                "configuration reloaded sites=%d tls=%s state=%s",
+                len(config.sites),
+                web.tls,
+                "kept for unchanged sites" if kept else "new",
+            )

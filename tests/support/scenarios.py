@@ -14,6 +14,7 @@ import pytest
 from actionscheduler_exporter.db.schema import STATUSES
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
+from testbed import as4, schedules
 from testbed.schema import ZERO_DATE
 from testbed.store import ActionSchedulerStore
 from tests.support.truth import Truth
@@ -216,3 +217,60 @@ def finished_and_canceled(store: ActionSchedulerStore) -> None:
     canceled = store.create("woocommerce_cancel_unpaid_orders")
     store.cancel(canceled)
     store.run_batch(5)
+
+
+# -- Action Scheduler 4.x (testbed.as4, docs/action-scheduler-4.md) -----------------------
+
+
+def as4_daily_cleanup(store: ActionSchedulerStore) -> None:
+    """A 4.x store at its daily cleanup: failed actions older than their three months
+    purged with their logs, complete and canceled ones past 31 days in runs of at least
+    250 with a continuation for the rest, newer failures kept, the task's next occurrence
+    pending for tomorrow 3 am; runs by the persistent worker."""
+    with store.seconds_ago(100 * 86400):
+        for index in range(30):
+            store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+        store.create("woocommerce_deliver_webhook_async", group="woocommerce-webhooks")
+        store.run_batch(40, fail_mailchimp)
+    with store.seconds_ago(40 * 86400):
+        for index in range(520):
+            store.create(
+                "woocommerce_deliver_webhook_async", group="woocommerce-webhooks", args=[index]
+            )
+        for index in range(5):
+            store.cancel(store.create("woocommerce_cancel_unpaid_orders", args=[index]))
+        for _ in range(21):
+            store.run_batch(25)
+    with store.seconds_ago(10 * 86400):
+        for index in range(8):
+            store.create("mailchimp_sync_order", group="mailchimp", args=[100 + index])
+        store.run_batch(10, fail_mailchimp)
+    with store.seconds_ago(2 * 86400):
+        as4.schedule_cleanup(store)  # due yesterday at 3 am
+    for _ in range(20):
+        store.create("woocommerce_deliver_webhook_async", group="woocommerce-webhooks")
+    # The task (priority 0) first: 30 failed, 5 canceled and 490 complete purged (the
+    # canceled status's unused budget goes to the complete one), and a continuation.
+    as4.run_batch(store, 5)
+    as4.run_batch(store, 25)  # its continuation (due at once, priority 0): the last 31
+
+
+def as4_corrupted_and_worker(store: ActionSchedulerStore) -> None:
+    """A 4.x store whose worker (`wp action-scheduler work`) meets actions it cannot read:
+    a single and a recurring one canceled, the recurring one not repeated; the rest run,
+    one hook failing."""
+    corrupt = [
+        store.create("wc_admin_import_orders", group="wc-admin-data", args=[1]),
+        store.create(
+            "woocommerce_cleanup_sessions", group="woocommerce", schedule=schedules.INTERVAL
+        ),
+    ]
+    for index in range(10):
+        store.create("wc_payment_gateway_sync", group="payments", args=[index])
+        store.create("mailchimp_sync_order", group="mailchimp", args=[index])
+    store.create("woocommerce_scheduled_sales", group="woocommerce", schedule=schedules.INTERVAL)
+    as4.run_batch(store, 25, fail_mailchimp, corrupted=corrupt)
+
+
+def fail_mailchimp(hook: str) -> str | None:
+    return "Supplier API unreachable" if hook == "mailchimp_sync_order" else None

@@ -177,3 +177,41 @@ def compute(connection: pymysql.connections.Connection[Any], prefix: str = "wp_"
             hook: _age(now, dates) for hook, dates in due_dates_by_hook.items()
         },
     )
+
+
+@dataclass
+class LogTruth:
+    """The events an English log's rows record, read row by row from the words Action
+    Scheduler begins each message with (docs/action-scheduler-4.md)."""
+
+    created: int
+    started_by_context: Counter[str]
+    completed: int
+    failed: int
+    canceled: int
+    corrupted: int
+    other: int  # rows Action Scheduler writes that count as no event (ignored, fetch errors)
+    rows: int
+
+
+def log_events(connection: pymysql.connections.Connection[Any], prefix: str = "wp_") -> LogTruth:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT message FROM {prefix}actionscheduler_logs")
+        messages = [str(message) for (message,) in cursor.fetchall()]
+    truth = LogTruth(0, Counter(), 0, 0, 0, 0, 0, len(messages))
+    for message in messages:
+        if message == "action created":
+            truth.created += 1
+        elif message.startswith("action started via "):
+            truth.started_by_context[message.removeprefix("action started via ")] += 1
+        elif message.startswith("action complete via "):
+            truth.completed += 1
+        elif message.startswith(("action failed via ", "action marked as failed after ")):
+            truth.failed += 1
+        elif message == "action canceled":
+            truth.canceled += 1
+        elif message.startswith("This action data appears to be corrupt. "):
+            truth.corrupted += 1
+        elif message.startswith(("action ignored", "There was a failure fetching")):
+            truth.other += 1
+    return truth

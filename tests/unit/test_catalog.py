@@ -78,6 +78,8 @@ def test_every_family_has_a_producer() -> None:
         catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION, catalog.COLLECTOR_AGE,
         catalog.BUILD_INFO, catalog.DATABASE_SECONDS, catalog.REPLICA_LAG,
         catalog.REPLICA_USED,
+        # the web server's own (web/serving.py), with the build info
+        catalog.CONFIG_LAST_RELOAD_SUCCESSFUL, catalog.CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP,
     }  # fmt: skip
     produced = {metric for source in every_source() for metric in source.metrics}
     assert produced | by_round == set(catalog.ALL)

@@ -429,7 +429,7 @@ def test_cli_rejects_a_bad_listen_address() -> None:
         env={"AS_EXPORTER_DSN": "mysql://u@h/d", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 2
-    assert "--listen-address" in done.stderr
+    assert "--web.listen-address: must look like :9966" in done.stderr
 
 
 def test_a_yaml_error_names_the_place_but_never_quotes_the_line(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_pre_commit_runs_the_checks_of_make_check() -> None:
 def test_license_matches_the_package_metadata() -> None:
     assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert project["license"] == {"text": "Apache-2.0"}
+    assert project["license"] == "Apache-2.0"
 
 
 def test_the_dockerfile_passes_hadolint() -> None:

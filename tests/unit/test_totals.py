@@ -39,11 +39,14 @@ class Table:
             for action_id in range(1, count + 1)
         }
         self.rows[count].status = "pending"
+        # The auto-increment counter's last id: deletions keep it, a TRUNCATE restarts it.
+        self.handed_out = count
 
     def script(self) -> Script:
         return Script(
             [
-                ("SELECT MAX(action_id)", lambda _: [(max(self.rows, default=None), 10**8)]),
+                ("SELECT MAX(action_id)", self._max_id),
+                ("SHOW CREATE TABLE", self._create_table),
                 ("SELECT MIN(action_id)", self._next_id),
                 ("GROUP BY 1, 2, 3", self._recount),
                 ("GROUP BY status", self._open_statuses),
@@ -53,6 +56,19 @@ class Table:
                 ("FROM wp_actionscheduler_groups LIMIT", lambda _: [(0,), (1,), (2,)]),
             ]
         )
+
+    def _max_id(self, _: Sequence[object] | None) -> list[Row]:
+        self.handed_out = max([self.handed_out, *self.rows])
+        return [(max(self.rows, default=None), 10**8)]
+
+    def _create_table(self, _: Sequence[object] | None) -> list[Row]:
+        return [
+            (
+                "wp_actionscheduler_actions",
+                "CREATE TABLE `wp_actionscheduler_actions` (...) ENGINE=InnoDB"
+                f" AUTO_INCREMENT={self.handed_out + 1} DEFAULT CHARSET=utf8mb4",
+            )
+        ]
 
     def _next_id(self, args: Sequence[object] | None) -> list[Row]:
         (after,) = ints(args)
@@ -173,8 +189,23 @@ def test_an_emptied_and_refilled_table_is_counted_afresh(table: Table) -> None:
     ledger = ActionLedger(CHUNK, sleep=lambda _: None)
     walk(ledger, table)
     table.rows = {i: Action("canceled", 0) for i in range(1, 11)}
+    table.handed_out = 10  # truncated: the counter started again
     totals, _ = walk(ledger, table)
     assert totals.by_status_group == Counter({("canceled", 0): 10})
+
+
+def test_a_purge_of_the_newest_actions_keeps_the_chunks(table: Table) -> None:
+    """The highest id drops, but the counter went on: no id was handed out again, so the
+    chunks stay and only those that lost rows are recounted (issue 38)."""
+    ledger = ActionLedger(CHUNK, sleep=lambda _: None)
+    walk(ledger, table)
+    walk(ledger, table)
+    newest = max(table.rows)
+    for action_id in range(newest - 5, newest + 1):
+        del table.rows[action_id]
+    totals, _ = walk(ledger, table)
+    assert totals.by_status_group == table.truth()
+    assert totals.checked > 0 and totals.recounted <= 2
 
 
 def test_open_actions_are_read_in_pages_of_the_index(

@@ -24,9 +24,11 @@ from actionscheduler_exporter.collectors.log_events.classify import Event, Kind,
 from actionscheduler_exporter.collectors.log_events.cursor import LogCursor
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.collectors.log_events.structure import (
+    CONTEXTS,
     LoggedRow,
     RunnerContexts,
     events_by_place,
+    runner_label,
 )
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import (
@@ -59,7 +61,9 @@ _COUNTER_FOR = {
     Kind.CANCELED: catalog.CANCELED,
     Kind.RESET: catalog.RESET,
     Kind.STOPPED: catalog.RECURRING_STOPPED,
+    Kind.CORRUPTED: catalog.CORRUPTED_CANCELED,
 }
+
 # Characters of a message read: enough for every message Action Scheduler writes (a
 # missing callback names a hook of up to 191 characters), never a whole exception text of
 # 64 KB, so memory is bounded by the rows read, not by what actions log.
@@ -120,6 +124,7 @@ class LogEventsCollector(Collector):
         catalog.CANCELED,
         catalog.RESET,
         catalog.RECURRING_STOPPED,
+        catalog.CORRUPTED_CANCELED,
         catalog.START_DELAY,
         catalog.START_DELAY_BY_HOOK,
         catalog.RUN_DURATION,
@@ -268,7 +273,7 @@ class LogEventsStream:
         )
         if not rows:
             return tally
-        events = [(row, classify(row.message)) for row in rows]
+        events = [(row, classify(row.message, CONTEXTS)) for row in rows]
         actions = _lookup_actions(context, {row.action_id for row in rows})
         needs_history = {
             row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
@@ -283,7 +288,7 @@ class LogEventsStream:
                 tally.unclassified += 1
                 continue
             if event.kind is Kind.STARTED:
-                runner = catalog.RUNNERS.get(event.runner, OTHER)
+                runner = runner_label(event.runner) or OTHER
                 tally.counters[(catalog.STARTED_BY_RUNNER, (("runner", runner),))] += 1
             metric = _COUNTER_FOR.get(event.kind)
             if metric is None:

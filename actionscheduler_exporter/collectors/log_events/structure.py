@@ -9,7 +9,10 @@ via %s"), and it writes an action's rows in a fixed order:
 where the end is "complete via RUNNER" or a failure, and the stop ("consistently failing",
 or "failure scheduling the next instance") follows the end of a recurring action only.
 So the first row that ends with a runner's context is the start, the row after it the end
-(its kind is the action's status), and a row after the end of a recurring action is a stop.
+(its kind is the action's status), and the first row after the end of a recurring action
+is a stop, but only where the end itself was not in English: a site that logs its ends
+in English logs its stops in English too, so an unknown row after an English end is a
+plugin's own (a webhook's "Webhook delivered: HTTP 200"), not a stop.
 A start whose context is not one Action Scheduler ships (a plugin's own) is recognised by
 the words before a known context, learned from the site's own starts.
 """
@@ -19,8 +22,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from actionscheduler_exporter.collectors.log_events.classify import Event, Kind
+from actionscheduler_exporter.collectors.log_events.classify import Event, Kind, classify
 from actionscheduler_exporter.metrics.catalog import RUNNERS
+
+# The contexts Action Scheduler's runners log, and the runner label each counts under.
+# `wp action-scheduler work` (the persistent worker of the 4.x line) logs "WP CLI Worker":
+# a dedicated worker like `wp action-scheduler run`, so it counts as wp_cli.
+CONTEXT_LABELS: dict[str, str] = {**RUNNERS, "WP CLI Worker": "wp_cli"}
+# Longest first: a context that ends another ("WP CLI" and a plugin's "My WP CLI") is
+# tried after it.
+CONTEXTS: tuple[str, ...] = tuple(sorted(CONTEXT_LABELS, key=len, reverse=True))
+
+
+def runner_label(context: str) -> str | None:
+    """The runner label of a logged context; None for a context of a plugin's own."""
+    return CONTEXT_LABELS.get(context)
+
 
 _END_BY_STATUS = {
     "complete": Event(Kind.COMPLETED),
@@ -51,7 +68,7 @@ class RunnerContexts:
         self._start_words: list[str] = []
 
     def known(self, message: str) -> str | None:
-        for context in RUNNERS:
+        for context in CONTEXTS:
             if message.endswith(context) and message[: -len(context)].endswith(" "):
                 return context
         return None
@@ -82,6 +99,7 @@ def events_by_place(
     events: dict[int, Event] = {}
     learned = False
     phase = "before"
+    english_end = False
     for index, row in enumerate(rows):
         runner = contexts.runner_of(row.message)
         if phase == "before":
@@ -97,7 +115,12 @@ def events_by_place(
         elif phase == "running":
             if status in _END_BY_STATUS:
                 events[row.log_id] = _END_BY_STATUS[status]
+            english_end = classify(row.message, CONTEXTS) is not None
             phase = "ended"
-        elif runner is None and recurring:  # "action ignored via …" ends with a context
-            events[row.log_id] = Event(Kind.STOPPED, "unknown")
+        elif phase == "ended":
+            # Action Scheduler writes at most one stop, right after the end; "action
+            # ignored via …" ends with a context and is no stop.
+            if runner is None and recurring and not english_end:
+                events[row.log_id] = Event(Kind.STOPPED, "unknown")
+            phase = "after"
     return events, learned

@@ -65,6 +65,30 @@ app.kubernetes.io/name: {{ include "ase.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The sharded StatefulSet's headless Service, which gives each shard a DNS name. */}}
+{{- define "ase.headlessServiceName" -}}
+{{- printf "%s-headless" (include "ase.fullname" . | trunc 54 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/*
+Whether the exporter's pods mount the service account token: serviceAccount.automountServiceAccountToken
+when set, else only for the Kubernetes source (the one part that calls the API).
+*/}}
+{{- define "ase.automountToken" -}}
+{{- $set := .Values.serviceAccount.automountServiceAccountToken -}}
+{{- if kindIs "bool" $set -}}
+{{- if and (not $set) (include "ase.kubernetesSource" . | eq "true") -}}
+{{- fail "serviceAccount.automountServiceAccountToken is false, but the Kubernetes source (kubernetesSource.enabled) reads the API with that token: turn one of them off" -}}
+{{- end -}}
+{{- $set -}}
+{{- else -}}
+{{- include "ase.kubernetesSource" . | eq "true" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "ase.selectorLabels" -}}

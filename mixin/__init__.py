@@ -1,0 +1,1 @@
+"""The monitoring mixin (jsonnet), generated from rules/ and dashboards/."""

@@ -1,0 +1,5 @@
+import sys
+
+from mixin.build import main
+
+sys.exit(main())
