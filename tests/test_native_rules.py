@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dashboards import build, hooks
 from rules import native
+from slo import __main__ as slo_main
+from slo import objectives as objectives_file
 from testbed.store import ActionSchedulerStore
 from tests.support import native_history
 from tests.support.http_server import RunningExporter
@@ -128,3 +131,23 @@ def test_prometheus_evaluates_the_native_rules_to_the_hand_values(
                     assert prometheus.query(expression), (panel.title, expression)
     finally:
         prometheus.stop()
+
+
+def test_native_objectives_take_any_within_seconds_and_classic_ones_refuse_it(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "mine.yml"
+    document = yaml.safe_load(slo_main.SOURCE.read_text())
+    document["defaults"]["startOnTime"]["withinSeconds"] = 45
+    source.write_text(yaml.safe_dump(document))
+    written = tmp_path / "slo.rules.yml"
+    written.write_text(slo_main.native_rules(source, "mine.yml"))
+    assert "histogram_fraction(0, 45, sum by (site)" in written.read_text()
+    checked = promtool_run("check", "rules", str(written))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with pytest.raises(objectives_file.ObjectivesError, match="must be a bucket bound"):
+        objectives_file.load(source)
+    document["defaults"]["startOnTime"]["withinSeconds"] = 0
+    source.write_text(yaml.safe_dump(document))
+    with pytest.raises(objectives_file.ObjectivesError, match="a number of seconds above 0"):
+        objectives_file.load(source, native=True)
