@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 
 from actionscheduler_exporter.config import ExporterConfig
+from actionscheduler_exporter.logs import printable
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
@@ -36,9 +37,12 @@ WORST_GROUPS = 5
 
 
 def report(results: Sequence[SiteResult]) -> str:
+    """The report; names and problems from the database (a site, a group) have their
+    control characters escaped: a newline or an ANSI escape in a database name cannot
+    start a forged line or colour the terminal."""
     lines = _table([_COLUMNS, *(_row(result) for result in results)])
     for result in results:
-        lines.extend(f"{result.label}: {problem}" for problem in result.problems)
+        lines.extend(printable(f"{result.label}: {problem}") for problem in result.problems)
     groups = [row for result in results for row in _worst_groups(result)]
     if groups:
         lines += ["", *_table([_GROUP_COLUMNS, *groups])]
@@ -46,6 +50,7 @@ def report(results: Sequence[SiteResult]) -> str:
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

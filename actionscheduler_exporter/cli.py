@@ -17,6 +17,7 @@ from actionscheduler_exporter.config.values import listen_address
 from actionscheduler_exporter.flags import ENV_LISTEN_ADDRESS, build_parser
 from actionscheduler_exporter.healthcheck import unhealthy
 from actionscheduler_exporter.logs import configure as configure_logging
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import MAX_SCRAPE_TIMEOUT
 from actionscheduler_exporter.sharding import parse_shard
 from actionscheduler_exporter.web import guard_support, server
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.systemd_socket and args.listen_address:
         # As exporter-toolkit does: systemd's sockets replace the addresses.
-        log.warning("--web.listen-address is ignored with --web.systemd-socket")
+        emit(log, logging.WARNING, "--web.listen-address is ignored with --web.systemd-socket")
 
     return server.serve(
         config,

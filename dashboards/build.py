@@ -44,16 +44,23 @@ def main() -> int:
     )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
+    files = {**rendered(), **rendered(NATIVE)}
+    return write_or_check(FOLDER, files, "python -m dashboards.build", check=args.check)
+
+
+def write_or_check(folder: Path, files: dict[str, str], command: str, *, check: bool) -> int:
+    """Writes the generated files into `folder`, or with `check` says which differ (exit
+    1) and the command that writes them."""
     stale = []
-    for name, text in {**rendered(), **rendered(NATIVE)}.items():
-        path = FOLDER / name
-        if args.check:
+    for name, text in files.items():
+        path = folder / name
+        if check:
             if not path.exists() or path.read_text() != text:
                 stale.append(name)
         else:
             path.write_text(text)
     if stale:
-        print(f"out of date, run python -m dashboards.build: {', '.join(stale)}", file=sys.stderr)
+        print(f"out of date, run {command}: {', '.join(stale)}", file=sys.stderr)
         return 1
     return 0
 

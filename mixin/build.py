@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from dashboards import build as dashboards_build
+from dashboards.build import write_or_check
 from dashboards.grafana import RUNBOOKS
 from rules.scope import PLACEHOLDER, RECORDED_BY_LABEL, scope_expression
 
@@ -224,15 +224,4 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, do not write")
     args = parser.parse_args(argv)
-    stale = []
-    for name, text in rendered().items():
-        path = FOLDER / name
-        if args.check:
-            if not path.exists() or path.read_text() != text:
-                stale.append(name)
-        else:
-            path.write_text(text)
-    if stale:
-        print(f"out of date, run python -m mixin: {', '.join(stale)}", file=sys.stderr)
-        return 1
-    return 0
+    return write_or_check(FOLDER, rendered(), "python -m mixin", check=args.check)

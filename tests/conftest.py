@@ -3,6 +3,7 @@ the exporter run against them (in-process, or over real HTTP)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,13 +13,31 @@ import pymysql
 import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.logs import JsonFormatter, LogfmtFormatter
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server, ensure_server, start_private, temporary
 from testbed.store import ActionSchedulerStore
+from tests.support import logfmt
 from tests.support.fake_kubernetes import FakeKubernetes, pod
 from tests.support.follower import Follow, following
 from tests.support.http_server import RunningExporter
+
+
+@pytest.fixture(autouse=True)
+def log_lines_parse(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Every line a test makes the exporter log is one that a strict logfmt parser and
+    `json.loads` read, with each field a key of its own (caplog shows them as logfmt)."""
+    caplog.handler.setFormatter(LogfmtFormatter())
+    yield
+    as_json = JsonFormatter()
+    for record in caplog.records:
+        if not record.name.startswith("actionscheduler_exporter"):
+            continue
+        fields = logfmt.parse(LogfmtFormatter().format(record))
+        entry = json.loads(as_json.format(record))
+        assert fields["msg"] == entry["msg"] == record.getMessage()
+        assert set(fields) == set(entry)
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -10,9 +12,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+import yaml
+
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.store import ActionSchedulerStore
+from tests.support import logfmt
 from tests.support.scenarios import killed_worker
 from tests.support.waiting import port_open, wait_until
 
@@ -110,7 +116,10 @@ def test_serve_starts_with_the_database_down_and_stops_on_sigterm() -> None:
         if process.poll() is None:
             process.kill()
         _, stderr = process.communicate()
-    assert "site down site=shop kind=connect" in stderr
+    # Every line of the process's log is logfmt, every field a key of its own.
+    lines = [logfmt.parse(line) for line in stderr.splitlines() if line]
+    down = [line for line in lines if line["msg"] == "site down"]
+    assert [(line["site"], line["kind"]) for line in down] == [("shop", "connect")]
     assert "Finished server process" in stderr
 
 
@@ -132,3 +141,42 @@ def test_healthcheck_reads_the_listen_address_the_server_reads() -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=10)
+
+
+@pytest.mark.parametrize("log_format", ["json", "logfmt"])
+def test_a_hostile_database_name_forges_no_line_in_the_log_or_the_report(
+    mariadb: Server, tmp_path: Path, log_format: str
+) -> None:
+    """`database: auto` over a database whose name holds a newline and an ANSI escape: the
+    log (JSON or logfmt: every line parses, every field a key) and `check`'s report write
+    the name with its control characters escaped (issue 36, item 12)."""
+    token = secrets.token_hex(3)
+    hostile = f"asctl_{token}_\n\x1b[31mred"
+    admin = mariadb.connect()
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE `{hostile}`")
+        store = ActionSchedulerStore(mariadb.connect(hostile), "wp_")
+        store.create_tables()
+        store.connection.close()
+        config = tmp_path / "exporter.yml"
+        config.write_text(yaml.safe_dump({"sites": [{
+            "name": "net", "host": mariadb.host, "port": mariadb.port, "user": mariadb.user,
+            "password": mariadb.password, "database": "auto",
+            "database_pattern": f"asctl\\_{token}\\_%",
+        }]}))  # fmt: skip
+        done = command(
+            "--log.format", log_format, "--log.level", "debug", "--config.file", str(config),
+            "check", "--timeout", "8", env={},
+        )  # fmt: skip
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{hostile}`")
+        admin.close()
+    lines = [line for line in done.stderr.splitlines() if line]
+    parse = json.loads if log_format == "json" else logfmt.parse
+    for line in lines:
+        assert {"ts", "level", "logger", "msg"} <= parse(line).keys(), line
+    assert "\x1b" not in done.stderr + done.stdout
+    assert "asctl" in done.stdout and "\\n\\x1b[31mred" in done.stdout, done.stdout
+    assert not [line for line in done.stdout.splitlines() if line.startswith("\x1b")]

@@ -254,3 +254,21 @@ def test_scrapes_with_a_tiny_timeout_do_not_starve_the_others(
             samples(body, "actionscheduler_due_actions")[(("claim", "unclaimed"), ("site", "shop"))]
             == 1.0
         )
+
+
+def test_the_landing_page_lists_a_networks_subsites_once_found(
+    store_factory: Callable[[str], ActionSchedulerStore],
+    exporter_http: StartExporter,
+    site: Callable[..., SiteConfig],
+) -> None:
+    """A `table_prefix: auto` entry is shown as its subsites, not as one row "auto"."""
+    store_factory("wp_")
+    store_factory("wp_2_")
+    running = exporter_http(site(name="net", table_prefix="auto"))
+    before = running.get("/")[2]
+    assert "<td>net</td><td>auto</td>" in before  # no round has listed the subsites yet
+    assert running.get("/metrics")[0] == 200
+    page = running.get("/")[2]
+    assert "<td>net:wp_</td><td>wp_</td>" in page
+    assert "<td>net:wp_2_</td><td>wp_2_</td>" in page
+    assert "<td>net</td><td>auto</td>" not in page

@@ -6,6 +6,7 @@ values come from tests/support/truth.py, which reads the tables row by row.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import pytest
@@ -178,3 +179,22 @@ def test_the_4x_cleanup_history_is_what_4x_leaves(
     assert orphaned_logs == 0
     (result,) = scrape()
     assert_matches(result, expected)
+
+
+def test_a_stopped_4x_cleanup_task_shows_as_a_stopped_recurring_hook(
+    store: ActionSchedulerStore, scrape: Scrape
+) -> None:
+    """The daily cleanup is a recurring action like any other: killed by a host's time
+    limit five days running, it is not rescheduled, and the table says so."""
+    task: int | None = as4.schedule_cleanup(store)
+    for days in range(5, 0, -1):
+        assert task is not None
+        with store.seconds_ago(days * 86400 - 3600):
+            store._execute(
+                f"UPDATE {store.actions} SET scheduled_date_gmt = %s WHERE action_id = %s",
+                (store.now() - dt.timedelta(minutes=1), task),  # due, run a minute late
+            )
+            task = store.run_recurring(task, "Maximum execution time of 30 seconds exceeded")
+    assert task is None  # consistently failing: no next occurrence
+    (result,) = scrape()
+    assert result.value("actionscheduler_recurring_hooks_stopped", hook=as4.CLEANUP_HOOK) == 1

@@ -13,17 +13,10 @@ from pathlib import Path
 
 from actionscheduler_exporter.config import SiteConfig
 from testbed.store import ActionSchedulerStore
+from tests.unit.test_recipe import CATALOG_ENTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CATALOG_ENTRY = """
-GROUP_ROWS = _define(
-    "actionscheduler_group_rows", "gauge",
-    "Rows in the groups table.",
-    tier="hot", section="queue", labels=("recipe",),
-    meaning="Rows in the groups table, counted (the recipe's example).",
-)
-"""
 COLLECTOR = """
 from collections.abc import Iterator
 

@@ -79,7 +79,8 @@ class KubernetesWorkers(Source[None]):
 
     def _default_credentials(self) -> Credentials:
         if self.config.kubeconfig:
-            return from_kubeconfig(Path(self.config.kubeconfig))
+            # `~/.kube/config`, as the README and kubectl write it.
+            return from_kubeconfig(Path(self.config.kubeconfig).expanduser())
         return in_cluster()
 
     def _pod_samples(self, client: KubernetesClient) -> list[Sample]:

@@ -163,6 +163,27 @@ def parse_site(
 ) -> SiteConfig:
     """Precedence, lowest first: `defaults:`, the site's DSN, the site's own keys."""
     _reject_unknown(source, key, raw, SITE_KEYS)
+    fields, tls, raw = _connection(source, key, raw, defaults)
+    _check_tls_files(source, f"{key}.tls", tls)
+    fields["tls"] = TLSConfig(**tls)
+    fields.update(_sections(source, key, raw))
+    fields["password"] = _password(source, key, raw, fields.pop("password", ""))
+    fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
+    if "database" not in fields:
+        raise ConfigError(source, f"{key}.database", "is missing (the WordPress database name)")
+    name = raw.get("name", fields["database"])
+    fields["name"] = _checked(source, f"{key}.name", values.text, name)
+    site = SiteConfig(**fields)
+    if "replica" in raw:
+        site = replace(site, replica=_replica(source, f"{key}.replica", raw["replica"], site))
+    return site
+
+
+def _connection(
+    source: str, key: str, raw: dict[str, Any], defaults: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The site's scalar settings and TLS keys from the defaults, its DSN and its own
+    keys, and the site's keys merged over the defaults."""
     fields: dict[str, Any] = {}
     tls: dict[str, Any] = {}
     if defaults:
@@ -175,7 +196,6 @@ def parse_site(
         dsn_fields, dsn_tls = parse_dsn(source, f"{key}.dsn", raw["dsn"], _SCALARS, _TLS_KEYS)
         fields.update(dsn_fields)
         tls.update(dsn_tls)
-
     _scalars_and_tls(source, key, raw, fields, tls)
     if not fields.get("user"):
         # No default: a silent `root` is a login nobody chose.
@@ -185,16 +205,20 @@ def parse_site(
             "is not set: name the database user the exporter logs in as "
             "(user:, or user@ in the dsn)",
         )
-    _check_tls_files(source, f"{key}.tls", tls)
-    fields["tls"] = TLSConfig(**tls)
+    return fields, tls, raw
 
-    fields["alerts"] = AlertThresholds(
-        **_section(source, f"{key}.alerts", raw.get("alerts", {}), _ALERT_KEYS)
-    )
+
+def _sections(source: str, key: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """The site's nested settings: alert thresholds, workers, Kubernetes, groups, hooks."""
+    found: dict[str, Any] = {
+        "alerts": AlertThresholds(
+            **_section(source, f"{key}.alerts", raw.get("alerts", {}), _ALERT_KEYS)
+        )
+    }
     if "workers" in raw:
-        fields["workers"] = _workers(source, f"{key}.workers", raw["workers"])
+        found["workers"] = _workers(source, f"{key}.workers", raw["workers"])
     if "kubernetes" in raw:
-        fields["kubernetes"] = KubernetesConfig(
+        found["kubernetes"] = KubernetesConfig(
             **_section(
                 source,
                 f"{key}.kubernetes",
@@ -204,20 +228,10 @@ def parse_site(
             )
         )
     if "groups" in raw:
-        fields["groups"] = _groups(source, f"{key}.groups", raw["groups"])
+        found["groups"] = _groups(source, f"{key}.groups", raw["groups"])
     if "hooks" in raw:
-        fields["hooks"] = _hooks(source, f"{key}.hooks", raw["hooks"])
-    fields["password"] = _password(source, key, raw, fields.pop("password", ""))
-    fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
-
-    if "database" not in fields:
-        raise ConfigError(source, f"{key}.database", "is missing (the WordPress database name)")
-    name = raw.get("name", fields["database"])
-    fields["name"] = _checked(source, f"{key}.name", values.text, name)
-    site = SiteConfig(**fields)
-    if "replica" in raw:
-        site = replace(site, replica=_replica(source, f"{key}.replica", raw["replica"], site))
-    return site
+        found["hooks"] = _hooks(source, f"{key}.hooks", raw["hooks"])
+    return found
 
 
 def _replica(source: str, key: str, raw: object, site: SiteConfig) -> ReplicaConfig:

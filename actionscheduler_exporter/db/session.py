@@ -22,6 +22,7 @@ from actionscheduler_exporter.db.grants import can_write
 from actionscheduler_exporter.db.pool import Pooled, ServerPool, login_of
 from actionscheduler_exporter.db.query_error import QueryError, query_error_of
 from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
+from actionscheduler_exporter.logs import emit
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class Session:
             # load balancer's idle timeout): the others that idled beside it are suspect too,
             # so once more on a new connection, before anything is reported. The statements
             # are SELECTs: sending one again is harmless.
-            log.debug("a pooled connection was gone site=%s; reconnecting", self._site.name)
+            emit(log, logging.DEBUG, "pooled connection gone, reconnecting", site=self._site.name)
             if self._pool is not None:
                 self._pool.close_idle()
             return self._attempt(sql, args)
@@ -169,12 +170,9 @@ class Session:
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
         if self.can_write and _first_time((site.endpoint, site.user)):
-            log.warning(
-                "the database user may write site=%s user=%s: grant it SELECT on the "
-                "four Action Scheduler tables only (README, 'The database user')",
-                site.name,
-                site.user,
-            )
+            emit(log, logging.WARNING, "the database user may write", site=site.name,
+                 user=site.user, hint="grant it SELECT on the four Action Scheduler tables "
+                 "only (README, 'The database user')")  # fmt: skip
         return pooled.connection
 
     def _open(self) -> Pooled:
@@ -203,7 +201,9 @@ class Session:
         except BaseException:
             connection.close()
             raise
-        log.debug("connected site=%s endpoint=%s server=%s", site.name, site.endpoint, version)
+        emit(
+            log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint, server=version
+        )
         return Pooled(connection, login_of(site), site.database, version)
 
     def _drop(self) -> None:

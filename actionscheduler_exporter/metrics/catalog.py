@@ -532,7 +532,8 @@ OLDEST_FINISHED_AGE = _define(
     section="queue",
     meaning="Age of the oldest complete or canceled action (by `last_attempt_gmt`, the date "
     "the cleaner's purge uses). Above the retention period (31 days by default) the purge "
-    "has stopped.",
+    "has stopped; on Action Scheduler 4.x, which purges once a day (3 am site time), allow "
+    "a day more.",
 )
 
 # Throughput, failures and latency, from the log --------------------------------------------

@@ -27,7 +27,7 @@ from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site_state import SiteState
 from actionscheduler_exporter.sharding import ALL_SITES, Shard
 from actionscheduler_exporter.sources.database import Collector
-from actionscheduler_exporter.sources.problem_log import ProblemLog
+from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.source import NOT_READ
 from actionscheduler_exporter.timing import Clock, Deadline
 
@@ -66,6 +66,14 @@ class MonitoredSite:
 
     def site_label(self, prefix: str) -> str:
         return self._state.site_label(prefix)
+
+    def served_as(self) -> list[tuple[str, str]]:
+        """The site labels the site is served under, with their table prefixes: a
+        network's subsites once a round has found them."""
+        state = self._state
+        if self.site.discovers_prefixes and state.known_prefixes:
+            return [(state.site_label(prefix), prefix) for prefix in state.known_prefixes]
+        return [(self.site.name, self.site.table_prefix)]
 
     def run(self, deadline: Deadline) -> RoundReports:
         """Reads the database for every prefix until `deadline`; returns the reports (also
@@ -131,17 +139,17 @@ class MonitoredSite:
         if failure is not None:
             result.problems.insert(0, failure.problem)
             reader.problem(
-                label, f"site down site={label} kind={failure.kind} problem={failure.problem!r}"
+                label, LogLine.of("site down", label, kind=failure.kind, problem=failure.problem)
             )
             if self._heavy is not None:  # no stale heavy values for a site that is down
                 result.samples += self._not_read(self._heavy.collectors)
         else:
-            note = ""
+            note = None
             if not report.complete:
                 problem = "the round of queries took longer than the scrape's deadline"
                 result.problems.append(problem)
                 reader.counters.add(label, catalog.ERRORS, "deadline")
-                note = f"slow round site={label} problem={problem!r}"
+                note = LogLine.of("slow round", label, problem=problem)
             if self._heavy is not None:
                 heavy = report.heavy
                 result.samples += heavy if heavy is not None else self._heavy.served(label)
@@ -165,7 +173,7 @@ class MonitoredSite:
             result.samples += self._heavy.served(label)
         self._reader.counters.add(label, catalog.ERRORS, "deadline")
         # Under the site's own key, as a slow round's: "site recovered" when it is read again.
-        self._reader.problem(label, f"slow round site={label} problem={NOT_REACHED!r}")
+        self._reader.problem(label, LogLine.of("slow round", label, problem=NOT_REACHED))
         if answered is not None:
             result.samples.append(sample(catalog.UP, answered))
         return result

@@ -25,7 +25,7 @@ from actionscheduler_exporter.sources.problem_log import ProblemLog
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.site_wide import SiteWideSource
 from actionscheduler_exporter.timing import Clock
-from actionscheduler_exporter.totals.ledger import Ledgers
+from actionscheduler_exporter.totals.ledger import PrefixLedgers
 
 
 @dataclass
@@ -39,7 +39,7 @@ class SiteState:
     in_round: tuple[Collector, ...]  # the collectors read in each round, in order
     heavy: HeavyTier | None  # the collectors refreshed in the background, if any
     site_wide: list[SiteWideSource[Any]]  # read once per scrape for the whole site
-    ledgers: Ledgers
+    ledgers: PrefixLedgers
     cache: CachedReadings
     known_prefixes: list[str]
     others_prefixes: int = 0  # discovered subsites served by other shards
@@ -65,7 +65,7 @@ class SiteState:
         reader = SourceReader(SiteCounters(), clock, problems)
         in_round = sources.in_round
         check_order(in_round)
-        ledgers = Ledgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
+        ledgers = PrefixLedgers(site.heavy_chunk_rows, site.heavy_settled_check_every)
         background = sources.background
         heavy = HeavyTier(site, background, reader, ledgers, servers) if background else None
         site_wide: list[SiteWideSource[Any]] = [

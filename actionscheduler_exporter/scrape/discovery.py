@@ -19,6 +19,7 @@ from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import ACTIONS_SUFFIX, placeholders
 from actionscheduler_exporter.db.servers import DatabaseServers
 from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.sources.background import BackgroundRefresh
 from actionscheduler_exporter.timing import Clock, Deadline
 
@@ -75,18 +76,14 @@ class DatabaseDiscovery:
         except QueryError as error:
             last = previous or Discovered()
             if error.message != last.problem:
-                log.warning(
-                    "database discovery failed site=%s error=%r", self.entry.name, error.message
-                )
+                emit(log, logging.WARNING, "database discovery failed", site=self.entry.name,
+                     error=error.message)  # fmt: skip
             return dataclasses.replace(last, problem=error.message)
         finally:
             self._session.release()
         databases = tuple(str(name) for (name,) in rows)
         if previous is not None and previous.databases != databases:
-            log.info(
-                "databases discovered site=%s added=%s removed=%s",
-                self.entry.name,
-                sorted(set(databases) - set(previous.databases)),
-                sorted(set(previous.databases) - set(databases)),
-            )
+            emit(log, logging.INFO, "databases discovered", site=self.entry.name,
+                 added=sorted(set(databases) - set(previous.databases)),
+                 removed=sorted(set(previous.databases) - set(databases)))  # fmt: skip
         return Discovered(databases, "", True)

@@ -10,6 +10,7 @@ from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
 from actionscheduler_exporter.errors import unexpected
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
@@ -58,6 +59,6 @@ class PendingScrape:
         try:
             return site.finish(future.result() if done else None, self.deadlines.rounds)
         except Exception as error:
-            log.error("the results of a site could not be assembled site=%s error=%s",
-                      site.site.name, unexpected(error))  # fmt: skip
+            emit(log, logging.ERROR, "the results of a site could not be assembled",
+                 site=site.site.name, error=unexpected(error))  # fmt: skip
             return [site.broken(f"the results could not be assembled: {unexpected(error)}")]

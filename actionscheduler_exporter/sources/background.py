@@ -9,12 +9,17 @@ has no value yet (or, with `wait_each`, for every refresh).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
+from actionscheduler_exporter.errors import unexpected
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.timing import Clock
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -84,5 +89,10 @@ class BackgroundRefresh(Generic[T]):
             value = self._refresh(previous)
             with self._lock:
                 self._value = value
+        except Exception as error:
+            # `refresh` must not raise; if it does, the last value is served and the next
+            # refresh starts when it is due, instead of the thread dying unseen.
+            emit(log, logging.ERROR, "a background refresh failed", refresh=self._name,
+                 error=unexpected(error))  # fmt: skip
         finally:
             finished.set()

@@ -24,10 +24,11 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.background import BackgroundRefresh
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.problem_log import LogLine
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
 from actionscheduler_exporter.timing import Deadline
-from actionscheduler_exporter.totals.ledger import Ledgers
+from actionscheduler_exporter.totals.ledger import PrefixLedgers
 
 # Readings by (table prefix, collector name).
 Readings = dict[tuple[str, str], Reading]
@@ -39,7 +40,7 @@ class HeavyTier:
         site: SiteConfig,
         collectors: Sequence[Collector],
         reader: SourceReader,
-        ledgers: Ledgers,
+        ledgers: PrefixLedgers,
         servers: DatabaseServers | None = None,
     ) -> None:
         self._site = site
@@ -171,9 +172,8 @@ class HeavyTier:
                 self._reader.counters.add(label, catalog.ERRORS, error.kind)
         self._replica_problem = problem
         self._replica_used = not problem
-        self._reader.note(
-            f"{site.name}/replica", problem and f"site={site.name} {problem}", site=site.name
-        )
+        line = LogLine.of("replica not used", site.name, problem=problem) if problem else None
+        self._reader.note(f"{site.name}/replica", line)
         if not problem:
             return session
         session.close()

@@ -4,14 +4,16 @@ scrape, and a thousand sites' changes of one kind in one line.
 An agency's exporter reads hundreds of sites: when their server restarts, each goes down
 and comes back in the same scrape. A line per site would bury the log; so changes are
 kept until the end of the scrape (`flush`) and those that differ only by site are
-written once, with how many sites and the first few names.
+written once, with `sites` (how many), `site` (the first few names) and `more`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from actionscheduler_exporter.logs import emit
 
 log = logging.getLogger(__name__)
 
@@ -20,10 +22,22 @@ NAMES_SHOWN = 5
 
 
 @dataclass(frozen=True)
+class LogLine:
+    """A constant message and its fields; `site` is the one a summary gathers."""
+
+    message: str
+    site: str = ""
+    fields: tuple[tuple[str, object], ...] = field(default=())
+
+    @classmethod
+    def of(cls, message: str, site: str = "", **fields: object) -> LogLine:
+        return cls(message, site, tuple(fields.items()))
+
+
+@dataclass(frozen=True)
 class _Change:
     level: int
-    message: str
-    site: str
+    line: LogLine
 
 
 class ProblemLog:
@@ -31,47 +45,52 @@ class ProblemLog:
         """`buffered`: keep changes until `flush` (the coordinator flushes after each
         scrape); otherwise each is written at once (one site's round on its own)."""
         self._buffered = buffered
-        self._current: dict[str, str] = {}
+        self._current: dict[str, LogLine | None] = {}
         self._pending: list[_Change] = []
         self._lock = threading.Lock()
 
-    def set(self, key: str, problem: str, *, site: str = "", recovered: str = "") -> None:
-        """The problem of `key` now (empty: none); written only when it changes. `site`:
-        the label the message names as `site=<label>`, for summarising."""
+    def set(self, key: str, problem: LogLine | None, *, recovered: LogLine | None = None) -> None:
+        """The problem of `key` now (None: none); written only when it changes. The
+        end of a problem is written as `recovered` (by default "recovered" with the key)."""
         with self._lock:
-            previous = self._current.get(key, "")
+            previous = self._current.get(key)
             if problem == previous:
                 return
             self._current[key] = problem
-            if problem:
-                change = _Change(logging.WARNING, problem, site)
+            if problem is not None:
+                change = _Change(logging.WARNING, problem)
             else:
-                change = _Change(logging.INFO, recovered or f"recovered {key}", site)
+                change = _Change(logging.INFO, recovered or LogLine.of("recovered", key=key))
             if self._buffered:
                 self._pending.append(change)
                 return
-        log.log(change.level, change.message)
+        _write(change.level, change.line, [change.line.site] if change.line.site else [])
 
     def flush(self) -> None:
         """Writes the kept changes: one line for those that differ only by site."""
         with self._lock:
             pending, self._pending = self._pending, []
-        groups: dict[tuple[int, str], list[str]] = {}
+        groups: dict[tuple[int, str, tuple[tuple[str, object], ...]], list[str]] = {}
         for change in pending:
-            token = f"site={change.site}"
-            if change.site and token in change.message:
-                shape = change.message.replace(token, "site=\0", 1)
-            else:
-                shape = change.message
-            groups.setdefault((change.level, shape), []).append(change.site)
-        for (level, shape), sites in groups.items():
-            if "\0" not in shape:
-                for _ in sites:
-                    log.log(level, shape)
-                continue
-            if len(sites) == 1:
-                log.log(level, shape.replace("\0", sites[0]))
-                continue
-            shown = ", ".join(sites[:NAMES_SHOWN])
-            more = f" and {len(sites) - NAMES_SHOWN} more" if len(sites) > NAMES_SHOWN else ""
-            log.log(level, shape.replace("site=\0", f"sites={len(sites)} [{shown}{more}]"))
+            line = change.line
+            shape = (change.level, line.message, line.fields)
+            groups.setdefault(shape, []).append(line.site)
+        for (level, message, fields), sites in groups.items():
+            named = [site for site in sites if site]
+            if len(named) < len(sites):  # lines without a site: as many as came
+                for _ in range(len(sites) - len(named)):
+                    _write(level, LogLine(message, "", fields), [])
+            if named:
+                _write(level, LogLine(message, "", fields), named)
+
+
+def _write(level: int, line: LogLine, sites: list[str]) -> None:
+    extra: dict[str, object] = {}
+    if len(sites) == 1:
+        extra["site"] = sites[0]
+    elif sites:
+        extra["sites"] = len(sites)
+        extra["site"] = sites[:NAMES_SHOWN]
+        if len(sites) > NAMES_SHOWN:
+            extra["more"] = len(sites) - NAMES_SHOWN
+    emit(log, level, line.message, **extra, **dict(line.fields))

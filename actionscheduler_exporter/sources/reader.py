@@ -15,7 +15,7 @@ from actionscheduler_exporter.errors import SourceError, unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.counters import SiteCounters
-from actionscheduler_exporter.sources.problem_log import ProblemLog
+from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.source import NOT_READ, Reading, Source
 from actionscheduler_exporter.timing import Clock
 
@@ -53,9 +53,8 @@ class SourceReader:
         finished = self.clock()
         self._problems.set(
             f"{site}/{source.name}",
-            "",
-            site=site,
-            recovered=f"source recovered site={site} source={source.name}",
+            None,
+            recovered=LogLine.of("source recovered", site, source=source.name),
         )
         return Reading(samples, True, finished - started, finished)
 
@@ -70,10 +69,9 @@ class SourceReader:
         self.count(site, source, error.kind)
         self._problems.set(
             f"{site}/{source.name}",
-            f"source failed site={site} source={source.name} kind={error.kind} "
-            f"error={error.message!r}",
-            site=site,
-        )
+            LogLine.of("source failed", site, source=source.name, kind=error.kind,
+                       error=error.message),
+        )  # fmt: skip
         return previous.failed(self.clock() - started, error.message, error.kind)
 
     def count(self, site: str, source: Source[Any], kind: str) -> None:
@@ -97,10 +95,10 @@ class SourceReader:
     def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
         return self.counters.samples(site, source.error_metric, source.error_kinds)
 
-    def note(self, key: str, problem: str, site: str = "") -> None:
-        """Logs any other problem (empty: none) when it changes."""
-        self._problems.set(key, problem, site=site)
+    def note(self, key: str, problem: LogLine | None) -> None:
+        """Logs any other problem (None: none) when it changes."""
+        self._problems.set(key, problem)
 
-    def problem(self, site: str, problem: str) -> None:
-        """Logs a problem of the site as a whole (down, recovered) when it changes."""
-        self._problems.set(site, problem, site=site, recovered=f"site recovered site={site}")
+    def problem(self, site: str, problem: LogLine | None) -> None:
+        """Logs a problem of the site as a whole (down, slow; None: none) when it changes."""
+        self._problems.set(site, problem, recovered=LogLine.of("site recovered", site))

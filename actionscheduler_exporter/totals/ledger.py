@@ -105,7 +105,7 @@ class ActionLedger:
     def refresh(self, session: Session, tables: TableNames) -> Totals:
         """Walks the table; raises QueryError (and keeps what it had) if a statement fails."""
         with self._lock:
-            walk = _Walk(
+            walk = _RefreshStatements(
                 session, tables, self._chunk_rows, self._keys, self._pause_ratio, self._sleep
             )
             self._walks += 1
@@ -153,7 +153,7 @@ class ActionLedger:
             return _sum(self._chunks, now, totals)
 
 
-class _Walk:
+class _RefreshStatements:
     """The statements of one refresh, each followed by its pause."""
 
     def __init__(
@@ -340,7 +340,7 @@ def read_open_counts(
 ) -> dict[int, Counter[str]]:
     """The open actions per grid cell and status, as a walk reads them (the benchmark
     measures its statements)."""
-    walk = _Walk(session, tables, chunk_rows, _Keys(), PAUSE_RATIO, sleep)
+    walk = _RefreshStatements(session, tables, chunk_rows, _Keys(), PAUSE_RATIO, sleep)
     return walk.open_counts()
 
 
@@ -386,7 +386,7 @@ def _sum(chunks: list[Chunk], now: int, totals: Totals) -> Totals:
     return totals
 
 
-class RoundTotals:
+class TotalsOnce:
     """One walk for the collectors that read the same totals in one round or refresh: the
     first one walks, the others get its totals (or its error)."""
 
@@ -409,7 +409,7 @@ class RoundTotals:
         return self._totals
 
 
-class Ledgers:
+class PrefixLedgers:
     """A site's ledgers, one per table prefix (several for `table_prefix: auto`)."""
 
     def __init__(self, chunk_rows: int, settled_check_every: int = 1) -> None:
@@ -418,14 +418,14 @@ class Ledgers:
         self._by_prefix: dict[str, ActionLedger] = {}
         self._lock = threading.Lock()
 
-    def walk(self, prefix: str, session: Session, tables: TableNames) -> RoundTotals:
+    def walk(self, prefix: str, session: Session, tables: TableNames) -> TotalsOnce:
         with self._lock:
             ledger = self._by_prefix.get(prefix)
             if ledger is None:
                 ledger = self._by_prefix[prefix] = ActionLedger(
                     self._chunk_rows, settled_check_every=self._settled_check_every
                 )
-        return RoundTotals(ledger, session, tables)
+        return TotalsOnce(ledger, session, tables)
 
     def keep(self, prefixes: Sequence[str]) -> None:
         """Forgets the counts of prefixes whose tables are gone."""

@@ -16,8 +16,8 @@ from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web import encoding
 from actionscheduler_exporter.web.landing import landing_page
-from actionscheduler_exporter.web.protect import Protect
-from actionscheduler_exporter.web.serving import Live, Serving
+from actionscheduler_exporter.web.middleware import AuthAndHeaders
+from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
 from actionscheduler_exporter.web.webconfig import WebConfig
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -26,11 +26,11 @@ SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 def create_app(
     coordinator: Coordinator,
     web: WebConfig | None = None,
-    live: Live | None = None,
+    live: CurrentServing | None = None,
     *,
     telemetry_path: str = "/metrics",
 ) -> FastAPI:
-    """`live`: a holder whose `Serving` a reload replaces (the server's); by default one
+    """`live`: a holder whose `ServedWith` a reload replaces (the server's); by default one
     of the app's own, serving `coordinator` and `web` for good."""
     app = FastAPI(
         title="actionscheduler-exporter",
@@ -39,9 +39,9 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    live = live or Live(Serving.of(coordinator, web or WebConfig()))
+    live = live or CurrentServing(ServedWith.of(coordinator, web or WebConfig()))
     app.state.live = live
-    app.add_middleware(Protect, live=live)
+    app.add_middleware(AuthAndHeaders, live=live)
 
     @app.api_route(telemetry_path, methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:

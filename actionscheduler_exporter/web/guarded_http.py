@@ -32,6 +32,7 @@ from typing import Any, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.web.guard_support import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
@@ -55,10 +56,8 @@ class _Refusals:
         self.unlogged += 1
         now = time.monotonic()
         if now - self.logged_at >= WARNING_INTERVAL:
-            log.warning(
-                "%d connection(s) closed at --web.max-connections (%d open; the last: %s)",
-                self.unlogged, open_connections, what,
-            )  # fmt: skip
+            emit(log, logging.WARNING, "connections closed at --web.max-connections",
+                 closed=self.unlogged, open=open_connections, last=what)  # fmt: skip
             self.unlogged = 0
             self.logged_at = now
 
@@ -102,7 +101,7 @@ class _Guarded(H11Protocol):
             self._encrypted = True
             super().connection_made(transport)
             if self._server_tls is not None and not self._server_tls.allows(ssl_object):
-                log.debug("closed a TLS connection whose certificate has no allowed SAN")
+                emit(log, logging.DEBUG, "closed a TLS connection: no allowed SAN")
                 transport.close()
             return
         super().connection_made(transport)

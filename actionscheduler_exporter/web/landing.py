@@ -10,9 +10,17 @@ from actionscheduler_exporter.scrape.coordinator import Coordinator
 
 
 def landing_page(coordinator: Coordinator, telemetry_path: str = "/metrics") -> str:
+    """Every site as it is served: a `table_prefix: auto` network as its subsites, a
+    `database: auto` entry as the databases found (or a note until some are)."""
+    served = [pair for site in coordinator.sites for pair in site.served_as()]
+    for entry in coordinator.config.sites:
+        if entry.discovers_databases and not any(
+            label.startswith(f"{entry.name}:") for label, _ in served
+        ):
+            served.append((entry.name, "database: auto (no database found yet)"))
     rows = "".join(
-        f"<tr><td>{html.escape(site.name)}</td><td>{html.escape(site.table_prefix)}</td></tr>"
-        for site in coordinator.config.sites
+        f"<tr><td>{html.escape(label)}</td><td>{html.escape(prefix)}</td></tr>"
+        for label, prefix in served
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"

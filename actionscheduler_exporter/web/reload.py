@@ -8,9 +8,10 @@ import threading
 from collections.abc import Callable
 
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
-from actionscheduler_exporter.web.serving import Live, Serving
+from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
 from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 from actionscheduler_exporter.web.webconfig import WebConfig
 
@@ -26,12 +27,12 @@ class Reloader:
     answered), every TLS setting (certificate, client certificates and their CA, allowed
     SANs, versions, ciphers, curve) from the next connection on, in a context built
     afresh. One that does not load, or cannot apply, is logged with the reason and the
-    running one kept; `Live.reloads` tells the metrics. The listen addresses and TLS on
+    running one kept; `CurrentServing.reloads` tells the metrics. The listen addresses and TLS on
     or off need a restart."""
 
     def __init__(
         self,
-        live: Live,
+        live: CurrentServing,
         load: Callable[[], tuple[ExporterConfig, WebConfig]],
         listen: tuple[str, int],
         tls: TLSHolder,
@@ -64,21 +65,18 @@ class Reloader:
                 coordinator = old if kept else Coordinator(config)
             except (ConfigError, OSError, ssl.SSLError, ValueError) as error:
                 self._live.reloads.failed()
-                log.error("reload failed, the running configuration is kept: %s", error)
+                emit(log, logging.ERROR, "reload failed, the running configuration is kept",
+                     error=str(error))  # fmt: skip
                 return
             if (config.listen_host, config.listen_port) != self._listen:
-                log.warning("the listen address changes at the next restart, not on reload")
+                emit(log, logging.WARNING, "the listen address changes at the next restart")
             self._tls.current = server_tls
-            self._live.current = Serving.of(coordinator, web)
+            self._live.current = ServedWith.of(coordinator, web)
             self._live.reloads.succeeded()
             if not kept:
                 # Scrapes that took the old coordinator finish with it first.
                 timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
                 timer.daemon = True
                 timer.start()
-            log.info(
-                "configuration reloaded sites=%d tls=%s state=%s",
-                len(config.sites),
-                web.tls,
-                "kept for unchanged sites" if kept else "new",
-            )
+            emit(log, logging.INFO, "configuration reloaded", sites=len(config.sites),
+                 tls=web.tls, state="kept for unchanged sites" if kept else "new")  # fmt: skip

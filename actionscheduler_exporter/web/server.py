@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.config import ExporterConfig
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.webconfig import WebConfig
@@ -44,7 +45,7 @@ def serve(
     from actionscheduler_exporter.web import listeners
     from actionscheduler_exporter.web.app import create_app
     from actionscheduler_exporter.web.reload import Reloader
-    from actionscheduler_exporter.web.serving import Live, Serving
+    from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
     from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 
     try:
@@ -58,16 +59,10 @@ def serve(
         return EXIT_UNHEALTHY
     _tune_garbage_collection()
     coordinator = Coordinator(config)
-    log.info(
-        "starting version=%s sites=%d shard=%s listen=%s tls=%s basic_auth=%s",
-        __version__,
-        len(coordinator.sites),
-        config.shard,
-        listeners.describe(sockets),
-        web.tls,
-        bool(web.users),
-    )
-    live = Live(Serving.of(coordinator, web))
+    emit(log, logging.INFO, "starting", version=__version__, sites=len(coordinator.sites),
+         shard=str(config.shard), listen=listeners.describe(sockets), tls=web.tls,
+         basic_auth=bool(web.users))  # fmt: skip
+    live = CurrentServing(ServedWith.of(coordinator, web))
     tls = TLSHolder(ServerTLS.of(web.tls_settings) if web.tls_settings else None)
     if reload is not None:
         reloader = Reloader(live, reload, (config.listen_host, config.listen_port), tls)

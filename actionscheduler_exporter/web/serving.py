@@ -15,7 +15,7 @@ from actionscheduler_exporter.web.webconfig import WebConfig
 
 
 @dataclass(frozen=True)
-class Serving:
+class ServedWith:
     """What the app serves with: replaced as a whole when the configuration is reloaded
     (SIGHUP), and taken once at the start of each request."""
 
@@ -24,7 +24,7 @@ class Serving:
     headers: list[tuple[bytes, bytes]]
 
     @classmethod
-    def of(cls, coordinator: Coordinator, web: WebConfig) -> Serving:
+    def of(cls, coordinator: Coordinator, web: WebConfig) -> ServedWith:
         headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in web.headers.items()
         ]
@@ -56,10 +56,10 @@ class ReloadStatus:
             ]
 
 
-class Live:
-    """The current `Serving`, shared by the app and its middleware, and how the last
+class CurrentServing:
+    """The current `ServedWith`, shared by the app and its middleware, and how the last
     reload went."""
 
-    def __init__(self, serving: Serving) -> None:
+    def __init__(self, serving: ServedWith) -> None:
         self.current = serving
         self.reloads = ReloadStatus()

@@ -34,6 +34,7 @@ from typing import Any
 
 from actionscheduler_exporter.config.errors import ConfigError
 from actionscheduler_exporter.config.yaml_text import read_yaml
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.web.tls import (
     CIPHER_SUITES,
     CURVES,
@@ -227,7 +228,7 @@ def _curve(source: str, key: str, value: object) -> str | None:
         if name not in CURVES:
             raise ConfigError(source, key, f"must be among {', '.join(CURVES)}, got {name!r}")
     if len(names) > 1:
-        log.info("%s: only the first curve is used (%s)", key, names[0])
+        emit(log, logging.INFO, "only the first curve is used", key=key, curve=names[0])
     return CURVES[names[0]] if names else None
 
 

@@ -66,16 +66,21 @@ def one_round(site: SiteConfig, session: FakeSession, clock: FakeClock) -> list[
         monitored.close()
 
 
-def healthy(clock: FakeClock) -> list[SiteResult]:
-    site = site_config("healthy", heavy_interval=300.0)
+def hot_round(session_of: type[FakeSession], script: Script, name: str = "shop") -> SiteResult:
+    """One round of the in-round sources of a site whose session answers from `script`."""
+    clock = FakeClock()
+    site = site_config(name, heavy_interval=300.0)
     sources = site_sources(site, clock).without_heavy()
-    monitored = MonitoredSite(
-        site, clock, sources=sources, session=FakeSession(site, healthy_store())
-    )
+    monitored = MonitoredSite(site, clock, sources=sources, session=session_of(site, script))
     try:
-        return read_round(monitored, clock)
+        (result,) = read_round(monitored, clock)
     finally:
         monitored.close()
+    return result
+
+
+def healthy() -> list[SiteResult]:
+    return [hot_round(FakeSession, healthy_store(), "healthy")]
 
 
 def without_durations(families: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -93,10 +98,10 @@ def test_a_hostile_answer_fails_only_that_sites_collectors(
     kind: str, width: int, rows: int, prefix: str
 ) -> None:
     clock = FakeClock()
-    alone = healthy(clock)
+    alone = healthy()
     site = site_config("hostile", table_prefix=prefix)
     hostile = one_round(site, HostileSession(site, HOSTILE[kind], width, rows), clock)
-    beside = healthy(clock)
+    beside = healthy()
 
     body, content_type = render([*hostile, *beside], PROMETHEUS_ACCEPT)
     families = parsed(body, content_type)  # the whole exposition parses
@@ -121,9 +126,6 @@ def test_a_killed_hot_statement_is_read_again_apart_not_reported_as_missing_tabl
     """MariaDB can answer a killed statement with a row of NULLs and no error: the hot
     statement's answer is not used (a count cannot be NULL), the statistics and each
     collector are read alone, and the site is up with its values."""
-    clock = FakeClock()
-    site = site_config("shop", heavy_interval=300.0)
-    script = healthy_store()
 
     class KilledOnce(FakeSession):
         def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
@@ -133,13 +135,7 @@ def test_a_killed_hot_statement_is_read_again_apart_not_reported_as_missing_tabl
                 return [tuple(None for _ in subqueries)]
             return super().query(sql, args)
 
-    session = KilledOnce(site, script)
-    sources = site_sources(site, clock).without_heavy()
-    monitored = MonitoredSite(site, clock, sources=sources, session=session)
-    try:
-        (result,) = read_round(monitored, clock)
-    finally:
-        monitored.close()
+    result = hot_round(KilledOnce, healthy_store())
     assert result.up, result.problems
     assert not [p for p in result.problems if "missing table" in p]
     assert result.value("actionscheduler_due_actions", claim="unclaimed") == 3
@@ -153,15 +149,8 @@ def test_a_killed_hot_statement_is_read_again_apart_not_reported_as_missing_tabl
 
 
 def test_a_null_count_in_a_collectors_own_statement_fails_it_as_malformed() -> None:
-    clock = FakeClock()
-    site = site_config("shop", heavy_interval=300.0)
     script = healthy_store().answer("COUNT(DISTINCT claim_id)", [(None,)])
-    sources = site_sources(site, clock).without_heavy()
-    monitored = MonitoredSite(site, clock, sources=sources, session=FakeSession(site, script))
-    try:
-        (result,) = read_round(monitored, clock)
-    finally:
-        monitored.close()
+    result = hot_round(FakeSession, script)
     assert result.up
     assert result.value("actionscheduler_exporter_collector_success", collector="claims") == 0
     assert result.value("actionscheduler_exporter_collector_success", collector="due") == 1
@@ -172,14 +161,6 @@ def test_a_null_count_in_a_collectors_own_statement_fails_it_as_malformed() -> N
 def test_table_statistics_cut_short_are_read_again_apart() -> None:
     """A server whose group_concat_max_len cuts the packed statistics (the session sets
     it, but a proxy may not pass SET): the statistics are read alone."""
-    clock = FakeClock()
-    site = site_config("shop", heavy_interval=300.0)
-    script = healthy_store().answer("GROUP_CONCAT(TABLE_NAME", [("wp_a",)])
-    sources = site_sources(site, clock).without_heavy()
-    monitored = MonitoredSite(site, clock, sources=sources, session=FakeSession(site, script))
-    try:
-        (result,) = read_round(monitored, clock)
-    finally:
-        monitored.close()
+    result = hot_round(FakeSession, healthy_store().answer("GROUP_CONCAT(TABLE_NAME", [("wp_a",)]))
     assert result.up, result.problems
     assert result.value("actionscheduler_table_rows", table="logs") == 10

@@ -133,9 +133,11 @@ def test_the_check_finds_a_circle_and_an_upward_import() -> None:
     assert low < high
 
 
-# What a reader can hold in mind: a module's dependencies, and the number of modules of
-# the round's package.
+# What a reader can hold in mind: a module's dependencies and its length, and the number
+# of modules of the round's package.
 MOST_IMPORTS = 15
+MOST_LINES = 450
+LONGER = {PACKAGE / "metrics" / "catalog.py"}  # the catalog: one definition after another
 MOST_ROUND_MODULES = 8
 
 
@@ -146,6 +148,16 @@ def test_no_module_depends_on_more_than_fifteen_others() -> None:
         if len(targets) > MOST_IMPORTS
     }
     assert not heavy, f"modules importing more than {MOST_IMPORTS} exporter modules: {heavy}"
+
+
+def test_no_module_but_the_catalog_is_over_450_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in PACKAGE.rglob("*.py")
+        if path not in LONGER
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MOST_LINES
+    }
+    assert not long, f"modules over {MOST_LINES} lines: {long}"
 
 
 def test_the_rounds_package_holds_at_most_eight_modules() -> None:
@@ -160,3 +172,31 @@ def test_no_test_imports_the_benchmark() -> None:
         if re.search(r"^\s*(from|import) bench\b", path.read_text(encoding="utf-8"), re.M)
     ]
     assert not offending
+
+
+# Where a module's tests are when no test file is named after it or its package.
+TESTED_IN = {
+    "check.py": "tests/test_cli.py, tests/test_hostile_database.py",
+    "errors.py": "tests/unit/test_hostile_answers.py",
+    "flags.py": "tests/unit/test_web_settings.py, tests/test_cli.py, tests/test_helm.py",
+    "healthcheck.py": "tests/test_cli.py",
+    "logs.py": "tests/test_cli.py",
+    "timing.py": "tests/unit/test_scrape.py",
+}
+
+
+def test_a_modules_tests_are_found_from_its_name() -> None:
+    """`test_<module>*` or `test_<package>*` anywhere under tests/, or TESTED_IN."""
+    tests = [path.stem.removeprefix("test_") for path in (ROOT / "tests").rglob("test_*.py")]
+    unfound = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+        and str(path.relative_to(PACKAGE)) not in TESTED_IN
+        and not any(test.startswith((path.stem, path.parent.name)) for test in tests)
+    ]
+    assert not unfound, f"no test file is named after these modules or their package: {unfound}"
+    for module, places in TESTED_IN.items():
+        assert (PACKAGE / module).exists(), module
+        for place in places.split(", "):
+            assert (ROOT / place).exists(), place

@@ -1,4 +1,5 @@
-"""A thousand sites' changes of one kind in one log line; each change once."""
+"""A thousand sites' changes of one kind in one log line; each change once; every field a
+logfmt key of its own."""
 
 from __future__ import annotations
 
@@ -6,12 +7,25 @@ import logging
 
 import pytest
 
-from actionscheduler_exporter.sources.problem_log import ProblemLog
+from actionscheduler_exporter.logs import LogfmtFormatter
+from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
+from tests.support.logfmt import parse
 
 
 def down(log: ProblemLog, site: str, kind: str = "connect") -> None:
-    log.set(site, f"site down site={site} kind={kind} problem='refused'", site=site,
-            recovered=f"site recovered site={site}")  # fmt: skip
+    log.set(site, LogLine.of("site down", site, kind=kind, problem="refused"),
+            recovered=LogLine.of("site recovered", site))  # fmt: skip
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, str]]:
+    formatter = LogfmtFormatter()
+    found = []
+    for record in caplog.records:
+        fields = parse(formatter.format(record))
+        for key in ("ts", "level", "logger"):
+            fields.pop(key)
+        found.append(fields)
+    return found
 
 
 def test_a_thousand_sites_down_at_once_are_one_line(caplog: pytest.LogCaptureFixture) -> None:
@@ -22,24 +36,24 @@ def test_a_thousand_sites_down_at_once_are_one_line(caplog: pytest.LogCaptureFix
     down(log, "lonely", kind="timeout")
     assert not caplog.records  # kept until the scrape ends
     log.flush()
-    assert [record.getMessage() for record in caplog.records] == [
-        "site down sites=1000 [db0, db1, db2, db3, db4 and 995 more] kind=connect "
-        "problem='refused'",
-        "site down site=lonely kind=timeout problem='refused'",
-    ]
+    assert lines(caplog) == [
+        {"msg": "site down", "sites": "1000", "site": "db0,db1,db2,db3,db4", "more": "995",
+         "kind": "connect", "problem": "refused"},
+        {"msg": "site down", "site": "lonely", "kind": "timeout", "problem": "refused"},
+    ]  # fmt: skip
     caplog.clear()
     for index in range(1000):
         down(log, f"db{index}")  # unchanged: nothing to say
-        log.set(f"db{index}", "", site=f"db{index}", recovered=f"site recovered site=db{index}")
+        log.set(f"db{index}", None, recovered=LogLine.of("site recovered", f"db{index}"))
     log.flush()
-    assert [record.getMessage() for record in caplog.records] == [
-        "site recovered sites=1000 [db0, db1, db2, db3, db4 and 995 more]"
+    assert lines(caplog) == [
+        {"msg": "site recovered", "sites": "1000", "site": "db0,db1,db2,db3,db4", "more": "995"}
     ]
 
 
 def test_unbuffered_changes_are_written_at_once(caplog: pytest.LogCaptureFixture) -> None:
     log = ProblemLog()
     down(log, "shop")
-    assert [record.getMessage() for record in caplog.records] == [
-        "site down site=shop kind=connect problem='refused'"
+    assert lines(caplog) == [
+        {"msg": "site down", "site": "shop", "kind": "connect", "problem": "refused"}
     ]

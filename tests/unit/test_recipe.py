@@ -147,7 +147,7 @@ def test_the_recipe_adds_a_hot_family_in_the_places_it_names(tmp_path: Path) -> 
 
     # The fast tier, with the new collector read in every round.
     tests = ["tests/unit/test_collectors.py", "tests/unit/test_rounds.py",
-             "tests/unit/test_catalog.py", "tests/unit/test_writer.py"]  # fmt: skip
+             "tests/unit/test_metrics_catalog.py", "tests/unit/test_writer.py"]  # fmt: skip
     passed = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
     assert passed.returncode == 0, passed.stdout[-3000:]
     assert "failed" not in passed.stdout

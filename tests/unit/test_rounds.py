@@ -5,7 +5,6 @@ A scripted session answers; a clock the test moves keeps time."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +19,6 @@ from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
-from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
-from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.sources.database import check_order
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
@@ -70,38 +67,6 @@ def success(result: SiteResult) -> dict[str, float]:
         for item in result.samples
         if item.metric is catalog.COLLECTOR_SUCCESS
     }
-
-
-def test_how_a_ten_second_scrape_is_spent() -> None:
-    assert ScrapeBudget(10).plan() == pytest.approx(
-        {
-            "timeout": 10,
-            "answer_by": 9.5,  # half a second for the answer to travel
-            "rounds_wait": 8.55,  # the rounds are waited for...
-            "writing": 0.95,  # ...keeping a tenth to write the answer
-            "discovery_wait": 4.75,
-            "round_runs_for": 9.5,
-        }
-    )
-    # A tiny timeout answers in time, but a round it starts still runs its minimum.
-    assert ScrapeBudget(0.2).answer_by == pytest.approx(0.1)
-    assert ScrapeBudget(0.2).round_runs_for == 9.5
-
-
-@pytest.mark.parametrize(
-    ("header", "problem"),
-    [("ten", "must be a number"), ("-1", "must be positive"), ("nan", "must be positive")],
-)
-def test_a_bad_timeout_header_is_named(header: str, problem: str) -> None:
-    with pytest.raises(BudgetError, match=problem):
-        ScrapeBudget.from_header(header)
-
-
-@pytest.mark.parametrize("header", ["1e10", "inf", "9e15"])
-def test_a_huge_timeout_header_is_capped_not_an_overflow(header: str) -> None:
-    budget = ScrapeBudget.from_header(header)
-    assert budget.timeout == 600
-    assert math.isfinite(budget.rounds_wait)
 
 
 def test_a_complete_round_reports_every_collector_and_its_database_time(
@@ -284,29 +249,6 @@ def nothing_due(script: Script | None = None) -> Script:
                 [(0,)],
             )
     return script
-
-
-def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    release = threading.Event()
-    seen: list[Deadline] = []
-
-    def call(deadline: Deadline) -> int:
-        seen.append(deadline)
-        release.wait(10)
-        return len(seen)
-
-    with ThreadPoolExecutor(1) as executor:
-        flight = SingleFlight(executor, call, clock)
-        first = flight.join(10.0)
-        second = flight.join(20.0)
-        third = flight.join(5.0)
-        assert first is second is third
-        release.set()
-        assert first.result(10) == 1
-        assert seen[0].at == 20.0  # extended by the later scraper, not shortened
-        assert flight.join(1.0) is not first  # a new call once the first is done
 
 
 def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(

@@ -16,30 +16,30 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from actionscheduler_exporter.collectors.log_events.actions import (
+    MESSAGE_CHARACTERS,
+    Action,
+    ActionHistory,
+    LogRow,
+    lookup_actions,
+    valid_date,
+)
 from actionscheduler_exporter.collectors.log_events.classify import Event, Kind, classify
 from actionscheduler_exporter.collectors.log_events.cursor import LogCursor
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.collectors.log_events.structure import (
     CONTEXTS,
-    LoggedRow,
     RunnerContexts,
-    events_by_place,
     runner_label,
 )
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import (
-    chunks,
-    is_recurring,
     label_value,
-    placeholders,
-    schedule_head,
-    status_of,
 )
-from actionscheduler_exporter.db.tables import group_slugs
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
 from actionscheduler_exporter.metrics.folding import StickyFold
@@ -52,7 +52,6 @@ from actionscheduler_exporter.timing import Clock
 RUN_DURATION_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 # Start delay: from "on time" (under a second) to Action Scheduler's one-day past-due mark.
 START_DELAY_BUCKETS = (0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
-_FLOOR = dt.datetime(2000, 1, 1)
 _COUNTER_FOR = {
     Kind.CREATED: catalog.CREATED,
     Kind.STARTED: catalog.STARTED,
@@ -64,10 +63,6 @@ _COUNTER_FOR = {
     Kind.CORRUPTED: catalog.CORRUPTED_CANCELED,
 }
 
-# Characters of a message read: enough for every message Action Scheduler writes (a
-# missing callback names a hook of up to 191 characters), never a whole exception text of
-# 64 KB, so memory is bounded by the rows read, not by what actions log.
-MESSAGE_CHARACTERS = 512
 _OUTCOMES = {Kind.COMPLETED: "completed", Kind.FAILED: "failed"}
 # Runs whose end the log dates precisely; a cleaner's timeout says nothing of the run.
 _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
@@ -77,18 +72,9 @@ _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
 _IDENTITY = "CONCAT(action_id, ' ', COALESCE(log_date_gmt, ''))"
 
 
-@dataclass(frozen=True)
-class _Row:
-    log_id: int
-    action_id: int
-    message: str
-    date: dt.datetime | None
-    identity: object = ""
-
-
 def _after_replay(
-    rows: list[_Row], replay_until: dt.datetime | None
-) -> tuple[list[_Row], dt.datetime | None]:
+    rows: list[LogRow], replay_until: dt.datetime | None
+) -> tuple[list[LogRow], dt.datetime | None]:
     """The rows to count, and whether a replay goes on: after a restart, rows dated before
     the newest counted before it are a restored backup's history (counted once already),
     until the first row that is not. (Rows of that very second are counted: new events
@@ -99,15 +85,6 @@ def _after_replay(
         if row.date is not None and row.date >= replay_until:
             return rows[index:], None
     return [], replay_until
-
-
-@dataclass(frozen=True)
-class _Action:
-    hook: str
-    group: str
-    status: str
-    scheduled: dt.datetime | None
-    recurring: bool
 
 
 class LogEventsCollector(Collector):
@@ -207,40 +184,53 @@ class LogEventsStream:
     def read(
         self, context: DatabaseContext, newest: int, now_at_last: Any, increment: Any = 1
     ) -> Iterator[Sample]:
-        """`newest`, `now_at_last` and `increment`: the values of `columns`."""
-        logs = context.tables.logs
-        _, last_identity = self._last_read or (0, "")
+        """`newest`, `now_at_last` and `increment`: the values of `columns`. The stream's
+        state changes only once every statement of the reading has succeeded."""
         cursor = self._cursor
         if cursor is None:  # first scrape: start at the newest row, never replay history
             stride = max(1, int(increment or 1))
             cursor = self._cursor = LogCursor(newest, self._gap_grace, stride=stride)
-        # Ids went backwards (truncated or re-created, and not empty: a table whose rows
-        # were all deleted keeps counting up), or the last row read is another row now.
-        restarted = (0 < newest < cursor.position) or (
-            now_at_last is not None and label_value(now_at_last) != last_identity
-        )
+        restarted = self._restarted(cursor, newest, now_at_last)
         start = 0 if restarted else cursor.position
-
-        # Nothing above the cursor (a quiet store): no second statement.
-        fetched = (
-            [
-                _Row(int(log_id), int(action_id), label_value(message), _date(date), identity)
-                for log_id, action_id, message, date, identity in context.query(
-                    f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
-                    f" log_date_gmt, {_IDENTITY} FROM {logs}"
-                    " WHERE log_id > %s ORDER BY log_id LIMIT %s",
-                    (start, self.rows_per_scrape),
-                )
-            ]
-            if newest > start
-            else []
-        )
+        fetched = self._fetch(context, start) if newest > start else []
         replay_until = self._newest_counted if restarted else self._replay_until
         rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
         rows, replay_until = _after_replay(rows, replay_until)
         tally = self._tally(context, rows)
+        self._commit(cursor, restarted, fetched, rows, tally, replay_until)
+        yield from self._samples(cursor.unread(newest))
 
-        # Every query succeeded: commit.
+    def _restarted(self, cursor: LogCursor, newest: int, now_at_last: Any) -> bool:
+        """Ids went backwards (truncated or re-created, and not empty: a table whose rows
+        were all deleted keeps counting up), or the last row read is another row now."""
+        _, last_identity = self._last_read or (0, "")
+        return (0 < newest < cursor.position) or (
+            now_at_last is not None and label_value(now_at_last) != last_identity
+        )
+
+    def _fetch(self, context: DatabaseContext, start: int) -> list[LogRow]:
+        """The rows above `start`, at most `rows_per_scrape` (a quiet store, with nothing
+        above the cursor, sends no such statement)."""
+        return [
+            LogRow(int(log_id), int(action_id), label_value(message), valid_date(date), identity)
+            for log_id, action_id, message, date, identity in context.query(
+                f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
+                f" log_date_gmt, {_IDENTITY} FROM {context.tables.logs}"
+                " WHERE log_id > %s ORDER BY log_id LIMIT %s",
+                (start, self.rows_per_scrape),
+            )
+        ]
+
+    def _commit(
+        self,
+        cursor: LogCursor,
+        restarted: bool,
+        fetched: list[LogRow],
+        rows: list[LogRow],
+        tally: _Tally,
+        replay_until: dt.datetime | None,
+    ) -> None:
+        """What a reading adds, once all its statements succeeded."""
         if restarted:
             cursor.restart()
             self._resets += 1
@@ -263,9 +253,8 @@ class LogEventsStream:
         self._run_duration.merge(tally.run_duration)
         self._rows_read += len(rows)
         self._unclassified += tally.unclassified
-        yield from self._samples(cursor.unread(newest))
 
-    def _tally(self, context: DatabaseContext, rows: Sequence[_Row]) -> _Tally:
+    def _tally(self, context: DatabaseContext, rows: Sequence[LogRow]) -> _Tally:
         tally = _Tally(
             self._start_delay.empty_copy(),
             self._run_duration.empty_copy(),
@@ -274,11 +263,11 @@ class LogEventsStream:
         if not rows:
             return tally
         events = [(row, classify(row.message, CONTEXTS)) for row in rows]
-        actions = _lookup_actions(context, {row.action_id for row in rows})
+        actions = lookup_actions(context, {row.action_id for row in rows})
         needs_history = {
             row.action_id for row, event in events if event is None or event.kind in _TIMED_ENDS
         }
-        history = _History(context, needs_history)
+        history = ActionHistory(context, needs_history)
         by_place = history.events_by_place(actions, self._contexts)
 
         for row, recognised in events:
@@ -315,12 +304,12 @@ class LogEventsStream:
     @staticmethod
     def _observe_timing(
         tally: _Tally,
-        row: _Row,
+        row: LogRow,
         event: Event,
-        action: _Action | None,
+        action: Action | None,
         hook: str,
         group: str,
-        history: _History,
+        history: ActionHistory,
     ) -> None:
         if row.date is None:
             return
@@ -329,7 +318,7 @@ class LogEventsStream:
             tally.start_delay.observe((("group", group),), max(0.0, delay))
             tally.start_delay_by_hook.observe((("hook", hook),), max(0.0, delay))
         elif event.kind in _TIMED_ENDS and event.reason != "timeout":
-            started = history.previous_date(row)
+            started = history.previousvalid_date(row)
             if started is not None:
                 duration = (row.date - started).total_seconds()
                 tally.run_duration.observe((("hook", hook),), max(0.0, duration))
@@ -377,81 +366,3 @@ class _Tally:
         self.pairs: set[Labels] = set()
         self.recurring_hooks: set[str] = set()
         self.unclassified = 0
-
-
-def _lookup_actions(context: DatabaseContext, action_ids: Iterable[int]) -> dict[int, _Action]:
-    found: dict[int, tuple[Any, ...]] = {}
-    for chunk in chunks(sorted(action_ids)):
-        for row in context.query(
-            "SELECT action_id, hook, group_id, status, scheduled_date_gmt,"
-            f" {schedule_head()} FROM {context.tables.actions}"
-            f" WHERE action_id IN ({placeholders(chunk)})",
-            chunk,
-        ):
-            found[int(row[0])] = row
-    slugs = group_slugs(
-        context.session, context.tables, (int(row[2] or 0) for row in found.values())
-    )
-    return {
-        action_id: _Action(
-            label_value(hook),
-            slugs.get(int(group_id or 0), ""),
-            status_of(status),
-            _date(scheduled),
-            is_recurring(schedule),
-        )
-        for action_id, (_, hook, group_id, status, scheduled, schedule) in found.items()
-    }
-
-
-class _History:
-    """Every log row of some actions (id, date, the start of the message): their start
-    rows, their latest rows, and what each row's place in the action's log tells."""
-
-    def __init__(self, context: DatabaseContext, action_ids: Iterable[int]) -> None:
-        self._rows: dict[int, list[tuple[int, dt.datetime | None, str]]] = {}
-        for chunk in chunks(sorted(action_ids)):
-            for action_id, log_id, date, message in context.query(
-                f"SELECT action_id, log_id, log_date_gmt, LEFT(message, {MESSAGE_CHARACTERS})"
-                f" FROM {context.tables.logs}"
-                f" WHERE action_id IN ({placeholders(chunk)}) ORDER BY log_id",
-                chunk,
-            ):
-                self._rows.setdefault(int(action_id), []).append(
-                    (int(log_id), _date(date), label_value(message))
-                )
-
-    def events_by_place(
-        self, actions: dict[int, _Action], contexts: RunnerContexts
-    ) -> dict[int, Event]:
-        """The event each row's place tells, by log id (see structure.py). A second pass
-        when the first taught `contexts` the words of this site's starts."""
-        for _ in range(2):
-            events: dict[int, Event] = {}
-            learned = False
-            for action_id, rows in self._rows.items():
-                action = actions.get(action_id)
-                if action is None:
-                    continue
-                found, new_words = events_by_place(
-                    [LoggedRow(log_id, message) for log_id, _, message in rows],
-                    action.status,
-                    action.recurring,
-                    contexts,
-                )
-                events.update(found)
-                learned = learned or new_words
-            if not learned:
-                break
-        return events
-
-    def previous_date(self, row: _Row) -> dt.datetime | None:
-        """The date of the action's log row just before this one (its start, for an end)."""
-        earlier = [
-            date for log_id, date, _ in self._rows.get(row.action_id, []) if log_id < row.log_id
-        ]
-        return earlier[-1] if earlier else None
-
-
-def _date(value: Any) -> dt.datetime | None:
-    return value if isinstance(value, dt.datetime) and value >= _FLOOR else None

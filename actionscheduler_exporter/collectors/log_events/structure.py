@@ -29,8 +29,7 @@ from actionscheduler_exporter.metrics.catalog import RUNNERS
 # `wp action-scheduler work` (the persistent worker of the 4.x line) logs "WP CLI Worker":
 # a dedicated worker like `wp action-scheduler run`, so it counts as wp_cli.
 CONTEXT_LABELS: dict[str, str] = {**RUNNERS, "WP CLI Worker": "wp_cli"}
-# Longest first: a context that ends another ("WP CLI" and a plugin's "My WP CLI") is
-# tried after it.
+# Longest first: a context that another one ends with is tried after that one.
 CONTEXTS: tuple[str, ...] = tuple(sorted(CONTEXT_LABELS, key=len, reverse=True))
 
 
@@ -117,10 +116,9 @@ def events_by_place(
                 events[row.log_id] = _END_BY_STATUS[status]
             english_end = classify(row.message, CONTEXTS) is not None
             phase = "ended"
-        elif phase == "ended":
-            # Action Scheduler writes at most one stop, right after the end; "action
-            # ignored via …" ends with a context and is no stop.
-            if runner is None and recurring and not english_end:
+        elif phase == "ended" and runner is None:  # "action ignored via …" is no stop
+            # Action Scheduler writes at most one stop, right after the end.
+            if recurring and not english_end:
                 events[row.log_id] = Event(Kind.STOPPED, "unknown")
             phase = "after"
     return events, learned

@@ -9,14 +9,14 @@ from fastapi.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actionscheduler_exporter.web.auth import BasicAuth
-from actionscheduler_exporter.web.serving import Live
+from actionscheduler_exporter.web.serving import CurrentServing
 
 
-class Protect:
+class AuthAndHeaders:
     """Basic auth and the configured response headers, as a plain ASGI middleware (no
     per-request task group or stream, unlike Starlette's BaseHTTPMiddleware)."""
 
-    def __init__(self, app: ASGIApp, live: Live) -> None:
+    def __init__(self, app: ASGIApp, live: CurrentServing) -> None:
         self.app = app
         self.live = live
 

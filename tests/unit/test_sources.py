@@ -150,3 +150,20 @@ def test_background_refresh_passes_the_previous_value(clock: FakeClock) -> None:
 
 def wait_for(condition: Callable[[], bool]) -> bool:
     return wait_until(condition, 10)
+
+
+def test_a_refresh_that_raises_keeps_the_last_value_and_runs_again(clock: FakeClock) -> None:
+    calls: list[int] = []
+
+    def refresh(previous: int | None) -> int:
+        calls.append(1)
+        if len(calls) == 2:
+            raise ZeroDivisionError("a bug, not a reading's failure")
+        return len(calls)
+
+    background = BackgroundRefresh[int]("test", 10, refresh, clock, wait_each=True)
+    assert background.latest(5) == 1
+    clock.now += 10
+    assert background.latest(5) == 1  # the failed refresh left the last value
+    clock.now += 10
+    assert background.latest(5) == 3

@@ -1,0 +1,84 @@
+"""The scrape without a server: how its time is spent, as absolute deadlines on the
+exporter's clock, and rounds shared by the scrapes that join them."""
+
+from __future__ import annotations
+
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
+from actionscheduler_exporter.scrape.single_flight import SingleFlight
+from actionscheduler_exporter.timing import Deadline
+from tests.support.clock import FakeClock
+
+
+def test_how_a_ten_second_scrape_is_spent() -> None:
+    assert ScrapeBudget(10).plan() == pytest.approx(
+        {
+            "timeout": 10,
+            "answer_by": 9.5,  # half a second for the answer to travel
+            "rounds_wait": 8.55,  # the rounds are waited for...
+            "writing": 0.95,  # ...keeping a tenth to write the answer
+            "discovery_wait": 4.75,
+            "round_runs_for": 9.5,
+        }
+    )
+    # A tiny timeout answers in time, but a round it starts still runs its minimum.
+    assert ScrapeBudget(0.2).answer_by == pytest.approx(0.1)
+    assert ScrapeBudget(0.2).round_runs_for == 9.5
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [("ten", "must be a number"), ("-1", "must be positive"), ("nan", "must be positive")],
+)
+def test_a_bad_timeout_header_is_named(header: str, problem: str) -> None:
+    with pytest.raises(BudgetError, match=problem):
+        ScrapeBudget.from_header(header)
+
+
+@pytest.mark.parametrize("header", ["1e10", "inf", "9e15"])
+def test_a_huge_timeout_header_is_capped_not_an_overflow(header: str) -> None:
+    budget = ScrapeBudget.from_header(header)
+    assert budget.timeout == 600
+    assert math.isfinite(budget.rounds_wait)
+
+
+def test_the_budget_issues_absolute_deadlines_on_the_injected_clock() -> None:
+    clock = FakeClock()
+    clock.now = 1000.0
+    deadlines = ScrapeBudget(10).start(clock)
+    assert deadlines.started == 1000.0
+    assert deadlines.answer.at == pytest.approx(1009.5)
+    assert deadlines.rounds.at == pytest.approx(1008.55)
+    assert deadlines.discovery.at == pytest.approx(1004.75)
+    assert deadlines.round_runs_until == pytest.approx(1009.5)
+    clock.now += 8.0
+    assert deadlines.rounds.left() == pytest.approx(0.55)
+    assert not deadlines.rounds.passed()
+    clock.now += 1.0
+    assert deadlines.rounds.left() == 0 and deadlines.rounds.passed()
+
+
+def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
+    release = threading.Event()
+    seen: list[Deadline] = []
+
+    def call(deadline: Deadline) -> int:
+        seen.append(deadline)
+        release.wait(10)
+        return len(seen)
+
+    with ThreadPoolExecutor(1) as executor:
+        flight = SingleFlight(executor, call, FakeClock())
+        first = flight.join(10.0)
+        second = flight.join(20.0)
+        third = flight.join(5.0)
+        assert first is second is third
+        release.set()
+        assert first.result(10) == 1
+        assert seen[0].at == 20.0  # extended by the later scraper, not shortened
+        assert flight.join(1.0) is not first  # a new call once the first is done
