@@ -2,11 +2,11 @@
 one histogram series whole to the protobuf exposition.
 
 Schema 3: each power of two is cut into 2**3 = 8 buckets, every boundary 2**(1/8) ≈ 1.09
-times the one before it (at most 4.4 % from the middle of a bucket to its edges). Log
-dates have one-second resolution, so the observations are whole seconds: below about
-11 s every whole second has a bucket of its own, above that a bucket is narrower than
-a tenth of its value, and the powers of two (1, 2, 4 ... 65536 s) are exact boundaries.
-From 1 s to a day that is at most 132 buckets, only the ones observed being sent.
+times the one before it: a bucket is 8.3 % of its upper bound wide. Log dates have
+one-second resolution, so the observations are whole seconds: up to 14 s every whole
+second has a bucket of its own, above that a bucket is narrower than a tenth of its
+value, and the powers of two (1, 2, 4 ... 65536 s) are exact boundaries. From 1 s to a
+day that is 133 buckets (indexes 0 to 132), only the ones observed being sent.
 Zero threshold 0.5: a measured 0 is "under a second", the zero bucket [0, 0.5], like the
 classic histograms' 0.5 bucket. The schema is fixed: series keep one layout for life,
 and rules sum them across sites without a change of resolution.

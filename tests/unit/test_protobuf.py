@@ -276,3 +276,15 @@ def test_decoding_the_protobuf_gives_back_what_was_encoded(
         assert h.zero_count == observed.count(0)
         assert native_buckets(h) == Counter(expected_index(v) for v in observed if v > 0.5)
         assert len(h.bucket) == (2 if durations.classic else 0)
+
+
+def test_the_documented_resolution_of_schema_3() -> None:
+    """docs/native-histograms.md: up to 14 s each whole second has a bucket of its own,
+    from 1 s to a day is 133 buckets, a bucket is 8.3 % of its upper bound wide."""
+    assert len({expected_index(seconds) for seconds in range(1, 15)}) == 14
+    assert expected_index(15) == expected_index(16)
+    assert expected_index(86400) - expected_index(1) + 1 == 133
+    whole = [*range(1, 3000), 65535, 65536, 65537, 86399, 86400, 86401]
+    assert [native.bucket_index(s) for s in whole] == [expected_index(s) for s in whole]
+    width = 1 - native.upper_bound(-1) / native.upper_bound(0)
+    assert round(width * 100, 1) == 8.3
