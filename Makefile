@@ -94,7 +94,10 @@ chart-files: $(STAMP)
 	$(BIN)/python -m actionscheduler_exporter.config.chart_schema
 	cp rules/actionscheduler.rules.yml helm/actionscheduler-exporter/files/rules/
 	$(BIN)/python -m rules.scope
+	$(BIN)/python -m rules.native
 	cp dashboards/*.json helm/actionscheduler-exporter/files/dashboards/
+	mkdir -p helm/actionscheduler-exporter/files/dashboards/native
+	cp dashboards/native/*.json helm/actionscheduler-exporter/files/dashboards/native/
 	$(BIN)/python -m mixin
 
 clean:

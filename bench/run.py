@@ -25,6 +25,7 @@ from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
+from bench.native import native_case
 from bench.open_actions import open_actions_case
 from bench.open_actions import table as open_actions_table
 from bench.server import BUFFER_POOL, ROOT, bench_server
@@ -97,6 +98,9 @@ def main() -> None:
                 prepare([server, other])
                 print("measuring many sites ...", flush=True)
                 report["many_sites"] = many_sites_case([server, other], workdir)
+        if not arguments.many_sites_only:  # no database: twenty seconds
+            print("measuring classic against native histograms ...", flush=True)
+            report["native_histograms"] = native_case()
     print(summary(report))
     print(f"\nfull results: {path.relative_to(ROOT)}")
 

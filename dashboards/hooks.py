@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from dashboards.grafana import (
     SITE,
     Json,
@@ -12,6 +14,7 @@ from dashboards.grafana import (
     site_variables,
     variable_query,
 )
+from rules.native import native_expression
 
 UID = "actionscheduler-hooks"
 HOOK = 'hook=~"$hook"'
@@ -262,7 +265,48 @@ def panels() -> list[Panel]:
     ]
 
 
-def build() -> Json:
+def native_panels() -> list[Panel]:
+    """The same panels on native histograms (the latency heatmaps read one series per
+    histogram), and the start delay by hook, which only native histograms have."""
+    out = [
+        dataclasses.replace(
+            panel,
+            queries=[
+                dataclasses.replace(query, expr=native_expression(query.expr))
+                for query in panel.queries
+            ],
+        )
+        for panel in panels()
+    ]
+    by_hook = Panel(
+        "Start delay by hook",
+        "heatmap",
+        "How late runs start after their scheduled time, for the selected hooks (a native "
+        "histogram: docs/native-histograms.md). The lowest bucket means on time.",
+        [
+            Query(
+                "sum(rate(actionscheduler_action_start_delay_by_hook_seconds"
+                f"{{{SITE}, {HOOK}}}[$__rate_interval]))",
+                "{{le}}",
+                heatmap=True,
+            )
+        ],
+        unit="s",
+        width=12,
+        runbook="oldest-due-action-late.md",
+        options={
+            "calculate": False,
+            "yAxis": {"unit": "s"},
+            "color": {"scheme": "Blues", "mode": "scheme"},
+        },
+    )
+    start_delay = next(i for i, panel in enumerate(out) if panel.title == "Start delay")
+    out.insert(start_delay + 1, by_hook)
+    return out
+
+
+def build(native: bool = False) -> Json:
+    """`native`: the form for native histograms (dashboards/native/), same uid and links."""
     return dashboard(
         UID,
         "Action Scheduler / Hooks and groups",
@@ -281,6 +325,6 @@ def build() -> Json:
                 f"label_values(actionscheduler_actions_by_group{{{SITE}}}, group)",
             ),
         ],
-        panels(),
+        native_panels() if native else panels(),
         [dashboard_link("Overview", "actionscheduler-overview")],
     )

@@ -3,9 +3,13 @@
     python -m slo            # the shipped forms, from slo/objectives.yml (and the example)
     python -m slo --check    # exit 1 when a committed form is not what it would write
     python -m slo --objectives mine.yml --out DIR   # your objectives, all four forms
+    python -m slo --objectives mine.yml --out DIR --histograms native
+                             # the Prometheus rules on native histograms only
 
 The forms: Prometheus rules (actionscheduler-slo.rules.yml), a Sloth spec (sloth.yml),
-Pyrra resources (pyrra.yml) and OpenSLO documents (openslo.yml).
+Pyrra resources (pyrra.yml) and OpenSLO documents (openslo.yml); and the Prometheus rules
+read from native histograms (rules/native/actionscheduler-slo.rules.yml), whose
+start-on-time objective may take any withinSeconds (histogram_fraction).
 """
 
 from __future__ import annotations
@@ -58,12 +62,21 @@ def forms(source: Path, label: str) -> dict[str, str]:
     }
 
 
+def native_rules(source: Path, label: str) -> str:
+    """The Prometheus rules form on native histograms."""
+    objectives = objectives_file.load(source, native=True)
+    header = _HEADER.format(source=label)
+    return header + dump(prometheus_rules.document(objectives, native=True))
+
+
 def shipped() -> dict[Path, str]:
     """Every generated file of the repository, by path."""
     files: dict[Path, str] = {}
     for name, text in forms(SOURCE, "slo/objectives.yml").items():
         folder = ROOT / "rules" if name.endswith(".rules.yml") else ROOT / "slo" / "generated"
         files[folder / name] = text
+    native = native_rules(SOURCE, "slo/objectives.yml")
+    files[ROOT / "rules" / "native" / "actionscheduler-slo.rules.yml"] = native
     example = forms(EXAMPLE, "rules/tests/slo-example.objectives.yml")
     files[ROOT / "rules" / "tests" / "slo-example.rules.yml"] = example[
         "actionscheduler-slo.rules.yml"
@@ -78,11 +91,21 @@ def main() -> int:
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--objectives", type=Path, help="an objectives document of your own")
     parser.add_argument("--out", type=Path, help="where to write its forms")
+    parser.add_argument(
+        "--histograms",
+        choices=("classic", "native"),
+        default="classic",
+        help="native: only the Prometheus rules, read from native histograms",
+    )
     args = parser.parse_args()
     try:
         if args.objectives:
             out = args.out or Path(".")
             out.mkdir(parents=True, exist_ok=True)
+            if args.histograms == "native":
+                text = native_rules(args.objectives, args.objectives.name)
+                (out / "actionscheduler-slo.rules.yml").write_text(text, encoding="utf-8")
+                return 0
             for name, text in forms(args.objectives, args.objectives.name).items():
                 (out / name).write_text(text, encoding="utf-8")
             return 0

@@ -81,15 +81,17 @@ class Objectives:
         return tuple(scope.name for scope in self.scopes if scope.kind == "group")
 
 
-def load(path: Path) -> Objectives:
+def load(path: Path, *, native: bool = False) -> Objectives:
+    """`native`: for the native-histogram rules only, where withinSeconds may be any
+    number of seconds (histogram_fraction reads any threshold, not only a bucket bound)."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise ObjectivesError(str(path), f"not YAML ({error})") from None
-    return parse(document)
+    return parse(document, native=native)
 
 
-def parse(document: Any) -> Objectives:
+def parse(document: Any, *, native: bool = False) -> Objectives:
     if not isinstance(document, dict):
         raise ObjectivesError("(document)", "must be a mapping")
     _known(document, _TOP_KEYS, "")
@@ -106,8 +108,8 @@ def parse(document: Any) -> Objectives:
             raise ObjectivesError(
                 f"defaults.{key}", "is missing: the defaults state both objectives"
             )
-    base_start = _objective(defaults["startOnTime"], "defaults.startOnTime", None)
-    base_success = _objective(defaults["success"], "defaults.success", None)
+    base_start = _objective(defaults["startOnTime"], "defaults.startOnTime", None, native)
+    base_success = _objective(defaults["success"], "defaults.success", None, native)
     scopes = [Scope("default", "", base_start, base_success)]
     for kind, section in (("site", "sites"), ("group", "groups")):
         for name, entry in sorted(_mapping(document.get(section), section).items()):
@@ -117,13 +119,13 @@ def parse(document: Any) -> Objectives:
             _check_name(name, section)
             entry = _mapping(entry, key)
             _known(entry, set(_SLI_KEYS), f"{key}.")
-            start = _objective(entry.get("startOnTime"), f"{key}.startOnTime", base_start)
-            success = _objective(entry.get("success"), f"{key}.success", base_success)
+            start = _objective(entry.get("startOnTime"), f"{key}.startOnTime", base_start, native)
+            success = _objective(entry.get("success"), f"{key}.success", base_success, native)
             scopes.append(Scope(kind, name, start, success))  # type: ignore[arg-type]
     return Objectives(window, minimum, tuple(scopes))
 
 
-def _objective(raw: Any, key: str, default: Objective | None) -> Objective:
+def _objective(raw: Any, key: str, default: Objective | None, native: bool = False) -> Objective:
     if raw is None and default is not None:
         return default
     entry = _mapping(raw, key)
@@ -137,7 +139,16 @@ def _objective(raw: Any, key: str, default: Objective | None) -> Objective:
     within = None
     if sli == "startOnTime":
         within = entry.get("withinSeconds", default.within_seconds if default else None)
-        if (
+        if native:
+            if (
+                isinstance(within, bool)
+                or not isinstance(within, int | float)
+                or not 0 < within < float("inf")
+            ):
+                raise ObjectivesError(
+                    f"{key}.withinSeconds", f"must be a number of seconds above 0, not {within!r}"
+                )
+        elif (
             isinstance(within, bool)
             or not isinstance(within, int | float)
             or float(within) not in START_DELAY_BUCKETS

@@ -32,14 +32,15 @@ _WHAT = {
 }
 
 
-def document(objectives: Objectives) -> dict[str, Any]:
+def document(objectives: Objectives, *, native: bool = False) -> dict[str, Any]:
+    """`native`: the start delay read as a native histogram (rules/native/)."""
     fast: list[dict[str, Any]] = []
     slow: list[dict[str, Any]] = []
     for scope in objectives.scopes:
         for name in queries.SLIS:
-            fast += _windows(objectives, scope, name)
-            fast += _alerts(objectives, scope, name)
-            slow += _objective_window(objectives, scope, name)
+            fast += _windows(objectives, scope, name, native)
+            fast += _alerts(objectives, scope, name, native)
+            slow += _objective_window(objectives, scope, name, native)
     return {
         "groups": [
             {"name": "actionscheduler-slo", "rules": fast},
@@ -62,8 +63,8 @@ def _ratio(sli: queries.Sli, window: str) -> str:
     return f"{queries.at(sli.errors, window)}\n/\n{queries.at(sli.total, window)}"
 
 
-def _windows(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, Any]]:
-    sli = queries.sli(objectives, scope, name)
+def _windows(objectives: Objectives, scope: Scope, name: str, native: bool) -> list[dict[str, Any]]:
+    sli = queries.sli(objectives, scope, name, native=native)
     return [
         {"record": f"{ERRORS}{window}", "expr": _ratio(sli, window), "labels": _labels(scope, name)}
         for window in RECORDED_WINDOWS
@@ -85,8 +86,8 @@ def runs_needed(objectives: Objectives, scope: Scope, name: str, burn_window: Bu
     )
 
 
-def _alerts(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, Any]]:
-    sli = queries.sli(objectives, scope, name)
+def _alerts(objectives: Objectives, scope: Scope, name: str, native: bool) -> list[dict[str, Any]]:
+    sli = queries.sli(objectives, scope, name, native=native)
     chosen = queries.selection(objectives, scope)
     recorded = recorded_selector(scope, name)
     rules = []
@@ -95,12 +96,16 @@ def _alerts(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, A
         windows = [w for w in BURN_WINDOWS if w.severity == severity]
         for window in windows:
             limit = threshold(objectives, scope, name, window)
+            runs = (
+                queries.at(sli.runs, window.long)
+                if sli.runs
+                else f"sum by ({chosen.by}) (increase({sli.total_counter}[{window.long}]))"
+            )
             conditions.append(
                 "(\n"
                 f"  {ERRORS}{window.long}{recorded} > {limit}\n"
                 f"  and {ERRORS}{window.short}{recorded} > {limit}\n"
-                f"  and on ({chosen.by}) sum by ({chosen.by}) "
-                f"(increase({sli.total_counter}[{window.long}]))"
+                f"  and on ({chosen.by}) {runs}"
                 f" >= {runs_needed(objectives, scope, name, window)}\n"
                 ")"
             )
@@ -135,8 +140,10 @@ def _alerts(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, A
     return rules
 
 
-def _objective_window(objectives: Objectives, scope: Scope, name: str) -> list[dict[str, Any]]:
-    sli = queries.sli(objectives, scope, name)
+def _objective_window(
+    objectives: Objectives, scope: Scope, name: str, native: bool
+) -> list[dict[str, Any]]:
+    sli = queries.sli(objectives, scope, name, native=native)
     window = objectives.window
     recorded = recorded_selector(scope, name)
     objective = queries.objective_of(scope, name) / 100

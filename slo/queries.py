@@ -74,10 +74,24 @@ class Sli:
     total_counter: str  # the counter selector runs are counted with (low-traffic guard)
     good_selector: str  # for forms that take the good events as a selector (Pyrra latency)
     error_selector: str  # for forms that take the bad events as a selector (Pyrra ratio)
+    # Runs over WINDOW per scope, for the low-traffic guard; "": the increase of total_counter.
+    runs: str = ""
 
 
-def sli(objectives: Objectives, scope: Scope, name: str) -> Sli:
+def sli(objectives: Objectives, scope: Scope, name: str, *, native: bool = False) -> Sli:
+    """`native`: the start delay read as a native histogram, whose share of runs within
+    any threshold is histogram_fraction's (the success SLI is the same in both forms)."""
     chosen = selection(objectives, scope)
+    if name == START_ON_TIME and native:
+        within = scope.start_on_time.within_seconds
+        histogram = f"{START_DELAY}{chosen.selector()}"
+        total = f"sum by ({chosen.by}) (histogram_count(rate({histogram}[{WINDOW}])))"
+        on_time = (
+            f"histogram_fraction(0, {within:g}, sum by ({chosen.by}) (rate({histogram}[{WINDOW}])))"
+        )
+        errors = f"({total} * (1 - {on_time}))"
+        runs = f"sum by ({chosen.by}) (histogram_count(increase({histogram}[{WINDOW}])))"
+        return Sli(name, errors, total, histogram, "", "", runs)
     if name == START_ON_TIME:
         within = scope.start_on_time.within_seconds
         count = f"{START_DELAY}_count{chosen.selector()}"

@@ -57,6 +57,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "database_pattern": values.text,
     "discovery_interval": values.duration,
     "dedicated_workers": values.boolean,
+    "classic_histograms": values.boolean,
 }
 _TLS_KEYS: dict[str, Callable[[Any], Any]] = {
     "ca_file": values.text,

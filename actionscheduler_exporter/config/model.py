@@ -152,6 +152,10 @@ class SiteConfig:
     # Only `wp action-scheduler run` workers run the queue (the must-use plugin turns the
     # web runners off); None: true when `workers` is set.
     dedicated_workers: bool | None = None
+    # The protobuf exposition writes the classic buckets beside each native histogram
+    # (rules and dashboards on `_bucket` keep working while they migrate); the text
+    # formats always have them.
+    classic_histograms: bool = True
 
     def group_thresholds(self) -> dict[str, tuple[float, float]]:
         """(warning, critical) per group with thresholds of its own; a threshold the group

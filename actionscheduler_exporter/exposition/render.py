@@ -1,6 +1,7 @@
 """Turns round results into the exposition, built fresh for each scrape, in the format the
-scraper asked for: OpenMetrics 1.0.0 or the Prometheus text format (0.0.4, or 1.0.0, which
-reads the same for the names this exporter uses)."""
+scraper asked for: OpenMetrics 1.0.0, the Prometheus text format (0.0.4, or 1.0.0, which
+reads the same for the names this exporter uses) or the protobuf format, the one that
+carries native histograms (Prometheus asks for it first when they are enabled)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from prometheus_client import ProcessCollector
 
 from actionscheduler_exporter import __version__
-from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.exposition import protobuf, writer
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -18,6 +19,13 @@ from actionscheduler_exporter.rounds.result import SiteResult
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 TEXT_1 = "text/plain; version=1.0.0; charset=utf-8"
+PROTOBUF = (
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+)
+_PROTOBUF_MEDIA = "application/vnd.google.protobuf"
+_PROTOBUF_OPTIONS = {"proto": "io.prometheus.client.MetricFamily", "encoding": "delimited"}
+# The text formats have no native histograms: families that exist only as one stay out.
+_TEXT_FAMILIES = tuple(metric for metric in catalog.ALL if metric not in catalog.NATIVE_ONLY)
 
 _PROCESS = ProcessCollector(registry=None)
 BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
@@ -34,7 +42,11 @@ def negotiate(accept: str | None) -> str:
         except ValueError:
             continue
         version = options.get("version")
-        if media == "application/openmetrics-text" and version in (None, "1.0.0"):
+        if media == _PROTOBUF_MEDIA and all(
+            options.get(name) == wanted for name, wanted in _PROTOBUF_OPTIONS.items()
+        ):
+            offered = PROTOBUF
+        elif media == "application/openmetrics-text" and version in (None, "1.0.0"):
             offered = OPENMETRICS
         elif media == "text/plain" and version == "1.0.0":
             offered = TEXT_1
@@ -55,9 +67,12 @@ def render(
     """The exposition body and its content type, negotiated from the Accept header;
     `exporter`: the server's own samples without a site (how the last reload went)."""
     content_type = negotiate(accept)
-    openmetrics = content_type == OPENMETRICS
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
-    body = writer.encode(results, catalog.ALL, [build, *exporter], openmetrics=openmetrics)
+    if content_type == PROTOBUF:
+        binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
+        return binary + protobuf.encode_families(_PROCESS.collect()), content_type
+    openmetrics = content_type == OPENMETRICS
+    body = writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics)
     body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics)
     if openmetrics:
         body += "# EOF\n"

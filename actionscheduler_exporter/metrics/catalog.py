@@ -689,6 +689,19 @@ RUN_DURATION = _define(
     "before its end row). Timeouts are not observed: their end is the cleaner's, not the "
     "run's.",
 )
+START_DELAY_BY_HOOK = _define(
+    "actionscheduler_action_start_delay_by_hook_seconds",
+    "histogram",
+    "From an action's scheduled date to the start of its run, by hook: a native histogram, "
+    "in the protobuf exposition only.",
+    tier="hot",
+    section="log",
+    labels=("hook",),
+    meaning="The start delay by hook: a native histogram (schema 3, zero threshold 0.5 s), "
+    "written only in the protobuf exposition, which Prometheus asks for when native "
+    "histograms are enabled; the text formats have `actionscheduler_action_start_delay_"
+    "seconds` by group only. Hooks are folded like the other hook families.",
+)
 LOG_ROWS_READ = _define(
     "actionscheduler_log_rows_read",
     "counter",
@@ -907,6 +920,9 @@ CONFIG_LAST_RELOAD_SUCCESS_TIMESTAMP = _define(
 )
 
 ALL: tuple[MetricDef, ...] = tuple(_DEFINED)
+# Families that are native histograms only: the protobuf exposition writes them, the text
+# formats (which have no native histograms) leave them out.
+NATIVE_ONLY: frozenset[MetricDef] = frozenset({START_DELAY_BY_HOOK})
 
 # Error kinds are initialised at 0 so that rate() works from the first failure on.
 ERROR_KINDS: tuple[str, ...] = (

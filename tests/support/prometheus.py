@@ -21,8 +21,10 @@ class Prometheus:
         rule_files: list[Path] | None = None,
         alertmanagers: list[str] | None = None,
         scrape_configs: list[dict[str, Any]] | None = None,
+        flags: tuple[str, ...] = (),
     ) -> None:
-        """Scrapes `targets` as one static job, or `scrape_configs` as given."""
+        """Scrapes `targets` as one static job, or `scrape_configs` as given; `flags` are
+        added to the command line (`--enable-feature=native-histograms`)."""
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": "1s"},
             "scrape_configs": scrape_configs
@@ -42,6 +44,7 @@ class Prometheus:
                 f"--web.listen-address=127.0.0.1:{port}",
                 # Series go stale within seconds, not five minutes: tests run in seconds.
                 "--query.lookback-delta=5s",
+                *flags,
             ],
         )
         self.port = self._daemon.port

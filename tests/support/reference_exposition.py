@@ -26,6 +26,8 @@ def families(results: Sequence[SiteResult]) -> list[Metric]:
     for result in results:
         site_labels = {"site": result.label, **dict(result.labels)}
         for item in result.samples:
+            if item.metric in catalog.NATIVE_ONLY:
+                continue  # native histograms only: no text form
             built[item.metric.name].add_sample(
                 item.name, {**site_labels, **dict(item.labels)}, item.value
             )

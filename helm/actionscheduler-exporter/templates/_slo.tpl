@@ -54,7 +54,12 @@ printed with six significant digits, as Python's "g" format does.
 {{- if include "ase.sloIsNumber" $within -}}
 {{- range $bounds }}{{ if eq (float64 .) (float64 $within) }}{{ $isBound = true }}{{ end }}{{ end -}}
 {{- end -}}
-{{- if not $isBound -}}
+{{- if .native -}}
+{{- /* histogram_fraction reads any threshold of a native histogram */ -}}
+{{- if or (not (include "ase.sloIsNumber" $within)) (le (float64 $within) 0.0) -}}
+{{- fail (printf "%s.withinSeconds: must be a number of seconds above 0, not %v" .key $within) -}}
+{{- end -}}
+{{- else if not $isBound -}}
 {{- fail (printf "%s.withinSeconds: must be a bucket bound of actionscheduler_action_start_delay_seconds (%s), not %v" .key (join ", " $bounds) $within) -}}
 {{- end -}}
 {{- $_ := set .out "within" (float64 $within) -}}
@@ -87,9 +92,9 @@ printed with six significant digits, as Python's "g" format does.
 {{- end -}}
 {{- end -}}
 {{- $start := dict -}}
-{{- $_ := include "ase.sloObjective" (dict "raw" $defaults.startOnTime "key" "slo.objectives.defaults.startOnTime" "latency" true "out" $start "default" nil) -}}
+{{- $_ := include "ase.sloObjective" (dict "raw" $defaults.startOnTime "key" "slo.objectives.defaults.startOnTime" "latency" true "native" $.native "out" $start "default" nil) -}}
 {{- $success := dict -}}
-{{- $_ := include "ase.sloObjective" (dict "raw" $defaults.success "key" "slo.objectives.defaults.success" "latency" false "out" $success "default" nil) -}}
+{{- $_ := include "ase.sloObjective" (dict "raw" $defaults.success "key" "slo.objectives.defaults.success" "latency" false "native" $.native "out" $success "default" nil) -}}
 {{- $scopes := list (dict "kind" "default" "name" "" "start" $start "success" $success) -}}
 {{- range $kind, $section := dict "site" "sites" "group" "groups" -}}
 {{- $entries := index $doc $section | default dict -}}
@@ -110,9 +115,9 @@ printed with six significant digits, as Python's "g" format does.
 {{- end -}}
 {{- end -}}
 {{- $ownStart := dict -}}
-{{- $_ := include "ase.sloObjective" (dict "raw" $entry.startOnTime "key" (printf "%s.startOnTime" $key) "latency" true "out" $ownStart "default" $start) -}}
+{{- $_ := include "ase.sloObjective" (dict "raw" $entry.startOnTime "key" (printf "%s.startOnTime" $key) "latency" true "native" $.native "out" $ownStart "default" $start) -}}
 {{- $ownSuccess := dict -}}
-{{- $_ := include "ase.sloObjective" (dict "raw" $entry.success "key" (printf "%s.success" $key) "latency" false "out" $ownSuccess "default" $success) -}}
+{{- $_ := include "ase.sloObjective" (dict "raw" $entry.success "key" (printf "%s.success" $key) "latency" false "native" $.native "out" $ownSuccess "default" $success) -}}
 {{- $scopes = append $scopes (dict "kind" $kind "name" $name "start" $ownStart "success" $ownSuccess) -}}
 {{- end -}}
 {{- end -}}
@@ -156,13 +161,25 @@ printed with six significant digits, as Python's "g" format does.
 {{- end -}}
 {{- $_ := set . "slug" (ternary .sli (printf "%s-%s-%s" .sli $s.kind $safe) (eq $s.kind "default")) -}}
 {{- $_ := set . "by" $by -}}
-{{- if eq .sli "start-on-time" -}}
+{{- $native := .all.native -}}
+{{- if and (eq .sli "start-on-time") $native -}}
+{{- $histogram := printf "actionscheduler_action_start_delay_seconds%s" $selector -}}
+{{- $total := printf "sum by (%s) (histogram_count(rate(%s[$window])))" $by $histogram -}}
+{{- $_ := set . "total" $total -}}
+{{- $_ := set . "errors" (printf "(%s * (1 - histogram_fraction(0, %s, sum by (%s) (rate(%s[$window])))))" $total (include "ase.sloNumber" $s.start.within) $by $histogram) -}}
+{{- $_ := set . "runs" (printf "sum by (%s) (histogram_count(increase(%s[$window])))" $by $histogram) -}}
+{{- $_ := set . "totalCounter" $histogram -}}
+{{- $_ := set . "good" "" -}}
+{{- $_ := set . "bad" "" -}}
+{{- $_ := set . "percent" $s.start.percent -}}
+{{- else if eq .sli "start-on-time" -}}
 {{- $count := printf "actionscheduler_action_start_delay_seconds_count%s" $selector -}}
 {{- $good := printf "actionscheduler_action_start_delay_seconds_bucket{%s}" (join ", " (append $matchers (printf "le=\"%s\"" (include "ase.sloBound" $s.start.within)))) -}}
 {{- $total := printf "sum by (%s) (rate(%s[$window]))" $by $count -}}
 {{- $_ := set . "total" $total -}}
 {{- $_ := set . "errors" (printf "(%s - sum by (%s) (rate(%s[$window])))" $total $by $good) -}}
 {{- $_ := set . "totalCounter" $count -}}
+{{- $_ := set . "runs" (printf "sum by (%s) (increase(%s[$window]))" $by $count) -}}
 {{- $_ := set . "good" $good -}}
 {{- $_ := set . "bad" "" -}}
 {{- $_ := set . "percent" $s.start.percent -}}
@@ -172,6 +189,7 @@ printed with six significant digits, as Python's "g" format does.
 {{- $_ := set . "errors" (printf "sum by (%s) (rate(%s[$window]))" $by $bad) -}}
 {{- $_ := set . "total" (printf "sum by (%s) (rate(%s[$window]))" $by $every) -}}
 {{- $_ := set . "totalCounter" $every -}}
+{{- $_ := set . "runs" (printf "sum by (%s) (increase(%s[$window]))" $by $every) -}}
 {{- $_ := set . "good" "" -}}
 {{- $_ := set . "bad" $bad -}}
 {{- $_ := set . "percent" $s.success.percent -}}
@@ -216,7 +234,7 @@ printed with six significant digits, as Python's "g" format does.
 {{- $limit := printf "(%s * %s)" $rate $budget -}}
 {{- /* enough runs that one bad run cannot cross the threshold alone, and minimumRuns */ -}}
 {{- $needed := max (int (ceil (round (divf 1 (mulf $exact (subf 1 (divf $sli.percent 100)))) 6))) $all.minimumRuns -}}
-{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) sum by (%s) (increase(%s[%s])) >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by $sli.by $sli.totalCounter $w.long $needed) -}}
+{{- $conditions = append $conditions (printf "(\n  %s%s%s > %s\n  and %s%s%s > %s\n  and on (%s) %s >= %d\n)" $errors $w.long $recorded $limit $errors $w.short $recorded $limit $sli.by ($sli.runs | replace "$window" $w.long) $needed) -}}
 {{- $rates = append $rates (dict "rate" $rate "word" (index $words $w.long)) -}}
 {{- end -}}
 {{- end -}}

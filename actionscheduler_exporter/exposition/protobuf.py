@@ -1,0 +1,222 @@
+"""Writes a scrape's samples as Prometheus' protobuf exposition: `MetricFamily` messages of
+io.prometheus.client (client_model's metrics.proto), each preceded by its length as a
+varint ("encoding=delimited"). The one format that carries native histograms.
+
+Written by hand: the messages use four wire forms (varint, zigzag varint, 64-bit double,
+length-delimited), which is less code than a runtime dependency on `protobuf`. The tests
+decode the output with classes generated from metrics.proto itself (tests/proto/).
+Histograms are written from their `_count` samples, which carry the whole series
+(metrics/native.py); their `_bucket` and `_sum` samples serve the text formats only.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Iterable, Sequence
+
+from prometheus_client.metrics_core import Metric
+
+from actionscheduler_exporter.metrics import native
+from actionscheduler_exporter.metrics.catalog import MetricDef
+from actionscheduler_exporter.metrics.samples import Labels
+from actionscheduler_exporter.rounds.result import SiteResult
+
+# MetricType of metrics.proto.
+_COUNTER, _GAUGE, _UNTYPED, _HISTOGRAM = 0, 1, 3, 4
+_TYPES = {"counter": _COUNTER, "gauge": _GAUGE, "info": _GAUGE, "histogram": _HISTOGRAM}
+# Field numbers of Metric: the value message each type is written in.
+_VALUE_FIELD = {_COUNTER: 3, _GAUGE: 2, _UNTYPED: 5}
+_DOUBLE = struct.Struct("<d")
+
+
+def _varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# Most varints of a scrape are small (lengths, bucket counts and their deltas): looked up.
+_SMALL = tuple(_varint(value) for value in range(1 << 14))
+
+
+def varint(value: int) -> bytes:
+    """A base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+    if 0 <= value < 16384:
+        return _SMALL[value]
+    return _varint(value)
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _key(field: int, wire: int) -> bytes:
+    return varint(field << 3 | wire)
+
+
+def _uint(field: int, value: int) -> bytes:
+    return _key(field, 0) + varint(value)
+
+
+def _sint(field: int, value: int) -> bytes:
+    return _key(field, 0) + varint(_zigzag(value))
+
+
+def _double(field: int, value: float) -> bytes:
+    return _key(field, 1) + _DOUBLE.pack(value)
+
+
+def _bytes(field: int, payload: bytes) -> bytes:
+    return _key(field, 2) + varint(len(payload)) + payload
+
+
+def _string(field: int, text: str) -> bytes:
+    # Label values come through db.schema.label_value, which replaces lone surrogates: the
+    # same strict UTF-8 as the text formats.
+    return _bytes(field, text.encode())
+
+
+@functools.lru_cache(maxsize=65_536)
+def _label_pairs(labels: Labels) -> bytes:
+    """Metric.label for each pair, names in order. Cached per set, as the text writer's."""
+    return b"".join(
+        _bytes(1, _string(1, name) + _string(2, value)) for name, value in sorted(labels)
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _family_head(name: str, help_text: str, kind: int) -> bytes:
+    return _string(1, name) + _string(2, help_text) + _uint(3, kind)
+
+
+def _family(name: str, help_text: str, kind: int, metrics: list[bytes]) -> bytes:
+    parts = [_family_head(name, help_text, kind)]
+    for metric in metrics:
+        parts += (_METRIC_KEY, varint(len(metric)), metric)
+    body = b"".join(parts)
+    return varint(len(body)) + body
+
+
+# A Gauge, Counter or Untyped message in its Metric field: always the same nine bytes
+# long (the value's key and a double), so its head is a constant.
+_VALUE_HEAD = {kind: _key(field, 2) + b"\x09" + _key(1, 1) for kind, field in _VALUE_FIELD.items()}
+_METRIC_KEY = _key(4, 2)
+
+
+def _value_metric(labels: bytes, kind: int, value: float) -> bytes:
+    return labels + _VALUE_HEAD[kind] + _DOUBLE.pack(value)
+
+
+# Keys of the Histogram message's fields (field number << 3 | wire type).
+_COUNT, _SUM, _BUCKET = b"\x08", b"\x11", b"\x1a"
+_LAYOUT = _sint(5, native.SCHEMA) + _double(6, native.ZERO_THRESHOLD) + _key(7, 0)
+_SPAN, _DELTAS = _key(12, 2), _key(13, 2)
+_NO_OP_SPAN = _SPAN + b"\x04" + _sint(1, 0) + _uint(2, 0)
+
+
+def histogram(state: native.NativeHistogram) -> bytes:
+    """A Histogram message: count, sum, the classic buckets when kept, and the native ones
+    (spans of consecutive indexes, each bucket's count as a delta from the one before)."""
+    out = [_COUNT, varint(state.count), _SUM, _DOUBLE.pack(state.total)]
+    for bound, cumulative in state.classic or ():
+        encoded = varint(cumulative)  # a Bucket: its count's key and varint, a double's 9
+        out += (_BUCKET, _SMALL[10 + len(encoded)], _COUNT, encoded, _SUM, _DOUBLE.pack(bound))
+    out += (_LAYOUT, varint(state.zero_count))
+    deltas: list[bytes] = []
+    previous_index: int | None = None
+    previous_count = 0
+    span_start, span_length = 0, 0
+    for index, count in state.positive:
+        if previous_index is not None and index == previous_index + 1:
+            span_length += 1
+        else:
+            if span_length:
+                out.append(_span(span_start, span_length))
+            # The first span's offset is its index, a later one's the gap after the last.
+            span_start = index if previous_index is None else index - previous_index - 1
+            span_length = 1
+        deltas.append(varint(_zigzag(count - previous_count)))
+        previous_index, previous_count = index, count
+    if span_length:
+        out.append(_span(span_start, span_length))
+        packed = b"".join(deltas)
+        out += (_DELTAS, varint(len(packed)), packed)
+    else:
+        # No bucket yet: the no-op span metrics.proto asks for, which says "native".
+        out.append(_NO_OP_SPAN)
+    return b"".join(out)
+
+
+def _span(offset: int, length: int) -> bytes:
+    """A positive_span field: a BucketSpan message."""
+    body = b"\x08" + varint(_zigzag(offset)) + b"\x10" + varint(length)
+    return _SPAN + varint(len(body)) + body
+
+
+def family_name(metric: MetricDef) -> str:
+    """The name Prometheus stores: a counter's and an info's with their suffix, as their
+    text-format families are named; a histogram's series names follow from it."""
+    return metric.sample_name if metric.kind in ("counter", "info") else metric.name
+
+
+def encode(
+    results: Sequence[SiteResult],
+    definitions: Iterable[MetricDef],
+    extra: Iterable[tuple[MetricDef, Labels, float]],
+) -> bytes:
+    """Families in the catalog's order, the samples of every site in each; `extra` are
+    samples without a site (build info)."""
+    metrics: dict[str, list[bytes]] = {}
+    for result in results:
+        # The site's labels and a sample's own are encoded apart, each set once (as the
+        # text writer does); Prometheus sorts a series' labels itself.
+        site = _label_pairs((("site", result.label), *result.labels))
+        for item in result.samples:
+            definition = item.metric
+            kind = _TYPES[definition.kind]
+            if kind == _HISTOGRAM:
+                if not isinstance(item, native.HistogramCount) or item.native is None:
+                    continue  # _bucket and _sum: the text formats'
+                body = site + _label_pairs(item.labels) + _bytes(7, histogram(item.native))
+            else:
+                body = _value_metric(site + _label_pairs(item.labels), kind, item.value)
+            found = metrics.get(definition.name)
+            if found is None:
+                found = metrics[definition.name] = []
+            found.append(body)
+    for definition, labels_of, value in extra:
+        kind = _TYPES[definition.kind]
+        metrics.setdefault(definition.name, []).append(
+            _value_metric(_label_pairs(labels_of), kind, value)
+        )
+    out: list[bytes] = []
+    for definition in definitions:
+        found = metrics.get(definition.name)
+        if found:
+            kind = _TYPES[definition.kind]
+            out.append(_family(family_name(definition), definition.help, kind, found))
+    return b"".join(out)
+
+
+def encode_families(families: Iterable[Metric]) -> bytes:
+    """Families that prometheus-client built (the process's own metrics)."""
+    out: list[bytes] = []
+    for family in families:
+        kind = _TYPES.get(family.type, _UNTYPED)
+        if kind == _HISTOGRAM:
+            kind = _UNTYPED  # none are: the process collector has counters and gauges
+        name = family.name + "_total" if kind == _COUNTER else family.name
+        metrics = [
+            _value_metric(_label_pairs(tuple(item.labels.items())), kind, item.value)
+            for item in family.samples
+            if item.name == name  # a counter's _created stays out, as in the text format
+        ]
+        if metrics:
+            out.append(_family(name, family.documentation, kind, metrics))
+    return b"".join(out)

@@ -1,0 +1,290 @@
+"""The protobuf exposition, decoded with Prometheus' own data model (generated from its
+metrics.proto): every family the text format has, with the same values, and each
+histogram's native buckets as computed here independently from the observations."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from actionscheduler_exporter.collectors.log_events.histogram import Histogram
+from actionscheduler_exporter.exposition import protobuf
+from actionscheduler_exporter.exposition.render import PROTOBUF, negotiate, render
+from actionscheduler_exporter.metrics import catalog, native
+from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.result import SiteResult
+from tests.support.metrics_proto import decode, metrics_pb2
+from tests.support.reference_exposition import PROMETHEUS_ACCEPT
+from tests.unit.test_writer import results
+
+# What Prometheus 2.42 sends with --enable-feature=native-histograms (captured from it).
+NATIVE_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+    "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,"
+    "*/*;q=0.1"
+)
+TYPES = {"counter": 0, "gauge": 1, "info": 1, "histogram": 4, "unknown": 3}
+
+
+def test_prometheus_with_native_histograms_gets_protobuf_and_without_does_not() -> None:
+    assert negotiate(NATIVE_ACCEPT) == PROTOBUF
+    assert negotiate(PROMETHEUS_ACCEPT).startswith("application/openmetrics-text")
+    assert negotiate(None).startswith("text/plain")
+    # protobuf of another message, or not delimited: not ours to write
+    assert negotiate("application/vnd.google.protobuf;proto=other;encoding=delimited") != PROTOBUF
+    assert (
+        negotiate(
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
+        )
+        != PROTOBUF
+    )
+    assert negotiate(f"{PROTOBUF};q=0.1,text/plain;q=0.5").startswith("text/plain")
+
+
+def labels_of(metric: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((pair.name, pair.value) for pair in metric.label))
+
+
+def decoded_samples(body: bytes) -> dict[str, Any]:
+    """Per family: type, help and its samples as the text format would name them."""
+    out: dict[str, Any] = {}
+    for family in decode(body):
+        samples = set()
+        for metric in family.metric:
+            labels = labels_of(metric)
+            if family.type == 4:
+                h = metric.histogram
+                for bucket in h.bucket:
+                    le = (("le", repr(bucket.upper_bound)),)
+                    key = tuple(sorted(labels + le))
+                    samples.add((family.name + "_bucket", key, float(bucket.cumulative_count)))
+                if h.bucket:  # the +Inf bucket is the count (optional in protobuf)
+                    key = tuple(sorted((*labels, ("le", "+Inf"))))
+                    samples.add((family.name + "_bucket", key, float(h.sample_count)))
+                    samples.add((family.name + "_sum", labels, h.sample_sum))
+                samples.add((family.name + "_count", labels, float(h.sample_count)))
+            else:
+                field = {0: "counter", 1: "gauge", 3: "untyped"}[family.type]
+                samples.add((family.name, labels, getattr(metric, field).value))
+        out[family.name] = (family.type, family.help, samples)
+    return out
+
+
+def text_samples(body: bytes) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        name = family.name + "_total" if family.type == "counter" else family.name
+        samples = {
+            (item.name, tuple(sorted(item.labels.items())), item.value) for item in family.samples
+        }
+        out[name] = (TYPES[family.type], family.documentation, samples)
+    return out
+
+
+def without_process(families: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in families.items() if not name.startswith("process_")}
+
+
+def test_every_family_of_the_text_format_decodes_with_the_same_samples() -> None:
+    found = results()
+    body, content_type = render(found, NATIVE_ACCEPT)
+    assert content_type == PROTOBUF
+    text, _ = render(found, None)
+    assert without_process(decoded_samples(body)) == without_process(text_samples(text))
+    names = [family.name for family in decode(body)]
+    assert "process_cpu_seconds_total" in names and "process_resident_memory_bytes" in names
+
+
+def native_buckets(histogram: Any) -> dict[int, int]:
+    """Absolute counts per bucket index, from the spans and deltas as metrics.proto
+    defines them (a later span's offset is the gap after the one before)."""
+    counts: dict[int, int] = {}
+    count = 0
+    after: int | None = None  # the index after the previous span
+    deltas = iter(histogram.positive_delta)
+    for span in histogram.positive_span:
+        start = span.offset if after is None else after + span.offset
+        for index in range(start, start + span.length):
+            count += next(deltas)
+            counts[index] = count
+        after = start + span.length
+    return counts
+
+
+def expected_index(value: float) -> int:
+    """The bucket of schema 3 holding `value`, found by walking the boundaries upwards
+    (not by the exporter's logarithm): the first i with value <= 2**(i/8)."""
+    index = -200
+    while value > 2 ** (index / 8):
+        index += 1
+    return index
+
+
+def histogram_of(body: bytes, name: str, **labels: str) -> Any:
+    for family in decode(body):
+        if family.name == name:
+            for metric in family.metric:
+                if dict(labels).items() <= dict(labels_of(metric)).items():
+                    return metric.histogram
+    raise AssertionError(f"no {name} {labels}")
+
+
+def one_site(*items: Sample) -> list[SiteResult]:
+    return [SiteResult("shop", (), True, list(items))]
+
+
+OBSERVED = [0, 0, 1, 1, 2, 3, 3, 3, 7, 8, 9, 10, 11, 12, 60, 61, 64, 65, 300, 3600, 86400, 90000]
+
+
+def test_native_buckets_hold_each_observation_where_schema_3_puts_it() -> None:
+    delays = Histogram(catalog.START_DELAY, (0.5, 1, 5))
+    for value in OBSERVED:
+        delays.observe((("group", "g"),), value)
+    body, _ = render(one_site(*delays.samples()), NATIVE_ACCEPT)
+    h = histogram_of(body, catalog.START_DELAY.name, group="g")
+    assert h.schema == 3 and h.zero_threshold == 0.5
+    assert h.zero_count == OBSERVED.count(0)
+    assert native_buckets(h) == Counter(expected_index(v) for v in OBSERVED if v > 0.5)
+    assert h.sample_count == len(OBSERVED) and h.sample_sum == sum(OBSERVED)
+    assert [(b.upper_bound, b.cumulative_count) for b in h.bucket] == [
+        (0.5, 2),
+        (1.0, 4),
+        (5.0, 8),
+    ]
+    # the powers of two are boundaries: whole seconds never straddle them
+    assert all(native.upper_bound(8 * k) == 2.0**k for k in range(-3, 17))
+
+
+def test_without_classic_histograms_the_protobuf_has_native_buckets_only() -> None:
+    delays = Histogram(catalog.START_DELAY, (0.5, 1, 5), classic=False)
+    for value in OBSERVED:
+        delays.observe((("group", "g"),), value)
+    items = list(delays.samples())
+    body, _ = render(one_site(*items), NATIVE_ACCEPT)
+    h = histogram_of(body, catalog.START_DELAY.name, group="g")
+    assert len(h.bucket) == 0 and h.sample_count == len(OBSERVED)
+    assert native_buckets(h) == Counter(expected_index(v) for v in OBSERVED if v > 0.5)
+    # the text formats keep their classic buckets whatever the setting
+    text, _ = render(one_site(*items), None)
+    assert b'start_delay_seconds_bucket{site="shop",group="g",le="5.0"} 8.0\n' in text
+
+
+def own_part(body: bytes) -> bytes:
+    """The exposition up to the process's own families, whose values move (CPU time)."""
+    own, process = body.split(b"# HELP process_", 1)
+    assert process
+    return own
+
+
+def test_text_and_openmetrics_are_byte_for_byte_what_plain_samples_give() -> None:
+    """The native state rides on the `_count` samples, and native-only families stay out:
+    the text formats come out exactly as from plain samples without them."""
+    by_hook = Histogram(catalog.START_DELAY_BY_HOOK, (), native_only=True)
+    for value in OBSERVED:
+        by_hook.observe((("hook", "h"),), value)
+    found = results()
+    found[0].samples += by_hook.samples()
+    plain = [
+        dataclasses.replace(
+            result,
+            samples=[
+                Sample(s.metric, s.value, s.labels, s.suffix)
+                for s in result.samples
+                if s.metric not in catalog.NATIVE_ONLY
+            ],
+        )
+        for result in found
+    ]
+    for accept in (None, "text/plain; version=1.0.0", PROMETHEUS_ACCEPT):
+        body, _ = render(found, accept)
+        assert own_part(body) == own_part(render(plain, accept)[0])
+        assert catalog.START_DELAY_BY_HOOK.name.encode() not in body
+    body, _ = render(found, NATIVE_ACCEPT)
+    h = histogram_of(body, catalog.START_DELAY_BY_HOOK.name, hook="h")
+    assert len(h.bucket) == 0 and h.sample_count == len(OBSERVED)
+    assert native_buckets(h) == Counter(expected_index(v) for v in OBSERVED if v > 0.5)
+
+
+def test_an_empty_histogram_is_still_native() -> None:
+    state = native.NativeHistogram(0, 0.0, 0, ())
+    message = metrics_pb2().Histogram()
+    message.ParseFromString(protobuf.histogram(state))
+    assert message.zero_threshold == 0.5 and len(message.positive_span) == 1
+
+
+def test_varints_and_zigzag_match_the_generated_classes() -> None:
+    message = metrics_pb2().Histogram()
+    values = [0, 1, -1, 63, -64, 2**31, -(2**31), 2**62, -(2**62)]
+    message.ParseFromString(
+        b"".join(protobuf._sint(13, value) for value in values)  # unpacked form too
+    )
+    assert list(message.positive_delta) == values
+    assert protobuf.varint(300) == b"\xac\x02" and protobuf.varint(-1)[-1] == 0x01
+
+
+hostile = st.text(max_size=40)  # unicode, empty, quotes, backslashes, newlines, NUL
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    site=hostile,
+    constant=hostile,
+    hooks=st.lists(hostile, min_size=1, max_size=6, unique=True),
+    values=st.lists(st.integers(0, 200_000), min_size=1, max_size=30),
+    counts=st.lists(st.floats(allow_nan=False), min_size=1, max_size=6),
+)
+def test_decoding_the_protobuf_gives_back_what_was_encoded(
+    site: str, constant: str, hooks: list[str], values: list[int], counts: list[float]
+) -> None:
+    """decode(encode(x)) == x for hostile label values, whatever the text holds."""
+    durations = Histogram(catalog.RUN_DURATION, (1, 60), classic=bool(len(values) % 2))
+    items: list[Sample] = []
+    for index, hook in enumerate(hooks):
+        items.append(sample(catalog.FAILED_BY_HOOK, counts[index % len(counts)], hook=hook))
+        for value in values[index:]:
+            durations.observe((("hook", hook),), value)
+    items += durations.samples()
+    result = SiteResult(site, (("team", constant),), True, items)
+    body, _ = render([result], NATIVE_ACCEPT)
+    families = {family.name: family for family in decode(body)}
+    site_labels = {("site", site), ("team", constant)}
+
+    failed = families[catalog.FAILED_BY_HOOK.name]
+    assert failed.type == 1 and failed.help == catalog.FAILED_BY_HOOK.help
+    assert {(labels_of(metric), metric.gauge.value) for metric in failed.metric} == {
+        (tuple(sorted({*site_labels, ("hook", hook)})), counts[index % len(counts)])
+        for index, hook in enumerate(hooks)
+    }
+    runs = families[catalog.RUN_DURATION.name]
+    assert runs.type == 4
+    decoded = {labels_of(metric): metric.histogram for metric in runs.metric}
+    for index, hook in enumerate(hooks):
+        observed = values[index:]
+        key = tuple(sorted({*site_labels, ("hook", hook)}))
+        if not observed:
+            assert key not in decoded
+            continue
+        h = decoded[key]
+        assert h.sample_count == len(observed) and h.sample_sum == math.fsum(observed)
+        assert h.zero_count == observed.count(0)
+        assert native_buckets(h) == Counter(expected_index(v) for v in observed if v > 0.5)
+        assert len(h.bucket) == (2 if durations.classic else 0)
+
+
+def test_the_documented_resolution_of_schema_3() -> None:
+    """docs/native-histograms.md: up to 14 s each whole second has a bucket of its own,
+    from 1 s to a day is 133 buckets, a bucket is 8.3 % of its upper bound wide."""
+    assert len({expected_index(seconds) for seconds in range(1, 15)}) == 14
+    assert expected_index(15) == expected_index(16)
+    assert expected_index(86400) - expected_index(1) + 1 == 133
+    whole = [*range(1, 3000), 65535, 65536, 65537, 86399, 86400, 86401]
+    assert [native.bucket_index(s) for s in whole] == [expected_index(s) for s in whole]
+    width = 1 - native.upper_bound(-1) / native.upper_bound(0)
+    assert round(width * 100, 1) == 8.3
