@@ -180,3 +180,26 @@ def test_a_hostile_database_name_forges_no_line_in_the_log_or_the_report(
     assert "\x1b" not in done.stderr + done.stdout
     assert "asctl" in done.stdout and "\\n\\x1b[31mred" in done.stdout, done.stdout
     assert not [line for line in done.stdout.splitlines() if line.startswith("\x1b")]
+
+
+def test_a_sigterm_as_soon_as_the_port_opens_stops_it_cleanly(tmp_path: Path) -> None:
+    """The sockets listen before uvicorn installs its signal handlers: a container stopped
+    as soon as its port answered swallowed the SIGTERM and was killed after its grace
+    period (exit 137). The early stop is now handed to the server."""
+    config = tmp_path / "exporter.yml"
+    config.write_text("sites:\n  - {name: shop, host: 127.0.0.1, port: 1, user: u, database: wp}\n")
+    for _ in range(3):
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "actionscheduler_exporter", "--config.file", str(config),
+             "--web.listen-address", f"127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert wait_until(lambda listening=port: port_open(listening), 30)  # type: ignore[misc]
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=20) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()

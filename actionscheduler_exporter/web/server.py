@@ -48,6 +48,15 @@ def serve(
     from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
     from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 
+    # The sockets listen before uvicorn installs its own signal handlers: a stop that
+    # arrives in between (a container stopped as soon as its port answers) is kept and
+    # handed to the server, not lost.
+    early_stops: list[int] = []
+    stops = [
+        s for s in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(s) is not signal.SIG_IGN
+    ]
+    for stop in stops:
+        signal.signal(stop, lambda number, _frame: early_stops.append(number))
     try:
         sockets: list[socket.socket] = (
             listeners.systemd_sockets()
@@ -67,11 +76,6 @@ def serve(
     if reload is not None:
         reloader = Reloader(live, reload, (config.listen_host, config.listen_port), tls)
         signal.signal(signal.SIGHUP, lambda _signal, _frame: reloader.start())
-    # uvicorn drains, then raises the stop signal again with the handler it found: a
-    # handler of ours makes that a clean exit 0 (after closing), not a death by SIGTERM.
-    for stop in (signal.SIGTERM, signal.SIGINT):
-        if signal.getsignal(stop) is not signal.SIG_IGN:
-            signal.signal(stop, lambda _signal, _frame: None)
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(coordinator, web, live, telemetry_path=telemetry_path),
@@ -82,6 +86,13 @@ def serve(
             http=protocol(tls),
         )
     )
+    # uvicorn drains, then raises the stop signal again with the handler it found: this
+    # one makes that a clean exit 0 (after closing), not a death by SIGTERM; before
+    # uvicorn's handlers are in place it asks the server to stop.
+    for stop in stops:
+        signal.signal(stop, server.handle_exit)
+    if early_stops:
+        server.should_exit = True
     try:
         server.run(sockets=sockets)
     finally:
