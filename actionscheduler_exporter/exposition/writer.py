@@ -23,7 +23,18 @@ from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
-_number = cast(Callable[[float], str], floatToGoString)
+_go_number = cast(Callable[[float], str], floatToGoString)
+
+
+def _number(value: float) -> str:
+    """Go's formatting; below a million (every count and age but the largest) it is
+    Python's repr, without the checks for infinities and exponents (a thousand sites'
+    scrape writes a hundred thousand values)."""
+    if -1e6 < value < 1e6:
+        return repr(value)
+    return _go_number(value)
+
+
 _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "info": "gauge"}
 
 
