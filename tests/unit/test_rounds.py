@@ -121,6 +121,24 @@ def test_a_complete_round_reports_every_collector_and_its_database_time(
     assert hot == pytest.approx(0.01 * len(session.sent))
 
 
+def test_a_duration_is_written_only_for_collectors_with_statements_of_their_own(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """Those served by the hot statement alone would each repeat a share of its time (4
+    series per site that carry nothing: docs/performance.md, 'What it costs Prometheus')."""
+    site_round, _ = make_round(rounds, clock)
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    timed = {
+        dict(item.labels)["collector"]
+        for item in result.samples
+        if item.metric is catalog.COLLECTOR_DURATION
+    }
+    assert timed == set(IN_ROUND) - {"due", "in_progress", "claims", "tables"}
+    assert {"due_split", "log_events"} <= timed
+
+
 def test_two_scrapes_sharing_a_round_assemble_the_same_result(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
