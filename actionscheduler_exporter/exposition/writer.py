@@ -48,14 +48,24 @@ def encode(
     """Families in the catalog's order, each with its HELP and TYPE, then the samples of
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
+    # Per family and suffix: its sample name and its list of lines, looked up once (a
+    # thousand sites' scrape writes a hundred thousand samples).
+    targets: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for result in results:
-        site_pairs = _pairs((("site", result.label), *result.labels))
+        site_pairs = "{" + _pairs((("site", result.label), *result.labels))
+        bare = site_pairs + "} "
         for item in result.samples:
-            own = _pairs(item.labels)
-            labels = "{" + site_pairs + ("," + own if own else "") + "}"
-            lines.setdefault(item.metric.name, []).append(
-                f"{item.name}{labels} {_number(item.value)}\n"
-            )
+            metric = item.metric
+            key = (metric.name, item.suffix)
+            target = targets.get(key)
+            if target is None:
+                target = targets[key] = (
+                    metric.sample_name + item.suffix,
+                    lines.setdefault(metric.name, []),
+                )
+            name, out = target
+            labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
+            out.append(f"{name}{labels}{_number(item.value)}\n")
     for metric, extra_labels, value in extra:
         own = _pairs(extra_labels)
         labels = "{" + own + "}" if own else ""
