@@ -63,9 +63,9 @@ def encode(
                     metric.sample_name + item.suffix,
                     lines.setdefault(metric.name, []),
                 )
-            name, out = target
+            name, family_lines = target
             labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
-            out.append(f"{name}{labels}{_number(item.value)}\n")
+            family_lines.append(f"{name}{labels}{_number(item.value)}\n")
     for metric, extra_labels, value in extra:
         own = _pairs(extra_labels)
         labels = "{" + own + "}" if own else ""
