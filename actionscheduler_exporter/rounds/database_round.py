@@ -24,7 +24,11 @@ from actionscheduler_exporter.db.tables import discover_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
-from actionscheduler_exporter.rounds.hot_statement import HotStatement, read_hot_statement
+from actionscheduler_exporter.rounds.hot_statement import (
+    HotStatement,
+    read_apart,
+    read_hot_statement,
+)
 from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.site_state import SiteState
 from actionscheduler_exporter.sources.cached_readings import stagger
@@ -200,7 +204,8 @@ class DatabaseRound:
     def _hot_statement(self, prefix: str, context: DatabaseContext) -> HotStatement:
         """The hot statement, with the statistics a network's listing read, or those kept
         from an earlier round; when a statement with kept ones does not answer (a table
-        dropped since), it is sent again with the statistics, as in a first round."""
+        dropped since, a lock), the statistics are read again, as after a failed statement
+        of a first round (the collectors then read their columns apart, as there)."""
         state = self._state
         known = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)
@@ -209,6 +214,7 @@ class DatabaseRound:
             if statement.prefetched:
                 return statement
             del state.kept_stats[prefix]
+            return read_apart(context, None)
         statement = read_hot_statement(context, state.in_round, known)
         stats = statement.stats
         if stats is not None and all(table in stats for table in TABLES):
