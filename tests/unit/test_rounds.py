@@ -415,6 +415,30 @@ def test_a_table_dropped_while_its_statistics_are_kept_is_missing_at_once(
     assert stats_sent(session) >= 1
 
 
+def test_a_locked_table_with_kept_statistics_is_waited_for_once_per_statement(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """A failed statement sent with kept statistics is not sent again whole: behind a
+    lock that would wait twice, holding a connection the server's other sites need."""
+    script = nothing_due()
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
+    site_round.finish(site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock))
+    locked = QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False)
+    script.answer("FROM wp_actionscheduler_actions", locked)
+    clock.advance(1)
+    session.sent.clear()
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    assert result.up
+    assert result.value("actionscheduler_exporter_errors", kind="lock") >= 1
+    # The round's statement, the statistics apart, then the first collector apart (locked:
+    # the rest of the prefix is skipped).
+    waited = [sql for sql in session.sent if "FROM wp_actionscheduler_actions" in sql]
+    assert len(waited) == 2, session.sent
+    assert stats_sent(session) == 1
+
+
 def test_a_failing_part_of_the_round_statement_fails_its_collector_alone(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
