@@ -55,8 +55,9 @@ def second_server() -> Iterator[Server]:
         server.stop()
 
 
-def prepare(servers: list[Server]) -> None:
-    """The template store, the network's subsites and the databases (once: kept in .bench)."""
+def prepare(servers: list[Server], spread: bool = True) -> None:
+    """The template store, the network's subsites and the databases (once: kept in .bench);
+    without `spread`, only what the first server holds alone (the floor's set-ups)."""
     for server in servers:
         with server.connect(local_infile=True) as connection:
             if not is_generated(connection, TEMPLATE):
@@ -64,7 +65,7 @@ def prepare(servers: list[Server]) -> None:
             _grant_reader(connection)
     with servers[0].connect() as connection:
         _copies(connection, [(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)])
-    for position, server in enumerate(servers):
+    for position, server in enumerate(servers if spread else []):
         names = [f"many_db_{index}" for index in range(position, SITES, len(servers))]
         with server.connect() as connection:
             _copies(connection, [(name, PREFIX) for name in names])
@@ -127,7 +128,7 @@ def _measure_shards(
 ) -> dict[str, Any]:
     """Each shard as its own process, scraped in turn: the figures of the slowest."""
     with contextlib.ExitStack() as stack:
-        most = stack.enter_context(_connections_watched(servers))
+        most = stack.enter_context(connections_watched(servers))
         exporters = [
             stack.enter_context(
                 exporter_for(
@@ -145,19 +146,19 @@ def _measure_shards(
         for exporter in exporters:
             started = time.perf_counter()
             first = exporter.scrape()
-            firsts.append((time.perf_counter() - started, _sites_up(first)))
+            firsts.append((time.perf_counter() - started, sites_up(first)))
         for _ in range(STEADY_SCRAPES):
             for exporter in exporters:
                 started = time.perf_counter()
                 exporter.scrape()
                 timings.append(time.perf_counter() - started)
-        up = sum(_sites_up(exporter.scrape()) for exporter in exporters)
+        up = sum(sites_up(exporter.scrape()) for exporter in exporters)
         rss = max(resident_mib(exporter.process.pid)[0] for exporter in exporters)
     timings.sort()
     return {
         "sites": up,
         "first_scrape_s": max(duration for duration, _ in firsts),
-        "first_scrape_sites_up": sum(count for _, count in firsts),
+        "first_scrapesites_up": sum(count for _, count in firsts),
         "steady_median_s": statistics.median(timings),
         "steady_p95_s": timings[int(0.95 * (len(timings) - 1))],
         "sites_up": up,
@@ -177,13 +178,13 @@ def _measure(
     source: Path | None = None,
 ) -> dict[str, Any]:
     with (
-        _connections_watched(servers) as most,
+        connections_watched(servers) as most,
         exporter_for(document, workdir, source=source) as exporter,
     ):
         started = time.perf_counter()
         first = exporter.scrape()
         first_s = time.perf_counter() - started
-        first_up = _sites_up(first)
+        first_up = sites_up(first)
         exporter.scrape()  # settled: every site read once before the counting
         timings = []
         heavy_done_s = None
@@ -195,14 +196,14 @@ def _measure(
             if heavy_done_s is None and _heavy_refreshed(exposition) >= expected:
                 heavy_done_s = time.perf_counter() - started
         sent = _selects(servers) - selects_before - (most["_polls"] - polls_before)
-        heavy_done_s = heavy_done_s or _wait_heavy(exporter, expected)
+        heavy_done_s = heavy_done_s or wait_heavy(exporter, expected)
         rss, peak = resident_mib(exporter.process.pid)
-        up = _sites_up(exposition)
+        up = sites_up(exposition)
     timings.sort()
     return {
         "sites": expected,
         "first_scrape_s": first_s,
-        "first_scrape_sites_up": first_up,
+        "first_scrapesites_up": first_up,
         "steady_median_s": statistics.median(timings),
         "steady_p95_s": timings[int(0.95 * (len(timings) - 1))],
         "sites_up": up,
@@ -224,7 +225,7 @@ def _selects(servers: list[Server]) -> int:
     return total - len(servers)
 
 
-def _sites_up(exposition: str) -> int:
+def sites_up(exposition: str) -> int:
     return sum(1 for value in metric_values(exposition, "actionscheduler_up").values() if value)
 
 
@@ -233,7 +234,7 @@ def _heavy_refreshed(exposition: str) -> int:
     return sum(1 for labels in ages if 'collector="status"' in labels)
 
 
-def _wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float | None:
+def wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float | None:
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
         if _heavy_refreshed(exporter.scrape()) >= expected:
@@ -243,7 +244,7 @@ def _wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float
 
 
 @contextlib.contextmanager
-def _connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
+def connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
     """The most connections of the exporter's user seen on each server, polled."""
     most = {f"{server.host}:{server.port}": 0 for server in servers}
     most["_polls"] = 0  # the watcher's own statements, left out of the exporter's count

@@ -2,6 +2,7 @@
 
     python -m bench.run                      # `make bench`: 100k and 1M stores, backlog, burst
     python -m bench.run --sizes 10m          # the 10M store (generated once, about 25 min)
+    python -m bench.run --floor-only         # only the exporter against the floor (minutes)
 
 Stores are generated on first use into the benchmark's own MariaDB (.bench/); results go
 to .bench/results/ as JSON, and the summary to standard output, for docs/performance.md.
@@ -23,6 +24,12 @@ from typing import Any
 from bench.cases import burst_case, store_case
 from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
+from bench.floor_cases import (
+    floor_table,
+    floor_targets,
+    many_stores_floor_case,
+    one_store_floor_case,
+)
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
 from bench.native import native_case
@@ -48,6 +55,14 @@ def main() -> None:
     parser.add_argument(
         "--many-sites-only", action="store_true", help="only the 1,000-site set-ups"
     )
+    parser.add_argument(
+        "--floor-only",
+        action="store_true",
+        help="only the exporter against the floor: each store, 1,000 databases, 1,000 subsites",
+    )
+    parser.add_argument(
+        "--no-floor-many", action="store_true", help="with --floor-only: one store only"
+    )
     arguments = parser.parse_args()
     if arguments.many_sites_only:
         arguments.no_backlog = arguments.no_burst = True
@@ -62,9 +77,18 @@ def main() -> None:
     path = results / f"{stamp}.json"
     with bench_server() as server, _saved(report, path):
         report["machine"]["mariadb"] = _server_version(server)
+        if arguments.floor_only:
+            _floor_only(server, profiles, workdir, report, many=not arguments.no_floor_many)
+            print(summary(report))
+            print(f"\nfull results: {path.relative_to(ROOT)}")
+            return
         for profile in [*profiles, *([] if arguments.no_backlog else [BACKLOG])]:
             report["generated"][profile.name] = _ensure(server, profile)
         for profile in [] if arguments.many_sites_only else profiles:
+            print(f"measuring {profile.name} against the floor ...", flush=True)
+            report.setdefault("floor_stores", []).append(
+                one_store_floor_case(server, profile, workdir)
+            )
             print(f"measuring {profile.name} ...", flush=True)
             report["stores"].append(
                 store_case(server, profile, workdir, GENERIC_SCRAPES[profile.actions])
@@ -98,11 +122,34 @@ def main() -> None:
                 prepare([server, other])
                 print("measuring many sites ...", flush=True)
                 report["many_sites"] = many_sites_case([server, other], workdir)
+                print("measuring many sites against the floor ...", flush=True)
+                report["floor_many"] = many_stores_floor_case(server, workdir)
         if not arguments.many_sites_only:  # no database: twenty seconds
             print("measuring classic against native histograms ...", flush=True)
             report["native_histograms"] = native_case()
     print(summary(report))
     print(f"\nfull results: {path.relative_to(ROOT)}")
+
+
+def _floor_only(
+    server: Server,
+    profiles: list[StoreProfile],
+    workdir: Path,
+    report: dict[str, Any],
+    many: bool,
+) -> None:
+    """The exporter (and the baseline) against the floor, and nothing else."""
+    load = os.getloadavg()
+    for profile in profiles:
+        report["generated"][profile.name] = _ensure(server, profile)
+        print(f"measuring {profile.name} against the floor ...", flush=True)
+        report.setdefault("floor_stores", []).append(one_store_floor_case(server, profile, workdir))
+    if many:
+        print("preparing 1,000 subsites and 1,000 databases ...", flush=True)
+        prepare([server], spread=False)
+        print("measuring many sites against the floor ...", flush=True)
+        report["floor_many"] = many_stores_floor_case(server, workdir)
+    report["machine"]["load"] = [load, os.getloadavg()]
 
 
 @contextlib.contextmanager
@@ -130,6 +177,15 @@ def summary(report: dict[str, Any]) -> str:
         f"MariaDB {machine['mariadb']} (buffer pool {machine['buffer_pool']}) · "
         f"Python {machine['python']}"
     )
+    if "load" in report["machine"]:
+        before, after = report["machine"]["load"]
+        heading += (
+            f" · load average before {before[0]:.1f} {before[1]:.1f} {before[2]:.1f},"
+            f" after {after[0]:.1f} {after[1]:.1f} {after[2]:.1f}"
+        )
+    if not report["stores"] and ("floor_stores" in report or "floor_many" in report):
+        verdicts = _verdicts(floor_targets(report))
+        return "\n".join([heading, "", *floor_table(report), "", *verdicts])
     if not report["stores"]:  # --many-sites-only
         verdicts = _verdicts(many_sites_targets(report))
         return "\n".join([heading, "", *many_sites_table(report["many_sites"]), "", *verdicts])
@@ -163,6 +219,7 @@ def summary(report: dict[str, Any]) -> str:
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
+    lines += ["", *floor_table(report)]
     lines += ["", *hot_cost_table(report["stores"])]
     if "due_split" in report:
         lines += [
@@ -382,7 +439,7 @@ def targets(report: dict[str, Any]) -> list[str]:
                 f"{during:.2f}x",
             ),
         ]
-    return _verdicts([*checks, *many_sites_targets(report)])
+    return _verdicts([*checks, *floor_targets(report), *many_sites_targets(report)])
 
 
 def many_sites_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:

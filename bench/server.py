@@ -11,7 +11,8 @@ from pathlib import Path
 from testbed.mariadb import Server, start_private
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKDIR = ROOT / ".bench" / "mariadb"
+# `AS_BENCH_MARIADB=<dir>`: another data directory (a second server beside a generation).
+WORKDIR = Path(os.environ.get("AS_BENCH_MARIADB", ROOT / ".bench" / "mariadb"))
 # The measurements used 4 GB; 2 GB holds the 10M store's indexes on a 24 GB machine.
 BUFFER_POOL = os.environ.get("AS_BENCH_BUFFER_POOL", "2G")
 

@@ -20,6 +20,7 @@ class DueCollector(Collector):
     """
 
     name = "due"
+    reports_duration = False  # its values come from the hot statement
     metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:

@@ -14,6 +14,7 @@ class InProgressCollector(Collector):
     """Starting an action sets last_attempt_gmt, so for in-progress rows it is the start time."""
 
     name = "in_progress"
+    reports_duration = False  # its values come from the hot statement
     metrics = (catalog.IN_PROGRESS, catalog.OLDEST_IN_PROGRESS_AGE)
 
     def columns(self, context: DatabaseContext) -> Columns:

@@ -23,7 +23,18 @@ from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
-_number = cast(Callable[[float], str], floatToGoString)
+_go_number = cast(Callable[[float], str], floatToGoString)
+
+
+def _number(value: float) -> str:
+    """Go's formatting; below a million (every count and age but the largest) it is
+    Python's repr, without the checks for infinities and exponents (a thousand sites'
+    scrape writes a hundred thousand values)."""
+    if -1e6 < value < 1e6:
+        return repr(value)
+    return _go_number(value)
+
+
 _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "info": "gauge"}
 
 
@@ -37,14 +48,24 @@ def encode(
     """Families in the catalog's order, each with its HELP and TYPE, then the samples of
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
+    # Per family and suffix: its sample name and its list of lines, looked up once (a
+    # thousand sites' scrape writes a hundred thousand samples).
+    targets: dict[tuple[str, str], tuple[str, list[str]]] = {}
     for result in results:
-        site_pairs = _pairs((("site", result.label), *result.labels))
+        site_pairs = "{" + _pairs((("site", result.label), *result.labels))
+        bare = site_pairs + "} "
         for item in result.samples:
-            own = _pairs(item.labels)
-            labels = "{" + site_pairs + ("," + own if own else "") + "}"
-            lines.setdefault(item.metric.name, []).append(
-                f"{item.name}{labels} {_number(item.value)}\n"
-            )
+            metric = item.metric
+            key = (metric.name, item.suffix)
+            target = targets.get(key)
+            if target is None:
+                target = targets[key] = (
+                    metric.sample_name + item.suffix,
+                    lines.setdefault(metric.name, []),
+                )
+            name, family_lines = target
+            labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
+            family_lines.append(f"{name}{labels}{_number(item.value)}\n")
     for metric, extra_labels, value in extra:
         own = _pairs(extra_labels)
         labels = "{" + own + "}" if own else ""

@@ -788,7 +788,10 @@ COLLECTOR_DURATION = _define(
     tier="none",
     section="exporter",
     labels=("collector",),
-    meaning="Time the collector's last reading took (background sources: their last refresh).",
+    meaning="Time the collector's last reading took (background sources: their last refresh). "
+    "Not written for `due`, `in_progress`, `claims` and `tables`, whose values come from the "
+    "round's one hot statement: its time is `actionscheduler_exporter_database_seconds_total"
+    '{tier="hot"}`.',
 )
 COLLECTOR_AGE = _define(
     "actionscheduler_exporter_collector_age_seconds",

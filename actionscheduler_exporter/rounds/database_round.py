@@ -24,12 +24,23 @@ from actionscheduler_exporter.db.tables import discover_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
-from actionscheduler_exporter.rounds.hot_statement import HotStatement, read_hot_statement
+from actionscheduler_exporter.rounds.hot_statement import (
+    HotStatement,
+    read_apart,
+    read_hot_statement,
+)
 from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.site_state import SiteState
+from actionscheduler_exporter.sources.cached_readings import stagger
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
 from actionscheduler_exporter.timing import Deadline
+
+# Seconds a prefix's table statistics are reused (each prefix at its own point, 0.75 to
+# 1.25 times it): estimates that InnoDB itself refreshes lazily, and the floor of a
+# thousand sites' scrape does not read them (docs/performance.md). A table gone meanwhile
+# fails the hot statement, which then reads them again at once.
+TABLE_STATS_INTERVAL = 60.0
 
 
 class DatabaseRound:
@@ -68,6 +79,8 @@ class DatabaseRound:
             self._all_fail(Failure("missing_table", problem), started)
             return
         state.cache.retain(prefixes)
+        for gone in state.kept_stats.keys() - set(prefixes):
+            del state.kept_stats[gone]
         if len(prefixes) > 1 and state.lane is not None:
             # A network's subsites are read side by side on the server's connections.
             state.session.release()
@@ -160,8 +173,7 @@ class DatabaseRound:
         try:
             with session.billed_to(meter):
                 # A network's subsites: read with the prefixes, in one statement per round.
-                known = state.discovered_stats.pop(prefix, None)
-                statement = read_hot_statement(context, state.in_round, known)
+                statement = self._hot_statement(prefix, context)
         except QueryError as error:
             self._fail(report, Failure(error.kind, error.message))
             return
@@ -188,6 +200,27 @@ class DatabaseRound:
             self._fail(report, lost)
             return
         self._end(report)
+
+    def _hot_statement(self, prefix: str, context: DatabaseContext) -> HotStatement:
+        """The hot statement, with the statistics a network's listing read, or those kept
+        from an earlier round; when a statement with kept ones does not answer (a table
+        dropped since, a lock), the statistics are read again, as after a failed statement
+        of a first round (the collectors then read their columns apart, as there)."""
+        state = self._state
+        known = state.discovered_stats.pop(prefix, None)
+        kept = state.kept_stats.get(prefix)
+        if known is None and kept is not None and state.clock() < kept[0]:
+            statement = read_hot_statement(context, state.in_round, kept[1])
+            if statement.prefetched:
+                return statement
+            del state.kept_stats[prefix]
+            return read_apart(context, None)
+        statement = read_hot_statement(context, state.in_round, known)
+        stats = statement.stats
+        if stats is not None and all(table in stats for table in TABLES):
+            interval = TABLE_STATS_INTERVAL * stagger(state.site.name, prefix, "tables")
+            state.kept_stats[prefix] = (state.clock() + interval, stats)
+        return statement
 
     def _read_collectors(
         self,

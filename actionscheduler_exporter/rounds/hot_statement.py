@@ -75,11 +75,11 @@ def read_hot_statement(
     except QueryError as error:
         if error.connection_lost:
             raise
-        return _read_apart(context, known_stats)
+        return read_apart(context, known_stats)
     seconds = time.perf_counter() - started
     answer = _split(rows, parts, tables, known_stats) if len(rows) == 1 else None
     if answer is None:
-        return _read_apart(context, known_stats)
+        return read_apart(context, known_stats)
     stats, prefetched = answer
     return HotStatement(stats, prefetched, seconds)
 
@@ -110,7 +110,7 @@ def _split(
     return stats, prefetched
 
 
-def _read_apart(
+def read_apart(
     context: DatabaseContext, known_stats: Mapping[str, TableStats] | None
 ) -> HotStatement:
     """Each collector reads its own columns later (a failure is the failing one's alone);

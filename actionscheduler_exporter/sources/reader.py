@@ -83,8 +83,11 @@ class SourceReader:
         samples = [
             *reading.samples,
             sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name),
-            sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name),
         ]
+        if source.reports_duration:
+            samples.append(
+                sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name)
+            )
         if aged and reading.read_at is not None:
             age = max(0.0, self.clock() - reading.read_at)
             samples.append(sample(catalog.COLLECTOR_AGE, age, collector=source.name))

@@ -72,6 +72,10 @@ class Source(ABC, Generic[ContextT]):
     # The sources of the same round whose readings this one uses (by name): they run
     # before it, and their readings reach it in its context, not through shared state.
     needs: ClassVar[tuple[str, ...]] = ()
+    # Whether its duration is written: not for a collector whose values come from the
+    # round's one hot statement, whose time would be a share of that statement's (the
+    # same number for each); every statement's time is in ..._database_seconds_total.
+    reports_duration: ClassVar[bool] = True
 
     def freshness(self, site: SiteConfig) -> Freshness:
         """When the round reads this source for the site; by default in every round."""

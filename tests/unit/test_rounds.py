@@ -17,12 +17,13 @@ from actionscheduler_exporter.collectors.due_split import DueSplitCollector
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.database_round import TABLE_STATS_INTERVAL
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.sources.database import check_order
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
-from tests.support.fake_session import FakeSession, Script, healthy_store
+from tests.support.fake_session import TABLE_STATS, FakeSession, Script, healthy_store
 from tests.support.rounds import read_round
 
 
@@ -84,6 +85,24 @@ def test_a_complete_round_reports_every_collector_and_its_database_time(
     # Every statement's time is counted for the site, where it ran (0.01 s each here).
     hot = result.value("actionscheduler_exporter_database_seconds", tier="hot")
     assert hot == pytest.approx(0.01 * len(session.sent))
+
+
+def test_a_duration_is_written_only_for_collectors_with_statements_of_their_own(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """Those served by the hot statement alone would each repeat a share of its time (4
+    series per site that carry nothing: docs/performance.md, 'What it costs Prometheus')."""
+    site_round, _ = make_round(rounds, clock)
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    timed = {
+        dict(item.labels)["collector"]
+        for item in result.samples
+        if item.metric is catalog.COLLECTOR_DURATION
+    }
+    assert timed == set(IN_ROUND) - {"due", "in_progress", "claims", "tables"}
+    assert {"due_split", "log_events"} <= timed
 
 
 def test_two_scrapes_sharing_a_round_assemble_the_same_result(
@@ -285,6 +304,81 @@ def test_a_quiet_site_costs_one_statement_per_round(
         assert len(session.sent) == 1
     assert result.value("actionscheduler_table_rows", table="logs") == 10
     assert result.value("actionscheduler_active_claims") == 1
+
+
+def stats_sent(session: FakeSession) -> int:
+    return sum("information_schema.TABLES" in sql for sql in session.sent)
+
+
+def test_table_statistics_are_read_about_every_minute_not_every_round(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """The floor of a thousand sites' scrape reads no statistics: a round reuses the last
+    ones within TABLE_STATS_INTERVAL (each prefix staggered 0.75 to 1.25 times it)."""
+    site_round, session = make_round(rounds, clock, FakeSession(config(), nothing_due()))
+    sent = []
+    for step in (0, 1, 30, 1, 60):  # seconds the clock moves before each round
+        clock.advance(step)
+        session.sent.clear()
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+        )
+        assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
+        assert result.value("actionscheduler_table_rows", table="logs") == 10
+        assert result.value("actionscheduler_table_exists", table="claims") == 1
+        assert len(session.sent) == 1
+        sent.append(stats_sent(session))
+    assert sent == [1, 0, 0, 0, 1]
+    # Kept at 32 s after the read (at most 1.25 x 60 s), read again at 92 s (at least 45 s).
+    assert 1.25 * TABLE_STATS_INTERVAL < 92 and 0.75 * TABLE_STATS_INTERVAL > 32
+
+
+def test_a_table_dropped_while_its_statistics_are_kept_is_missing_at_once(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    script = nothing_due()
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
+    site_round.finish(site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock))
+    dropped = QueryError(
+        "query", "(1146) Table 'wp.wp_actionscheduler_claims' doesn't exist", connection_lost=False
+    )
+    script.answer("FROM wp_actionscheduler_claims", dropped)
+    left = [row for row in TABLE_STATS if row[0] != "wp_actionscheduler_claims"]
+    script.answer("information_schema.TABLES", left)
+    script.answer("GROUP_CONCAT(TABLE_NAME", [(",".join(f"{n} {r} {b}" for n, r, b in left),)])
+    clock.advance(1)
+    session.sent.clear()
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    assert not result.up
+    assert result.value("actionscheduler_table_exists", table="claims") == 0
+    assert "missing table(s) wp_actionscheduler_claims" in result.problems[0]
+    assert stats_sent(session) >= 1
+
+
+def test_a_locked_table_with_kept_statistics_is_waited_for_once_per_statement(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """A failed statement sent with kept statistics is not sent again whole: behind a
+    lock that would wait twice, holding a connection the server's other sites need."""
+    script = nothing_due()
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
+    site_round.finish(site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock))
+    locked = QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False)
+    script.answer("FROM wp_actionscheduler_actions", locked)
+    clock.advance(1)
+    session.sent.clear()
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    assert result.up
+    assert (result.value("actionscheduler_exporter_errors", kind="lock") or 0) >= 1
+    # The round's statement, the statistics apart, then the first collector apart (locked:
+    # the rest of the prefix is skipped).
+    waited = [sql for sql in session.sent if "FROM wp_actionscheduler_actions" in sql]
+    assert len(waited) == 2, session.sent
+    assert stats_sent(session) == 1
 
 
 def test_a_failing_part_of_the_round_statement_fails_its_collector_alone(

@@ -6,10 +6,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.exposition import writer
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
@@ -53,3 +56,25 @@ def test_the_writer_reads_as_prometheus_clients_own(accept: str | None) -> None:
     assert content_type.split(";")[:2] == reference_type.split(";")[:2]
     assert parsed(body, content_type) == parsed(reference, reference_type)
     assert body.endswith(b"# EOF\n") == ("openmetrics" in content_type)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+@example(999_999.999_999_9)
+@example(1e6)
+@example(-1e6)
+@example(-0.0)
+@example(1e-300)
+def test_numbers_are_written_as_go_writes_them(value: float) -> None:
+    """The writer's short path for values below a million is Python's repr: the same text
+    as prometheus-client's Go formatting (floatToGoString) for every float."""
+    assert writer._number(value) == writer._go_number(value)
+
+
+def test_a_sample_with_labels_not_declared_is_refused() -> None:
+    with pytest.raises(ValueError, match="not declared"):
+        sample(catalog.FAILED_BY_HOOK, 1, group="x")
+    with pytest.raises(ValueError, match="missing"):
+        sample(catalog.FAILED_BY_HOOK, 1)
+    with pytest.raises(ValueError, match="not declared"):
+        sample(catalog.UP, 1, hook="x")
+    assert sample(catalog.FAILED_BY_HOOK, 2, hook="h").labels == (("hook", "h"),)

@@ -1,0 +1,294 @@
+"""The exporter against the floor (`bench.floor`), timed in turn in one run: one store of
+each size, and a thousand stores in two forms (a database each, or subsites of one
+network). With `AS_BENCH_BASELINE`, the baseline checkout's exporter is timed against the
+same floor in the same run, right after.
+
+The exporters run with their default configuration (the due split re-read every 30 s, as
+a site has it unless told otherwise): the floor reads no split, and what the floor does
+not read an exporter may read less often.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench.exporters import BASELINE, Running, exporter_for
+from bench.floor import many_stores_floor, many_stores_statement, one_store_statements, replay_one
+from bench.many_sites import (
+    NETWORK,
+    PASSWORD,
+    SITES,
+    USER,
+    connections_watched,
+    sites_up,
+    wait_heavy,
+)
+from bench.measure import Timings, metric_values, resident_mib
+from testbed.generate import PREFIX
+from testbed.mariadb import Server
+from testbed.store_profile import StoreProfile
+
+ONE_STORE_ROUNDS = 60
+MANY_STORES_ROUNDS = 20
+WARM_UP = 5
+CONNECTIONS = 4  # connections_per_server's default: the floor's budget too
+
+
+def _exporters() -> list[tuple[str, Path | None]]:
+    return [("exporter", None), *([("baseline", Path(BASELINE))] if BASELINE else [])]
+
+
+def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str, Any]:
+    database = profile.name
+    statements = one_store_statements(PREFIX)
+    site = {
+        "name": "bench",
+        "host": server.host,
+        "port": server.port,
+        "user": server.user,
+        "password": server.password,
+        "database": database,
+        "heavy_interval": "1h",
+        "heavy_query_timeout": "10m",
+    }
+    result: dict[str, Any] = {"store": database, "actions": profile.actions}
+    with server.connect(database) as connection:
+        floor = partial(replay_one, connection, statements)
+        for name, source in _exporters():
+            with exporter_for({"sites": [site]}, workdir, name=name, source=source) as running:
+                _wait_heavy(running)
+                for _ in range(WARM_UP):
+                    running.scrape()
+                    floor()
+                before = _database_seconds(running.scrape())
+                ours, floors = _alternated(running.scrape, floor, ONE_STORE_ROUNDS)
+                after = _database_seconds(running.scrape())
+                result[name] = {
+                    "scrape": ours.as_dict(),
+                    "floor": floors.as_dict(),
+                    "ratio_median": ours.median / floors.median,
+                    "ratio_p95": ours.p95 / floors.p95,
+                    "database_s_per_scrape": {
+                        tier: (after.get(tier, 0.0) - before.get(tier, 0.0))
+                        / (ONE_STORE_ROUNDS + 1)
+                        for tier in after
+                    },
+                    "rss_mib": resident_mib(running.process.pid)[0],
+                }
+                print(f"  {name}: {_line(result[name])}", flush=True)
+    return result
+
+
+def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
+    """1,000 databases (a site entry each) and 1,000 subsites, on one server."""
+    # The heavy tier refreshes once at start, and is waited for: its cost is not the hot
+    # scrape's (bench.heavy measures it), and it shares the connections.
+    site = {
+        "host": server.host,
+        "port": server.port,
+        "user": USER,
+        "password": PASSWORD,
+        "heavy_interval": "1h",
+    }
+    setups: dict[str, tuple[dict[str, Any], list[str]]] = {
+        f"{SITES} databases": (
+            {
+                "sites": [
+                    {**site, "name": f"db{index}", "database": f"one_db_{index}"}
+                    for index in range(SITES)
+                ]
+            },
+            [many_stores_statement(f"one_db_{index}", PREFIX) for index in range(SITES)],
+        ),
+        f"{SITES} subsites": (
+            {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]},
+            [many_stores_statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
+        ),
+    }
+    measured: dict[str, Any] = {}
+    for setup, (document, statements) in setups.items():
+        for name, source in _exporters():
+            print(f"  {setup}: {name} against the floor ...", flush=True)
+            measured.setdefault(setup, {})[name] = _many(
+                server, document, statements, workdir, name, source
+            )
+            print(f"  {setup}: {name}: {_line(measured[setup][name])}", flush=True)
+    return measured
+
+
+def _many(
+    server: Server,
+    document: dict[str, Any],
+    statements: list[str],
+    workdir: Path,
+    name: str,
+    source: Path | None,
+) -> dict[str, Any]:
+    with (
+        many_stores_floor(server.connect, statements, CONNECTIONS) as floor,
+        connections_watched([server]) as most,
+        exporter_for(document, workdir, name=name, source=source) as running,
+    ):
+        started = time.perf_counter()
+        first = running.scrape()
+        first_s = time.perf_counter() - started
+        first_up = sites_up(first)
+        heavy_s = wait_heavy(running, len(statements))
+        floor.run()
+        ours, floors = _alternated(running.scrape, floor.run, MANY_STORES_ROUNDS)
+        up = sites_up(running.scrape())
+        rss, peak = resident_mib(running.process.pid)
+    return {
+        "sites": len(statements),
+        "first_scrape_s": first_s,
+        "first_scrape_sites_up": first_up,
+        "heavy_all_refreshed_s": heavy_s,
+        "sites_up": up,
+        "scrape": ours.as_dict(),
+        "floor": floors.as_dict(),
+        "ratio_median": ours.median / floors.median,
+        "ratio_p95": ours.p95 / floors.p95,
+        "rss_mib": rss,
+        "rss_peak_mib": peak,
+        "connections": max(v for k, v in most.items() if k != "_polls"),
+    }
+
+
+def _alternated(
+    exporter: Callable[[], object], floor: Callable[[], object], rounds: int
+) -> tuple[Timings, Timings]:
+    """Each round: the floor, then a scrape; whatever slows the machine slows both."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for call, samples in ((floor, times[1]), (exporter, times[0])):
+            started = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - started)
+    return Timings(tuple(times[0])), Timings(tuple(times[1]))
+
+
+def _database_seconds(exposition: str) -> dict[str, float]:
+    values = metric_values(exposition, "actionscheduler_exporter_database_seconds_total")
+    tiers: dict[str, float] = {}
+    for labels, value in values.items():
+        for tier in ("hot", "in_round", "heavy"):
+            if f'tier="{tier}"' in labels:
+                tiers[tier] = tiers.get(tier, 0.0) + value
+    return tiers
+
+
+def _wait_heavy(running: Running, timeout: float = 900) -> None:
+    """Until the heavy tier's first refresh is done: no timed scrape overlaps it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ages = metric_values(running.scrape(), "actionscheduler_exporter_collector_age_seconds")
+        if sum('collector="status"' in labels for labels in ages):
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the heavy tier was not refreshed within {timeout:.0f} s")
+
+
+def floor_table(report: dict[str, Any]) -> list[str]:
+    """The exporter's time as a ratio to the floor, ratios first."""
+    lines = [
+        "The exporter against the floor (timed in turn; ratio = exporter / floor):",
+        "",
+        "| case | exporter | ratio median | ratio p95 | scrape median | p95 "
+        "| floor median | p95 | first scrape | up | RSS MiB | connections |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for store in report.get("floor_stores", []):
+        rows += [(store["store"], name, store[name]) for name, _ in _names(store)]
+    for setup, by_exporter in report.get("floor_many", {}).items():
+        rows += [(setup, name, measured) for name, measured in by_exporter.items()]
+    for case, name, measured in rows:
+        first = measured.get("first_scrape_s")
+        up = f"{measured['sites_up']:,} of {measured['sites']:,}" if "sites" in measured else "-"
+        lines.append(
+            f"| {case} | {name} | {measured['ratio_median']:.2f}x | {measured['ratio_p95']:.2f}x "
+            f"| {_ms(measured['scrape']['median_s'])} | {_ms(measured['scrape']['p95_s'])} "
+            f"| {_ms(measured['floor']['median_s'])} | {_ms(measured['floor']['p95_s'])} "
+            f"| {f'{first:.2f} s' if first is not None else '-'} | {up} "
+            f"| {measured['rss_mib']:.1f} | {measured.get('connections', '-')} |"
+        )
+    return lines
+
+
+def floor_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """Issue 40's targets, judged on this checkout's exporter."""
+    checks: list[tuple[str, bool | None, str]] = []
+    stores = report.get("floor_stores", [])
+    if stores:
+        largest, smallest = stores[-1], stores[0]
+        at_10m = True if largest["actions"] >= 10_000_000 else None
+        ratio = largest["exporter"]["ratio_median"]
+        growth = (
+            largest["exporter"]["scrape"]["median_s"] / smallest["exporter"]["scrape"]["median_s"]
+        )
+        checks += [
+            (
+                f"{largest['store']}: scrape <= 1.3 x its floor",
+                at_10m and ratio <= 1.3,
+                f"{ratio:.2f}x",
+            ),
+            (
+                f"scrape at {largest['store']} <= 1.2 x at {smallest['store']}",
+                at_10m and growth <= 1.2,
+                f"{growth:.2f}x",
+            ),
+        ]
+    for setup, by_exporter in report.get("floor_many", {}).items():
+        ours = by_exporter["exporter"]
+        checks += [
+            (
+                f"{setup}: median <= 1.2 x the floor",
+                ours["ratio_median"] <= 1.2,
+                f"{ours['ratio_median']:.2f}x",
+            ),
+            (
+                f"{setup}: p95 <= 1.5 x the floor",
+                ours["ratio_p95"] <= 1.5,
+                f"{ours['ratio_p95']:.2f}x",
+            ),
+            (
+                f"{setup}: first scrape <= 5 s",
+                ours["first_scrape_s"] <= 5,
+                f"{ours['first_scrape_s']:.2f} s",
+            ),
+            (f"{setup}: all up", ours["sites_up"] == ours["sites"], f"{ours['sites_up']:,}"),
+            (
+                f"{setup}: memory <= 150 MB",
+                ours["rss_mib"] <= 150 / 1.048576,
+                f"{ours['rss_mib']:.0f} MiB",
+            ),
+            (
+                f"{setup}: connections <= {CONNECTIONS}",
+                ours["connections"] <= CONNECTIONS,
+                str(ours["connections"]),
+            ),
+        ]
+    return checks
+
+
+def _names(store: dict[str, Any]) -> Iterator[tuple[str, None]]:
+    for name in ("exporter", "baseline"):
+        if name in store:
+            yield name, None
+
+
+def _line(measured: dict[str, Any]) -> str:
+    first = measured.get("first_scrape_s")
+    return (
+        f"{measured['ratio_median']:.2f}x the floor (p95 {measured['ratio_p95']:.2f}x),"
+        f" {_ms(measured['scrape']['median_s'])} against {_ms(measured['floor']['median_s'])}"
+        + (f", first scrape {first:.2f} s" if first is not None else "")
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
