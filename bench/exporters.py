@@ -61,24 +61,28 @@ class Running:
         return self._connection.getresponse()
 
 
-@contextlib.contextmanager
-def our_exporter(
-    server: Server, database: str, workdir: Path, source: Path | None = None
-) -> Iterator[Running]:
-    """This checkout's exporter on one store, or another checkout's (`source`)."""
-    site = {
+def bench_site(server: Server, database: str, **settings: object) -> dict[str, object]:
+    """The configuration of a bench site on `server`, with `settings` over the defaults."""
+    return {
         "name": "bench",
         "host": server.host,
         "port": server.port,
         "user": server.user,
         "password": server.password,
         "database": database,
-        "heavy_interval": BENCH_HEAVY_INTERVAL,
         "heavy_query_timeout": "10m",
-        # Every scrape splits the due backlog, as the raw hot SQL it is compared with does
-        # (by default a site's split is re-read every 30 s: docs/performance.md).
-        "due_split_interval": 0,
+        **settings,
     }
+
+
+@contextlib.contextmanager
+def our_exporter(
+    server: Server, database: str, workdir: Path, source: Path | None = None
+) -> Iterator[Running]:
+    """This checkout's exporter on one store, or another checkout's (`source`)."""
+    # Every scrape splits the due backlog, as the raw hot SQL it is compared with does
+    # (by default a site's split is re-read every 30 s: docs/performance.md).
+    site = bench_site(server, database, heavy_interval=BENCH_HEAVY_INTERVAL, due_split_interval=0)
     name = "exporter" if source is None else "baseline"
     with exporter_for({"sites": [site]}, workdir, name=name, source=source) as running:
         yield running

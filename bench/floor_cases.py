@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.exporters import BASELINE, Running, exporter_for
+from bench.exporters import BASELINE, Running, bench_site, exporter_for
 from bench.floor import many_stores_floor, many_stores_statement, one_store_statements, replay_one
 from bench.many_sites import (
     NETWORK,
@@ -45,16 +45,7 @@ def _exporters() -> list[tuple[str, Path | None]]:
 def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str, Any]:
     database = profile.name
     statements = one_store_statements(PREFIX)
-    site = {
-        "name": "bench",
-        "host": server.host,
-        "port": server.port,
-        "user": server.user,
-        "password": server.password,
-        "database": database,
-        "heavy_interval": "1h",
-        "heavy_query_timeout": "10m",
-    }
+    site = bench_site(server, database, heavy_interval="1h")
     result: dict[str, Any] = {"store": database, "actions": profile.actions}
     with server.connect(database) as connection:
         floor = partial(replay_one, connection, statements)

@@ -176,11 +176,7 @@ def panels() -> list[Panel]:
             ],
             unit="s",
             width=12,
-            options={
-                "calculate": False,
-                "yAxis": {"unit": "s"},
-                "color": {"scheme": "Oranges", "mode": "scheme"},
-            },
+            options=_heatmap("Oranges"),
         ),
         Panel(
             "Start delay",
@@ -198,11 +194,7 @@ def panels() -> list[Panel]:
             unit="s",
             width=12,
             runbook="oldest-due-action-late.md",
-            options={
-                "calculate": False,
-                "yAxis": {"unit": "s"},
-                "color": {"scheme": "Blues", "mode": "scheme"},
-            },
+            options=_heatmap("Blues"),
         ),
         Panel(
             "Failed actions kept, by hook",
@@ -294,11 +286,7 @@ def native_panels() -> list[Panel]:
         unit="s",
         width=12,
         runbook="oldest-due-action-late.md",
-        options={
-            "calculate": False,
-            "yAxis": {"unit": "s"},
-            "color": {"scheme": "Blues", "mode": "scheme"},
-        },
+        options=_heatmap("Blues"),
     )
     start_delay = next(i for i, panel in enumerate(out) if panel.title == "Start delay")
     out.insert(start_delay + 1, by_hook)
@@ -328,3 +316,12 @@ def build(native: bool = False) -> Json:
         native_panels() if native else panels(),
         [dashboard_link("Overview", "actionscheduler-overview")],
     )
+
+
+def _heatmap(scheme: str) -> dict[str, object]:
+    """A heatmap of seconds in one colour scheme, from buckets Prometheus already keeps."""
+    return {
+        "calculate": False,
+        "yAxis": {"unit": "s"},
+        "color": {"scheme": scheme, "mode": "scheme"},
+    }
