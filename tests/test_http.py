@@ -112,6 +112,8 @@ def test_head_and_gzip_as_prometheus_asks(
         connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
         zipped = connection.getresponse()
         assert zipped.status == 200 and zipped.getheader("Content-Encoding") == "gzip"
+        # The body depends on both headers (the format and the coding): caches key on both.
+        assert zipped.getheader("Vary") == "Accept, Accept-Encoding"
         text = gzip.decompress(zipped.read()).decode()
         assert "actionscheduler_up" in text
         # Issue 36, item 10: refused after a star, or with a parameter after its weight.

@@ -65,7 +65,8 @@ def create_app(
         if encoding.chosen(request.headers.get("accept-encoding")) == encoding.GZIP:
             body = await asyncio.to_thread(gzip.compress, body, 1)
             headers["Content-Encoding"] = "gzip"
-        headers["Vary"] = "Accept-Encoding"
+        # The body depends on Accept too (text, OpenMetrics, protobuf): a cache keys on both.
+        headers["Vary"] = "Accept, Accept-Encoding"
         return Response(body, media_type=content_type, headers=headers)
 
     @app.get("/healthz")
