@@ -9,8 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pymysql
+import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
@@ -21,12 +24,12 @@ def errors(result: Any, kind: str) -> float:
     return result.value("actionscheduler_exporter_errors", kind=kind) or 0.0
 
 
-def test_a_logs_table_restored_without_its_key_fails_the_log_events_collector_only(
+def test_a_logs_table_restored_without_its_key_is_still_read(
     store: ActionSchedulerStore, site: Callable[..., SiteConfig]
 ) -> None:
-    """Restored without its primary key, the logs table holds two rows of one log_id: the
-    subquery for the last row read returns more than one row (1242). The site stays up,
-    the log events collector fails with kind `query`, the rest is read."""
+    """Restored without its primary key, the logs table holds two rows of one log_id (the
+    newest): the cursor neither stops nor restarts on it, and what is logged after it is
+    counted."""
     healthy_flow(store)
     coordinator = Coordinator(ExporterConfig(sites=(site(),)))
     try:
@@ -43,17 +46,42 @@ def test_a_logs_table_restored_without_its_key_fails_the_log_events_collector_on
                 f" SELECT log_id, action_id, message, log_date_gmt, log_date_local FROM {logs}"
                 f" ORDER BY log_id DESC LIMIT 1"
             )
-        results = [coordinator.scrape(10)[0] for _ in range(2)]
+            cursor.execute(f"ALTER TABLE {logs} MODIFY log_id BIGINT UNSIGNED NOT NULL"
+                           " AUTO_INCREMENT, ADD KEY (log_id)")  # fmt: skip
+        (duplicated,) = coordinator.scrape(10)
+        store.create("woocommerce_deliver_webhook_async", args=["after"])
+        store.run_batch(1)
+        (after,) = coordinator.scrape(10)
     finally:
         coordinator.close()
-    for result in results:
+    success = "actionscheduler_exporter_collector_success"
+    for result in (duplicated, after):
         assert result.up, result.problems
-        success = "actionscheduler_exporter_collector_success"
-        assert result.value(success, collector="log_events") == 0
-        assert result.value(success, collector="due") == 1
-        assert result.value(success, collector="claims") == 1
-    assert errors(results[-1], "query") >= 2
-    assert errors(results[-1], "connect") == 0
+        assert result.value(success, collector="log_events") == 1
+    assert (after.value("actionscheduler_exporter_log_cursor_resets") or 0) == 0
+    finished = "actionscheduler_actions_finished"
+    assert (
+        sum(item.value for item in after.samples if item.name == f"{finished}_total")
+        - sum(item.value for item in duplicated.samples if item.name == f"{finished}_total")
+        == 1
+    )
+
+
+def test_a_server_error_the_exporter_does_not_know_fails_the_statement_not_the_connection(
+    site: Callable[..., SiteConfig],
+) -> None:
+    """A subquery of more than one row (1242), as a damaged table gives: kind `query`,
+    and the connection stays (it is not a lost one)."""
+    session = Session(site())
+    try:
+        with pytest.raises(QueryError) as raised:
+            session.query("SELECT (SELECT 1 UNION SELECT 2)")
+        assert raised.value.kind == "query" and not raised.value.connection_lost
+        assert "1242" in raised.value.message
+        assert session.connected
+        assert session.query("SELECT 1") == [(1,)]
+    finally:
+        session.close()
 
 
 def test_a_kill_query_storm_never_fails_the_scrape_nor_reports_missing_tables(

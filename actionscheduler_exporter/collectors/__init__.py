@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from actionscheduler_exporter.collectors.anomalies import AnomaliesCollector
 from actionscheduler_exporter.collectors.claims import ClaimsCollector
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.collectors.due_split import DueSplitCollector
@@ -13,12 +14,11 @@ from actionscheduler_exporter.collectors.in_progress import InProgressCollector
 from actionscheduler_exporter.collectors.log_events.collector import LogEventsCollector
 from actionscheduler_exporter.collectors.recurring import RecurringCollector
 from actionscheduler_exporter.collectors.retention import RetentionCollector
-from actionscheduler_exporter.collectors.settings import SiteSettings
+from actionscheduler_exporter.collectors.site_wide_sources import site_wide_sources
 from actionscheduler_exporter.collectors.status import StatusCollector
 from actionscheduler_exporter.collectors.tables import TablesCollector
-from actionscheduler_exporter.collectors.workers import KubernetesWorkers
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.sources.site_sources import SiteSources, SiteWide
+from actionscheduler_exporter.sources.site_sources import SiteSources
 from actionscheduler_exporter.timing import Clock
 
 
@@ -30,6 +30,7 @@ def site_sources(site: SiteConfig, clock: Clock = time.monotonic) -> SiteSources
         DueSplitCollector(),
         InProgressCollector(),
         ClaimsCollector(),
+        AnomaliesCollector(),
         StatusCollector(),
         FailuresCollector(),
         RecurringCollector(),
@@ -37,10 +38,7 @@ def site_sources(site: SiteConfig, clock: Clock = time.monotonic) -> SiteSources
         TablesCollector(),
         LogEventsCollector(site, clock),
     )
-    site_wide: list[SiteWide] = [(SiteSettings(), site)]
-    if site.kubernetes is not None:
-        site_wide.append((KubernetesWorkers(site.kubernetes), None))
-    return SiteSources(site, database, tuple(site_wide))
+    return SiteSources(site, database, site_wide_sources(site))
 
 
 __all__ = ["SiteSources", "site_sources"]

@@ -10,80 +10,72 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.sources.source import Reading
 
+# What the oldest-due column holds when the oldest due action has the zero date.
+_ZERO_DATED = -1
+
 
 class DueCollector(Collector):
     """Pending actions Action Scheduler would claim now: scheduled_date_gmt <= UTC now.
-
     That includes rows with the zero date (they compare as past), which Action Scheduler
     does claim; their age comes from their first log row ("action created"), found by
-    position rather than by its translated text. Rows with a NULL date are never claimed.
+    position rather than by its translated text. Rows with a NULL date are never claimed
+    (counted, with the zero-dated ones, by `anomalies`).
     """
 
     name = "due"
     reports_duration = False  # its values come from the hot statement
-    metrics = (catalog.DUE_ACTIONS, catalog.UNDATED_PENDING, catalog.OLDEST_DUE_AGE)
-
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
-        (
-            unclaimed,
-            unclaimed_zero,
-            unclaimed_age,
-            claimed,
-            claimed_zero,
-            claimed_age,
-            null_dated,
-        ) = context.values_of(self)
-        oldest = max(seconds(unclaimed_age), seconds(claimed_age))
-        zero_dated = int(unclaimed_zero) + int(claimed_zero)
-        if zero_dated:
-            oldest = max(oldest, self._zero_dated_age(context))
-
-        yield sample(catalog.DUE_ACTIONS, unclaimed, claim="unclaimed")
-        yield sample(catalog.DUE_ACTIONS, claimed, claim="claimed")
-        yield sample(catalog.UNDATED_PENDING, zero_dated, date="zero")
-        yield sample(catalog.UNDATED_PENDING, null_dated, date="null")
-        yield sample(catalog.OLDEST_DUE_AGE, oldest)
+    metrics = (catalog.DUE_ACTIONS, catalog.OLDEST_DUE_AGE)
 
     def columns(self, context: DatabaseContext) -> Columns:
-        """Scalar subqueries, each answered by an index range alone.
-
-        The claim condition comes first so that the (claim_id, status, scheduled_date_gmt)
-        index holds each set contiguously: the unclaimed due actions are counted without
-        reading a row, the oldest is the first entry of its range, and the zero-dated ones
-        are a range of their own. Folding these into one pass over the range would cost an
-        expression per row (measured in docs/performance.md).
+        """Three scalar subqueries, each answered by an index alone, as the floor's are
+        (docs/performance.md): every due action and the oldest of them from the
+        (status, scheduled_date_gmt) index, where they are one contiguous range whose
+        first entry is the oldest; the claimed ones from (claim_id, status,
+        scheduled_date_gmt). The oldest is the first entry of the range, so a zero-dated
+        action, when there is one, is that entry: then the column says so (-1) and its
+        age is read apart (`_zero_dated_oldest`), which a healthy store never needs.
         """
         actions = context.tables.actions
-        subqueries: list[str] = []
-        args: list[object] = []
-        for claim in ("claim_id = 0", "claim_id > 0"):
-            pending = f"FROM {actions} WHERE {claim} AND status = 'pending'"
-            subqueries += [
-                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt <= UTC_TIMESTAMP()",
-                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt < %s",
-                "SELECT TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())"
-                f" {pending} AND scheduled_date_gmt BETWEEN %s AND UTC_TIMESTAMP()",
-            ]
-            args += [VALID_DATE_FLOOR, VALID_DATE_FLOOR]
-        # NULL-dated pending actions are never claimed: counted apart.
-        subqueries.append(
-            f"SELECT COUNT(*) FROM {actions} WHERE status = 'pending'"
-            " AND scheduled_date_gmt IS NULL"
+        due = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+        return Columns(
+            (
+                f"SELECT COUNT(*) {due}",
+                f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
+                " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+                f"SELECT IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
+                f" TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())) {due}",
+            ),
+            (VALID_DATE_FLOOR,),
+            nullable=frozenset({2}),  # the oldest, when nothing is due
         )
-        # The oldest due of each claim condition is NULL when nothing is due.
-        return Columns(tuple(subqueries), tuple(args), nullable=frozenset({2, 5}))
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        due, claimed, oldest = context.values_of(self)
+        # One statement's subqueries share one read view: the difference is exact.
+        unclaimed = int(due) - int(claimed)
+        age = seconds(oldest)
+        if oldest is not None and int(oldest) == _ZERO_DATED:
+            age = self._zero_dated_oldest(context)
+        yield sample(catalog.DUE_ACTIONS, unclaimed, claim="unclaimed")
+        yield sample(catalog.DUE_ACTIONS, claimed, claim="claimed")
+        yield sample(catalog.OLDEST_DUE_AGE, age)
 
     @staticmethod
-    def _zero_dated_age(context: DatabaseContext) -> float:
+    def _zero_dated_oldest(context: DatabaseContext) -> float:
+        """The oldest due age when zero-dated actions are due: the older of the oldest
+        dated one and the zero-dated ones' first log rows."""
         tables = context.tables
-        (age,) = context.one(
-            "SELECT TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
+        dated, zero_dated = context.one(
+            "SELECT (SELECT TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())"
+            f" FROM {tables.actions} WHERE status = 'pending'"
+            " AND scheduled_date_gmt BETWEEN %s AND UTC_TIMESTAMP()),"
+            " (SELECT TIMESTAMPDIFF(SECOND, MIN(l.log_date_gmt), UTC_TIMESTAMP())"
             f" FROM {tables.actions} a JOIN {tables.logs} l ON l.action_id = a.action_id"
             " WHERE a.status = 'pending' AND a.scheduled_date_gmt < %s"
-            " AND l.log_date_gmt >= %s",
-            (VALID_DATE_FLOOR, VALID_DATE_FLOOR),
+            " AND l.log_date_gmt >= %s)",
+            (VALID_DATE_FLOOR, VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         )
-        return seconds(age)
+        return max(seconds(dated), seconds(zero_dated))
 
 
 def due_total(reading: Reading | None) -> int | None:

@@ -54,6 +54,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "heavy_settled_check_every": values.settled_check_every,
     "due_split_rows": values.due_split_rows,
     "due_split_interval": values.duration_or_zero,
+    "anomalies_interval": values.duration_or_zero,
     "database_pattern": values.text,
     "discovery_interval": values.duration,
     "dedicated_workers": values.boolean,

@@ -142,6 +142,9 @@ class SiteConfig:
     # ... re-read at most this often (0: every scrape), each prefix at its own point of it
     # (what that saves a thousand subsites' scrape: docs/performance.md).
     due_split_interval: float = 30.0
+    # Orphaned claims, stale claimed actions and undated pending actions are read at most
+    # this often (0: every scrape), each prefix at its own point of it (collectors/anomalies.py).
+    anomalies_interval: float = 60.0
     # Groups and hooks named here are always their own series (worker pools scale on them).
     groups: tuple[GroupConfig, ...] = ()
     hooks: tuple[str, ...] = ()

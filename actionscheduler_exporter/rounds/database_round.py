@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import wait
 
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, TableNames
 from actionscheduler_exporter.db.servers import ServerLane
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.db.tables import discover_prefixes
+from actionscheduler_exporter.db.tables import discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
@@ -100,10 +100,15 @@ class DatabaseRound:
     def _prefixes(self) -> list[str]:
         state = self._state
         if state.site.discovers_prefixes:
-            found = discover_prefixes(state.session)
+            # The statistics of every subsite in one listing when none are kept (the first
+            # round); after it each prefix's are read with its statement about every
+            # minute, as a single site's, and the listing names the prefixes alone.
+            if state.kept_stats:
+                found: Collection[str] = list_prefixes(state.session)
+            else:
+                found = state.discovered_stats = discover_prefixes(state.session)
             state.known_prefixes = [p for p in found if state.shard.owns(state.site_label(p))]
             state.others_prefixes = len(found) - len(state.known_prefixes)
-            state.discovered_stats = found
             state.ledgers.keep(state.known_prefixes)
         return state.known_prefixes
 
@@ -170,10 +175,13 @@ class DatabaseRound:
         # The database answered: from here on a scrape that stops waiting sees the report.
         report.can_write = session.can_write
         self._reports.put(report)
+        # Cached readings still served are decided once: their columns stay out of the
+        # hot statement (what the floor does not read is read less often).
+        served = self._served_from_cache(prefix, context)
         try:
             with session.billed_to(meter):
                 # A network's subsites: read with the prefixes, in one statement per round.
-                statement = self._hot_statement(prefix, context)
+                statement = self._hot_statement(prefix, context, served)
         except QueryError as error:
             self._fail(report, Failure(error.kind, error.message))
             return
@@ -194,28 +202,45 @@ class DatabaseRound:
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
         )
-        self._read_collectors(report, context, earlier, statement)
+        self._read_collectors(report, context, earlier, statement, served)
         if not session.connected:
             lost = Failure("connect", "the connection was lost during the round", counted=True)
             self._fail(report, lost)
             return
         self._end(report)
 
-    def _hot_statement(self, prefix: str, context: DatabaseContext) -> HotStatement:
+    def _served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
+        """The cached collectors' readings that this round serves instead of reading
+        (those that need no earlier reading of the round to tell: the others decide in
+        `_read`)."""
+        state = self._state
+        served: dict[str, Reading] = {}
+        for collector in state.in_round:
+            cached_alone = collector.freshness(state.site).cached and not collector.needs
+            if cached_alone and collector.cacheable(context):
+                cached = state.cache.get(prefix, collector.name)
+                if cached is not None:
+                    served[collector.name] = cached
+        return served
+
+    def _hot_statement(
+        self, prefix: str, context: DatabaseContext, served: dict[str, Reading]
+    ) -> HotStatement:
         """The hot statement, with the statistics a network's listing read, or those kept
         from an earlier round; when a statement with kept ones does not answer (a table
         dropped since, a lock), the statistics are read again, as after a failed statement
         of a first round (the collectors then read their columns apart, as there)."""
         state = self._state
+        reading = [c for c in state.in_round if c.name not in served]
         known = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)
         if known is None and kept is not None and state.clock() < kept[0]:
-            statement = read_hot_statement(context, state.in_round, kept[1])
-            if statement.prefetched:
+            statement = read_hot_statement(context, reading, kept[1])
+            if statement.prefetched or not statement.asked:
                 return statement
             del state.kept_stats[prefix]
             return read_apart(context, None)
-        statement = read_hot_statement(context, state.in_round, known)
+        statement = read_hot_statement(context, reading, known)
         stats = statement.stats
         if stats is not None and all(table in stats for table in TABLES):
             interval = TABLE_STATS_INTERVAL * stagger(state.site.name, prefix, "tables")
@@ -228,9 +253,11 @@ class DatabaseRound:
         context: DatabaseContext,
         earlier: dict[str, Reading],
         statement: HotStatement,
+        served: dict[str, Reading],
     ) -> None:
-        """Each in-round collector in order, its reading recorded as it arrives; a good
-        reading is handed to the collectors after it that need it (`earlier`)."""
+        """Each in-round collector in order, its reading recorded as it arrives (a cached
+        one `served` as it is); a good reading is handed to the collectors after it that
+        need it (`earlier`)."""
         reader = self._state.reader
         locked = ""  # the collector that found a table locked: the rest are skipped
         for collector in self._state.in_round:
@@ -248,8 +275,10 @@ class DatabaseRound:
                 )
                 continue
             meter = reader.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
-            with context.session.billed_to(meter):
-                reading = self._read(collector, context, report)
+            reading = served.get(collector.name)
+            if reading is None:
+                with context.session.billed_to(meter):
+                    reading = self._read(collector, context, report)
             if share := statement.share(collector.name):
                 reading = dataclasses.replace(reading, duration=reading.duration + share)
             if reading.ok:

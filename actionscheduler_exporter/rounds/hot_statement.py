@@ -35,6 +35,8 @@ class HotStatement:
     prefetched: dict[str, Row] = field(default_factory=dict)
     seconds: float = 0.0  # the statement's time, shared by the collectors it served
     stats_error: QueryError | None = None
+    # Whether a statement was sent at all (not when every value was known already).
+    asked: bool = True
 
     def share(self, collector: str) -> float:
         """The part of the statement's time that counts as the collector's duration."""
@@ -68,7 +70,7 @@ def read_hot_statement(
         subqueries += columns.subqueries
         args += columns.args
     if not subqueries:
-        return HotStatement(known_stats or {})
+        return HotStatement(known_stats or {}, asked=False)
     started = time.perf_counter()
     try:
         rows = session.query(Columns(tuple(subqueries), tuple(args)).statement()[0], args)

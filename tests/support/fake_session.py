@@ -5,6 +5,7 @@ deadline paths and the accounting, in milliseconds."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -110,9 +111,11 @@ class FakeSession(Session):
 
 
 def scalar_subqueries(sql: str) -> list[str] | None:
-    """The subqueries of `SELECT (q1), (q2), ...`; None for any other statement."""
+    """The subqueries of `SELECT (q1) AS c0, (q2) AS c1, ...` (the names optional); None
+    for any other statement."""
     if not sql.startswith("SELECT ("):
         return None
+    sql = re.sub(r"\) AS c\d+", ")", sql)
     found: list[str] = []
     depth, start = 0, 0
     for position, character in enumerate(sql[len("SELECT ") :], start=len("SELECT ")):
@@ -154,18 +157,19 @@ def healthy_store() -> Script:
     subqueries are answered one by one (more specific fragments first); any other declared
     column of an in-round collector is 0."""
     packed = ",".join(f"{name} {rows} {size}" for name, rows, size in TABLE_STATS)
-    due = "FROM wp_actionscheduler_actions WHERE claim_id"
     return Script(
         [
             ("GROUP_CONCAT(TABLE_NAME", [(packed,)]),
             ("information_schema.TABLES", TABLE_STATS),
-            # Due: per claim condition, the count, the zero-dated count and the age.
-            (f"COUNT(*) {due} = 0 AND status = 'pending' AND scheduled_date_gmt <= UTC", [(3,)]),
-            (f"COUNT(*) {due} = 0 AND status = 'pending' AND scheduled_date_gmt < %s", [(1,)]),
-            (f"UTC_TIMESTAMP()) {due} = 0", [(120,)]),
-            (f"COUNT(*) {due} > 0 AND status = 'pending' AND scheduled_date_gmt <= UTC", [(1,)]),
-            (f"COUNT(*) {due} > 0 AND status = 'pending' AND scheduled_date_gmt < %s", [(0,)]),
-            (f"UTC_TIMESTAMP()) {due} > 0", [(30,)]),
+            # Due: every due action, the claimed ones, the oldest (-1: a zero-dated one).
+            ("COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending' AND"
+             " scheduled_date_gmt <= UTC", [(4,)]),
+            ("COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id > 0", [(1,)]),
+            ("IF(MIN(scheduled_date_gmt) < %s", [(-1,)]),
+            # ... then the oldest dated one and the zero-dated one's first log row.
+            ("AND scheduled_date_gmt BETWEEN %s AND UTC_TIMESTAMP()", [(120,)]),
+            # Anomalies: the zero-dated and NULL-dated pending actions.
+            ("WHERE status = 'pending' AND scheduled_date_gmt < %s", [(1,)]),
             ("scheduled_date_gmt IS NULL", [(2,)]),
             # The split and the zero-dated ages (whole statements).
             ("GROUP BY a.group_id, g.slug, a.hook", [("reports", "wc_export", 600)]),
@@ -175,15 +179,14 @@ def healthy_store() -> Script:
             ("last_attempt_gmt END), UTC_TIMESTAMP()) FROM wp_actionscheduler_actions WHERE"
              " status = 'in-progress'", [(45,)]),
             ("WHERE status = 'in-progress'", [(2,)]),
-            # Claims: runner's count, rows, oldest, orphaned, stale.
+            # Claims: runner's count, rows, oldest; orphaned and stale (anomalies).
             ("COUNT(DISTINCT claim_id)", [(1,)]),
-            ("date_created_gmt END)", [(50,)]),
+            ("MIN(date_created_gmt)", [(50,)]),
             ("NOT EXISTS", [(0,)]),
             ("INTERVAL %s SECOND", [(0,)]),
             ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(1,)]),
-            # The log: the newest id, and the action of the last row read.
+            # The log: the newest id (and, first, the server's increment).
             ("COALESCE(MAX(log_id), 0)", [(0,)]),
-            ("FROM wp_actionscheduler_logs WHERE log_id = %s", [(None,)]),
             ("@@auto_increment_increment", [(1,)]),
         ],
         declared=declared_columns(),

@@ -8,6 +8,7 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
+from actionscheduler_exporter.collectors.anomalies import AnomaliesCollector
 from actionscheduler_exporter.collectors.claims import ClaimsCollector
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.collectors.due_split import DueSplitCollector
@@ -61,10 +62,20 @@ def test_due_counts_claims_apart_and_dates_zero_dated_actions_by_their_log() -> 
     found = read(DueCollector())
     assert found.value("actionscheduler_due_actions", claim="unclaimed") == 3
     assert found.value("actionscheduler_due_actions", claim="claimed") == 1
-    assert found.value("actionscheduler_undated_pending_actions", date="zero") == 1
-    assert found.value("actionscheduler_undated_pending_actions", date="null") == 2
     # The zero-dated action's first log row (600 s) is older than any dated one (120 s).
     assert found.value("actionscheduler_oldest_due_action_age_seconds") == 600
+    anomalies = read(AnomaliesCollector())
+    assert anomalies.value("actionscheduler_undated_pending_actions", date="zero") == 1
+    assert anomalies.value("actionscheduler_undated_pending_actions", date="null") == 2
+    assert anomalies.value("actionscheduler_orphaned_claims") == 0
+
+
+def test_the_oldest_due_is_the_dated_one_without_zero_dated_actions() -> None:
+    script = healthy_store().answer("IF(MIN(scheduled_date_gmt) < %s", [(120,)])
+    found = read(DueCollector(), script)
+    assert found.value("actionscheduler_oldest_due_action_age_seconds") == 120
+    script = healthy_store().answer("IF(MIN(scheduled_date_gmt) < %s", [(None,)])
+    assert read(DueCollector(), script).value("actionscheduler_oldest_due_action_age_seconds") == 0
 
 
 def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:

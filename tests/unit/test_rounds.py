@@ -101,7 +101,7 @@ def test_a_duration_is_written_only_for_collectors_with_statements_of_their_own(
         for item in result.samples
         if item.metric is catalog.COLLECTOR_DURATION
     }
-    assert timed == set(IN_ROUND) - {"due", "in_progress", "claims", "tables"}
+    assert timed == set(IN_ROUND) - {"due", "in_progress", "claims", "anomalies", "tables"}
     assert {"due_split", "log_events"} <= timed
 
 
@@ -261,12 +261,13 @@ def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
 def nothing_due(script: Script | None = None) -> Script:
     """The store's due counts made 0, zero-dated ones too: four answers in front."""
     script = script or healthy_store()
-    for claim in ("= 0", "> 0"):
-        for date in ("<= U", "< %s"):
-            script.answer(
-                f"WHERE claim_id {claim} AND status = 'pending' AND scheduled_date_gmt {date}",
-                [(0,)],
-            )
+    for fragment, answer in (
+        ("WHERE status = 'pending' AND scheduled_date_gmt <= U", 0),
+        ("WHERE claim_id > 0 AND status = 'pending' AND scheduled_date_gmt <= U", 0),
+        ("IF(MIN(scheduled_date_gmt) < %s", None),
+        ("WHERE status = 'pending' AND scheduled_date_gmt < %s", 0),
+    ):
+        script.answer(fragment, [(answer,)])
     return script
 
 
@@ -274,7 +275,7 @@ def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
     script = healthy_store().answer(
-        "scheduled_date_gmt IS NULL",
+        "IF(MIN(scheduled_date_gmt) < %s",
         QueryError("lock", "(1205) Lock wait timeout exceeded", connection_lost=False),
     )
     site_round, session = make_round(rounds, clock, FakeSession(config(), script))
@@ -393,6 +394,32 @@ def test_a_failing_part_of_the_round_statement_fails_its_collector_alone(
         site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
     )
     assert result.up
-    assert success(result) == {**dict.fromkeys(IN_ROUND, 1.0), "claims": 0.0}
+    assert success(result) == {**dict.fromkeys(IN_ROUND, 1.0), "anomalies": 0.0}
     assert result.value("actionscheduler_exporter_errors", kind="timeout") == 1
     assert result.value("actionscheduler_in_progress_actions") == 2
+
+
+def test_anomalies_are_read_about_every_minute_and_left_out_of_the_statement_between(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """What the floor does not read is read less often: between its refreshes the cached
+    collector's columns are not in the round's statement, and its reading is served."""
+    script = nothing_due()
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
+    asked = []
+    for step in (0, 40, 40):  # inside the shortest stagger (45 s), then past the longest
+        clock.advance(step)
+        session.sent.clear()
+        (result,) = read_round(site_round, clock)
+        assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
+        assert result.value("actionscheduler_undated_pending_actions", date="null") == 2
+        assert len(session.sent) == 1
+        asked.append("NOT EXISTS" in session.sent[0])
+    assert asked == [True, False, True]
+    every_round, session = make_round(
+        rounds, clock, FakeSession(config(), nothing_due()), anomalies_interval=0.0
+    )
+    for _ in range(2):
+        session.sent.clear()
+        read_round(every_round, clock)
+        assert "NOT EXISTS" in session.sent[0]

@@ -122,8 +122,8 @@ class LogEventsCollector(Collector):
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         stream = self._stream(context.tables.prefix)
-        newest, now_at_last, increment = context.values_of(self)
-        return stream.read(context, int(newest or 0), now_at_last, increment)
+        newest, *increment = context.values_of(self)
+        return stream.read(context, int(newest or 0), *increment)
 
     def _stream(self, prefix: str) -> LogEventsStream:
         stream = self._streams.get(prefix)
@@ -166,49 +166,66 @@ class LogEventsStream:
         # restored backup's history, already counted, until one that is not is read.
         self._replay_until: dt.datetime | None = None
         self._newest_counted: dt.datetime | None = None
+        # The samples of what was counted, built again only after something was (a quiet
+        # store's round builds none).
+        self._counted: tuple[Sample, ...] | None = None
 
     def columns(self, logs: str) -> Columns:
-        """The newest log id, which row the last one read is now, and the server's
-        auto_increment_increment (Galera: the cluster's size)."""
-        last_id, _ = self._last_read or (0, "")
-        return Columns(
-            (
-                f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
-                f"SELECT {_IDENTITY} FROM {logs} WHERE log_id = %s",
-                "SELECT @@auto_increment_increment",
-            ),
-            (last_id,),
-            nullable=frozenset({1}),  # the last row read may be gone
-        )
+        """The newest log id; in the first reading also the server's
+        auto_increment_increment (Galera: the cluster's size), which the cursor starts
+        from."""
+        newest = f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}"
+        if self._cursor is None:
+            return Columns((newest, "SELECT @@auto_increment_increment"))
+        return Columns((newest,))
 
-    def read(
-        self, context: DatabaseContext, newest: int, now_at_last: Any, increment: Any = 1
-    ) -> Iterator[Sample]:
-        """`newest`, `now_at_last` and `increment`: the values of `columns`. The stream's
-        state changes only once every statement of the reading has succeeded."""
+    def read(self, context: DatabaseContext, newest: int, increment: Any = 1) -> Iterator[Sample]:
+        """`newest` and `increment`: the values of `columns`. The stream's state changes
+        only once every statement of the reading has succeeded."""
         cursor = self._cursor
         if cursor is None:  # first scrape: start at the newest row, never replay history
             stride = max(1, int(increment or 1))
             cursor = self._cursor = LogCursor(newest, self._gap_grace, stride=stride)
-        restarted = self._restarted(cursor, newest, now_at_last)
-        start = 0 if restarted else cursor.position
-        fetched = self._fetch(context, start) if newest > start else []
+        # Ids that went backwards: truncated or re-created, and not empty (a table whose
+        # rows were all deleted keeps counting up).
+        restarted = 0 < newest < cursor.position
+        fetched: list[LogRow] = []
+        if restarted:
+            fetched = self._fetch(context, 0)
+        elif newest > cursor.position:
+            start = self._fetch_start(cursor)
+            # The last row read, when the cursor is at it, comes on top of the limit.
+            fetched = self._fetch(context, start, extra=int(start < cursor.position))
+            if self._refilled(fetched):
+                restarted, fetched = True, self._fetch(context, 0)
         replay_until = self._newest_counted if restarted else self._replay_until
         rows = fetched if restarted else [row for row in fetched if cursor.is_new(row.log_id)]
         rows, replay_until = _after_replay(rows, replay_until)
-        tally = self._tally(context, rows)
+        tally = self._tally(context, rows) if rows else None
         self._commit(cursor, restarted, fetched, rows, tally, replay_until)
         yield from self._samples(cursor.unread(newest))
 
-    def _restarted(self, cursor: LogCursor, newest: int, now_at_last: Any) -> bool:
-        """Ids went backwards (truncated or re-created, and not empty: a table whose rows
-        were all deleted keeps counting up), or the last row read is another row now."""
-        _, last_identity = self._last_read or (0, "")
-        return (0 < newest < cursor.position) or (
-            now_at_last is not None and label_value(now_at_last) != last_identity
+    def _fetch_start(self, cursor: LogCursor) -> int:
+        """Where the new rows are read from: the cursor, or the last row read when the
+        cursor is past it, so that the fetch shows which row that id holds now."""
+        if self._last_read is None:
+            return cursor.position
+        return min(cursor.position, self._last_read[0] - 1)
+
+    def _refilled(self, fetched: list[LogRow]) -> bool:
+        """The last row read is another row now: the table was emptied and refilled past
+        the cursor between two scrapes (the same actions' ids again, but not at the same
+        second). Told when new rows arrive (a table refilled to exactly the id it had is
+        told at its next row, then read from its start: nothing is lost). A row that is
+        gone (its action purged) tells nothing."""
+        if self._last_read is None:
+            return False
+        last_id, last_identity = self._last_read
+        return any(
+            row.log_id == last_id and label_value(row.identity) != last_identity for row in fetched
         )
 
-    def _fetch(self, context: DatabaseContext, start: int) -> list[LogRow]:
+    def _fetch(self, context: DatabaseContext, start: int, extra: int = 0) -> list[LogRow]:
         """The rows above `start`, at most `rows_per_scrape` (a quiet store, with nothing
         above the cursor, sends no such statement)."""
         return [
@@ -217,7 +234,7 @@ class LogEventsStream:
                 f"SELECT log_id, action_id, LEFT(message, {MESSAGE_CHARACTERS}),"
                 f" log_date_gmt, {_IDENTITY} FROM {context.tables.logs}"
                 " WHERE log_id > %s ORDER BY log_id LIMIT %s",
-                (start, self.rows_per_scrape),
+                (start, self.rows_per_scrape + extra),
             )
         ]
 
@@ -227,13 +244,15 @@ class LogEventsStream:
         restarted: bool,
         fetched: list[LogRow],
         rows: list[LogRow],
-        tally: _Tally,
+        tally: _Tally | None,
         replay_until: dt.datetime | None,
     ) -> None:
-        """What a reading adds, once all its statements succeeded."""
+        """What a reading adds, once all its statements succeeded (`tally`: None when it
+        counted no row)."""
         if restarted:
             cursor.restart()
             self._resets += 1
+            self._counted = None
         self._replay_until = replay_until
         self._missed += cursor.advance([row.log_id for row in fetched], self._clock())
         if fetched:
@@ -241,6 +260,9 @@ class LogEventsStream:
         dates = [row.date for row in rows if row.date is not None]
         if dates:
             self._newest_counted = max([*dates, *filter(None, [self._newest_counted])])
+        if tally is None:
+            return
+        self._counted = None
         for pair in tally.pairs:
             self._initialise(pair)
         for hook in tally.recurring_hooks:
@@ -339,18 +361,23 @@ class LogEventsStream:
             self._counters.setdefault((catalog.FINISHED, (group, ("outcome", outcome))), 0)
 
     def _samples(self, lag: int) -> Iterator[Sample]:
-        for (metric, labels), count in sorted(
-            self._counters.items(), key=lambda item: (item[0][0].name, item[0][1])
-        ):
-            yield Sample(metric, count, labels)
-        yield from self._start_delay.samples()
-        yield from self._start_delay_by_hook.samples()
-        yield from self._run_duration.samples()
-        yield sample(catalog.LOG_ROWS_READ, self._rows_read)
-        yield sample(catalog.LOG_ROWS_UNCLASSIFIED, self._unclassified)
+        if self._counted is None:  # something was counted since they were last built
+            self._counted = self._counted_samples()
+        yield from self._counted
         yield sample(catalog.LOG_CURSOR_LAG, lag)
-        yield sample(catalog.LOG_CURSOR_RESETS, self._resets)
         yield sample(catalog.LOG_ROWS_MISSED, self._missed)
+
+    def _counted_samples(self) -> tuple[Sample, ...]:
+        counters = sorted(self._counters.items(), key=lambda item: (item[0][0].name, item[0][1]))
+        return (
+            *(Sample(metric, count, labels) for (metric, labels), count in counters),
+            *self._start_delay.samples(),
+            *self._start_delay_by_hook.samples(),
+            *self._run_duration.samples(),
+            sample(catalog.LOG_ROWS_READ, self._rows_read),
+            sample(catalog.LOG_ROWS_UNCLASSIFIED, self._unclassified),
+            sample(catalog.LOG_CURSOR_RESETS, self._resets),
+        )
 
 
 @dataclass
