@@ -54,7 +54,7 @@ class NativeHistogram:
     classic: tuple[tuple[float, int], ...] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class HistogramCount(Sample):
     """A histogram's `_count` sample, carrying the whole series for the protobuf
     exposition; the text formats write it as the plain sample it is."""

@@ -92,6 +92,11 @@ class MonitoredSite:
             with self._lock:
                 self._running = False
 
+    @property
+    def results_may_wait(self) -> bool:
+        """Whether `finish` may wait for a site-wide source (the Kubernetes API)."""
+        return any(source.may_wait for source in self._state.site_wide)
+
     def finish(self, reports: RoundReports | None, until: Deadline) -> list[SiteResult]:
         """The results of a round that ended (`reports`), or of the round in flight when
         the scrape stops waiting (None). `until`: the site-wide sources must have answered

@@ -88,6 +88,11 @@ class Coordinator:
             self._problems.flush,
         )
 
+    @property
+    def begin_may_wait(self) -> bool:
+        """Whether `begin` may wait (a `database: auto` entry's first listing)."""
+        return any(discovery.may_wait for discovery in self._discoveries)
+
     def reconfigure(self, config: ExporterConfig) -> bool:
         """Serves `config` from the next scrape on, keeping every site whose settings did
         not change as it is (its counters, log cursors, heavy totals and connections); a

@@ -52,6 +52,11 @@ class DatabaseDiscovery:
         found = self._refresh.latest(until.left()) or Discovered()
         return [self.site_for(database) for database in found.databases], found
 
+    @property
+    def may_wait(self) -> bool:
+        """Whether `sites` may wait: until the first listing has answered."""
+        return self._refresh.peek() is None
+
     def site_for(self, database: str) -> SiteConfig:
         return dataclasses.replace(
             self.entry, name=f"{self.entry.name}:{database}", database=database

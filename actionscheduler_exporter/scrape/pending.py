@@ -29,6 +29,11 @@ class PendingScrape:
     # Called once the results are assembled (the coordinator writes its problem log).
     finished: Callable[[], None] = lambda: None
 
+    @property
+    def results_may_wait(self) -> bool:
+        """Whether `results` may wait for a site-wide source (the Kubernetes API)."""
+        return any(site.results_may_wait for site in self.sites)
+
     def wait(self) -> None:
         """Blocks until every round ended or the rounds' deadline passed."""
         if self.rounds:
@@ -37,7 +42,7 @@ class PendingScrape:
     async def settled(self) -> None:
         """The same wait, on the event loop: it holds no thread, so any number of scrapes
         can wait on a shared round."""
-        if self.rounds:
+        if self.rounds and not all(future.done() for future in self.rounds):
             await asyncio.wait(
                 [asyncio.wrap_future(future) for future in self.rounds],
                 timeout=self.deadlines.rounds.left(),

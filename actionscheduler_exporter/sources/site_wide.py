@@ -37,6 +37,11 @@ class SiteWideSource(Generic[ContextT]):
             else None
         )
 
+    @property
+    def may_wait(self) -> bool:
+        """Whether `samples` may wait (for a refresh, or a reading of its own)."""
+        return self._constant is None
+
     def samples(self, until: Deadline) -> list[Sample]:
         """The source's samples with its health and errors, waiting for a background
         refresh until `until` at the latest."""

@@ -9,7 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from actionscheduler_exporter.config.model import ExporterConfig, KubernetesConfig, SiteConfig
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
+from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
@@ -82,3 +84,26 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
         assert first.result(10) == 1
         assert seen[0].at == 20.0  # extended by the later scraper, not shortened
         assert flight.join(1.0) is not first  # a new call once the first is done
+
+
+def test_the_handler_hands_off_to_threads_only_what_may_wait() -> None:
+    """A scrape of sites without a database listing to wait for or a Kubernetes API to
+    ask runs on the event loop, without two thread hand-offs (web/app.py)."""
+    plain = SiteConfig(name="shop", database="wp")
+    with_workers = SiteConfig(
+        name="pods", database="wp", kubernetes=KubernetesConfig(namespace="shop", selector="a=w")
+    )
+    listed = SiteConfig(name="fleet", database="auto")
+    coordinator = Coordinator(ExporterConfig(sites=(plain,)))
+    try:
+        assert not coordinator.begin_may_wait
+        assert [site.results_may_wait for site in coordinator.sites] == [False]
+    finally:
+        coordinator.close()
+    coordinator = Coordinator(ExporterConfig(sites=(plain, with_workers, listed)))
+    try:
+        assert coordinator.begin_may_wait  # the first listing of databases
+        waits = {site.site.name: site.results_may_wait for site in coordinator.sites}
+        assert waits == {"shop": False, "pods": True}
+    finally:
+        coordinator.close()
