@@ -11,10 +11,11 @@ them, and served from that reading in between.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR
+from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -30,29 +31,7 @@ class AnomaliesCollector(Collector):
         return Freshness(site.anomalies_interval, in_round=True)
 
     def columns(self, context: DatabaseContext) -> Columns:
-        tables = context.tables
-        timeout = int(context.site.timeout_period)
-        pending = f"FROM {tables.actions} WHERE status = 'pending'"
-        return Columns(
-            (
-                # A healthy batch also has a claim row without open actions for a moment
-                # (before its claiming UPDATE, after its last action): only an old one is a
-                # dead worker's.
-                f"SELECT COUNT(*) FROM {tables.claims} c"
-                " WHERE c.date_created_gmt < UTC_TIMESTAMP() - INTERVAL %s SECOND"
-                f" AND NOT EXISTS (SELECT 1 FROM {tables.actions} a"
-                " WHERE a.claim_id = c.claim_id AND a.status IN ('pending', 'in-progress'))",
-                # What the cleaner resets: pending, claimed longer ago than the timeout.
-                f"SELECT COUNT(*) FROM {tables.actions}"
-                " WHERE claim_id != 0 AND status = 'pending'"
-                " AND last_attempt_gmt <= UTC_TIMESTAMP() - INTERVAL %s SECOND",
-                # Zero-dated ones compare as past: Action Scheduler claims them.
-                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt < %s",
-                # NULL-dated ones are never claimed.
-                f"SELECT COUNT(*) {pending} AND scheduled_date_gmt IS NULL",
-            ),
-            (timeout, timeout, VALID_DATE_FLOOR),
-        )
+        return _anomalies_columns(context.tables, int(context.site.timeout_period))
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         orphaned, stale, zero_dated, null_dated = context.values_of(self)
@@ -60,3 +39,28 @@ class AnomaliesCollector(Collector):
         yield sample(catalog.STALE_CLAIMED_PENDING, stale)
         yield sample(catalog.UNDATED_PENDING, zero_dated, date="zero")
         yield sample(catalog.UNDATED_PENDING, null_dated, date="null")
+
+
+@functools.lru_cache(maxsize=4096)
+def _anomalies_columns(tables: TableNames, timeout: int) -> Columns:
+    pending = f"FROM {tables.actions} WHERE status = 'pending'"
+    return Columns(
+        (
+            # A healthy batch also has a claim row without open actions for a moment
+            # (before its claiming UPDATE, after its last action): only an old one is a
+            # dead worker's.
+            f"SELECT COUNT(*) FROM {tables.claims} c"
+            " WHERE c.date_created_gmt < UTC_TIMESTAMP() - INTERVAL %s SECOND"
+            f" AND NOT EXISTS (SELECT 1 FROM {tables.actions} a"
+            " WHERE a.claim_id = c.claim_id AND a.status IN ('pending', 'in-progress'))",
+            # What the cleaner resets: pending, claimed longer ago than the timeout.
+            f"SELECT COUNT(*) FROM {tables.actions}"
+            " WHERE claim_id != 0 AND status = 'pending'"
+            " AND last_attempt_gmt <= UTC_TIMESTAMP() - INTERVAL %s SECOND",
+            # Zero-dated ones compare as past: Action Scheduler claims them.
+            f"SELECT COUNT(*) {pending} AND scheduled_date_gmt < %s",
+            # NULL-dated ones are never claimed.
+            f"SELECT COUNT(*) {pending} AND scheduled_date_gmt IS NULL",
+        ),
+        (timeout, timeout, VALID_DATE_FLOOR),
+    )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
-from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
+from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, seconds
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -20,26 +21,30 @@ class ClaimsCollector(Collector):
     metrics = (catalog.ACTIVE_CLAIMS, catalog.CLAIM_ROWS, catalog.OLDEST_CLAIM_AGE)
 
     def columns(self, context: DatabaseContext) -> Columns:
-        """Index-bounded scalar subqueries (a network of a thousand subsites reads these for
-        each of them: statements, not rows, are the cost there)."""
-        tables = context.tables
-        return Columns(
-            (
-                # The same count as ActionScheduler_Abstract_QueueRunner's claim count,
-                # which the runner compares with the concurrent-batches limit.
-                f"SELECT COUNT(DISTINCT claim_id) FROM {tables.actions}"
-                " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
-                f"SELECT COUNT(*) FROM {tables.claims}",
-                # The first entry of the date_created_gmt index's range.
-                "SELECT TIMESTAMPDIFF(SECOND, MIN(date_created_gmt), UTC_TIMESTAMP())"
-                f" FROM {tables.claims} WHERE date_created_gmt >= %s",
-            ),
-            (VALID_DATE_FLOOR,),
-            nullable=frozenset({2}),  # the oldest claim, of none
-        )
+        return _claims_columns(context.tables)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         active, rows, oldest = context.values_of(self)
         yield sample(catalog.ACTIVE_CLAIMS, active)
         yield sample(catalog.CLAIM_ROWS, rows)
         yield sample(catalog.OLDEST_CLAIM_AGE, seconds(oldest))
+
+
+@functools.lru_cache(maxsize=4096)
+def _claims_columns(tables: TableNames) -> Columns:
+    """Index-bounded scalar subqueries (a network of a thousand subsites reads these for
+    each of them: statements, not rows, are the cost there); made once per prefix."""
+    return Columns(
+        (
+            # The same count as ActionScheduler_Abstract_QueueRunner's claim count, which
+            # the runner compares with the concurrent-batches limit.
+            f"SELECT COUNT(DISTINCT claim_id) FROM {tables.actions}"
+            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
+            f"SELECT COUNT(*) FROM {tables.claims}",
+            # The first entry of the date_created_gmt index's range.
+            "SELECT TIMESTAMPDIFF(SECOND, MIN(date_created_gmt), UTC_TIMESTAMP())"
+            f" FROM {tables.claims} WHERE date_created_gmt >= %s",
+        ),
+        (VALID_DATE_FLOOR,),
+        nullable=frozenset({2}),  # the oldest claim, of none
+    )

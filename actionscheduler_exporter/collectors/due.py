@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
@@ -27,27 +28,7 @@ class DueCollector(Collector):
     metrics = (catalog.DUE_ACTIONS, catalog.OLDEST_DUE_AGE)
 
     def columns(self, context: DatabaseContext) -> Columns:
-        """Three scalar subqueries, each answered by an index alone, as the floor's are
-        (docs/performance.md): every due action and the oldest of them from the
-        (status, scheduled_date_gmt) index, where they are one contiguous range whose
-        first entry is the oldest; the claimed ones from (claim_id, status,
-        scheduled_date_gmt). The oldest is the first entry of the range, so a zero-dated
-        action, when there is one, is that entry: then the column says so (-1) and its
-        age is read apart (`_zero_dated_oldest`), which a healthy store never needs.
-        """
-        actions = context.tables.actions
-        due = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
-        return Columns(
-            (
-                f"SELECT COUNT(*) {due}",
-                f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
-                " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
-                f"SELECT IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
-                f" TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())) {due}",
-            ),
-            (VALID_DATE_FLOOR,),
-            nullable=frozenset({2}),  # the oldest, when nothing is due
-        )
+        return _due_columns(context.tables.actions)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         due, claimed, oldest = context.values_of(self)
@@ -76,6 +57,29 @@ class DueCollector(Collector):
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR, VALID_DATE_FLOOR),
         )
         return max(seconds(dated), seconds(zero_dated))
+
+
+@functools.lru_cache(maxsize=4096)
+def _due_columns(actions: str) -> Columns:
+    """Three scalar subqueries, each answered by an index alone, as the floor's are
+    (docs/performance.md): every due action and the oldest of them from the (status,
+    scheduled_date_gmt) index, where they are one contiguous range whose first entry is
+    the oldest; the claimed ones from (claim_id, status, scheduled_date_gmt). The oldest
+    is the first entry of the range, so a zero-dated action, when there is one, is that
+    entry: then the column says so (-1) and its age is read apart (`_zero_dated_oldest`),
+    which a healthy store never needs. Made once per table (the same in every round)."""
+    due = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+    return Columns(
+        (
+            f"SELECT COUNT(*) {due}",
+            f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
+            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            f"SELECT IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
+            f" TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())) {due}",
+        ),
+        (VALID_DATE_FLOOR,),
+        nullable=frozenset({2}),  # the oldest, when nothing is due
+    )
 
 
 def due_total(reading: Reading | None) -> int | None:

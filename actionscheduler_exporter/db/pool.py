@@ -65,6 +65,9 @@ class ServerPool:
         self._lock = threading.Lock()
         self._idle: list[Pooled] = []  # most recently returned last
         self._in_use = 0
+        # Closed with the exporter (or its lane): a connection handed back later, by a
+        # refresh that was running then, is closed instead of kept.
+        self._closed = False
 
     def acquire(self, site: SiteConfig, wait: float, open_new: Callable[[], Pooled]) -> Pooled:
         """A connection for the site, waiting at most `wait` seconds for a free one."""
@@ -94,8 +97,12 @@ class ServerPool:
         """Back to the pool, open, for the next site with the same login."""
         pooled.idle_since = time.monotonic()
         with self._lock:
-            self._idle.append(pooled)
+            closed = self._closed
+            if not closed:
+                self._idle.append(pooled)
             self._in_use -= 1
+        if closed:
+            pooled.close()
         self._slots.release()
 
     def discard(self, pooled: Pooled) -> None:
@@ -119,6 +126,8 @@ class ServerPool:
             pooled.close()
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         self.close_idle()
 
     def _take_idle(self, site: SiteConfig) -> Pooled | None:

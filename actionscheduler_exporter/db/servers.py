@@ -10,11 +10,47 @@ one after the other, so a thousand sites' refreshes are spread out, not started 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.pool import ServerPool
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class RefreshQueue(ThreadPoolExecutor):
+    """One thread for the heavy refreshes of a server's sites, which knows how many wait in
+    it: a first refresh queued behind others is not waited for (`BackgroundRefresh`)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(1, thread_name_prefix=name)
+        self._count_lock = threading.Lock()
+        self._queued = 0
+
+    @property
+    def queued(self) -> int:
+        """Refreshes submitted and not finished, the running one included."""
+        with self._count_lock:
+            return self._queued
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        with self._count_lock:
+            self._queued += 1
+        try:
+            future = super().submit(fn, *args, **kwargs)
+        except BaseException:
+            self._finished(None)
+            raise
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: object) -> None:
+        with self._count_lock:
+            self._queued -= 1
 
 
 @dataclass
@@ -23,7 +59,7 @@ class ServerLane:
     rounds: ThreadPoolExecutor
     # The subsites of a network, read side by side for its round (never waiting on others).
     prefixes: ThreadPoolExecutor
-    refreshes: ThreadPoolExecutor
+    refreshes: RefreshQueue
 
     def close(self) -> None:
         for executor in (self.rounds, self.prefixes, self.refreshes):
@@ -53,7 +89,7 @@ class DatabaseServers:
                     ServerPool(server, self._size),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"round-{name}"),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"prefix-{name}"),
-                    ThreadPoolExecutor(1, thread_name_prefix=f"heavy-{name}"),
+                    RefreshQueue(f"heavy-{name}"),
                 )
             return lane
 

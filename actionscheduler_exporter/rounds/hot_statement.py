@@ -11,6 +11,7 @@ collector's alone (a lock wait, though, stops the rest of the prefix: see `Monit
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,20 +61,16 @@ def read_hot_statement(
         columns = collector.columns(context)
         if columns is not None:
             parts.append((collector.name, columns))
-    subqueries: list[str] = []
-    args: list[object] = []
+    every = [columns for _, columns in parts]
     if known_stats is None:
         stats_query, stats_args = table_stats_column(tables)
-        subqueries.append(stats_query)
-        args += stats_args
-    for _, columns in parts:
-        subqueries += columns.subqueries
-        args += columns.args
-    if not subqueries:
+        every.insert(0, Columns((stats_query,), stats_args))
+    if not every:
         return HotStatement(known_stats or {}, asked=False)
+    sql, args = _statement_of(tuple(every))
     started = time.perf_counter()
     try:
-        rows = session.query(Columns(tuple(subqueries), tuple(args)).statement()[0], args)
+        rows = session.query(sql, args)
     except QueryError as error:
         if error.connection_lost:
             raise
@@ -84,6 +81,17 @@ def read_hot_statement(
         return read_apart(context, known_stats)
     stats, prefetched = answer
     return HotStatement(stats, prefetched, seconds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _statement_of(parts: tuple[Columns, ...]) -> tuple[str, tuple[object, ...]]:
+    """The statement of all the parts' subqueries, written once for each set of them (a
+    prefix's are the same from round to round)."""
+    joined = Columns(
+        tuple(query for part in parts for query in part.subqueries),
+        tuple(arg for part in parts for arg in part.args),
+    )
+    return joined.statement()
 
 
 def _split(

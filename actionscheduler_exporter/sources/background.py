@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
+from actionscheduler_exporter.db.servers import RefreshQueue
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.timing import Clock
@@ -66,10 +67,17 @@ class BackgroundRefresh(Generic[T]):
                 running = True
             finished_event = self._finished
             wait = running and (self._wait_each or self._value is None)
+            if wait and not self._wait_each and self._behind_others():
+                # A first value that waits behind other sources' refreshes would hold the
+                # caller for theirs too (a thousand sites' first scrape): served next time.
+                wait = False
         if wait and finished_event is not None:
             finished_event.wait(max(0.0, wait_seconds))
         with self._lock:
             return self._value
+
+    def _behind_others(self) -> bool:
+        return isinstance(self._executor, RefreshQueue) and self._executor.queued > 1
 
     def _start(self, run: Callable[[], None]) -> None:
         if self._executor is not None:

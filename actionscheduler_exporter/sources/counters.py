@@ -14,19 +14,30 @@ class SiteCounters:
     def __init__(self) -> None:
         self._counts: defaultdict[tuple[str, MetricDef, str], float] = defaultdict(float)
         self._lock = threading.Lock()
+        # The samples of a site's counter as last made, until one of its counts changes
+        # (errors are rare: a thousand sites' scrape would make them all again each time).
+        self._made: dict[tuple[str, MetricDef], dict[tuple[tuple[str, ...], str], list[Sample]]]
+        self._made = {}
 
     def add(self, site: str, metric: MetricDef, key: str, amount: float = 1) -> None:
         with self._lock:
             self._counts[(site, metric, key)] += amount
+            self._made.pop((site, metric), None)
 
     def samples(
         self, site: str, metric: MetricDef, keys: Sequence[str], label: str = "kind"
     ) -> list[Sample]:
         """Every key, from 0, so that rate() sees a site's first error of each kind."""
+        shape = (tuple(keys), label)
         with self._lock:
-            return [
-                sample(metric, self._counts[(site, metric, key)], **{label: key}) for key in keys
-            ]
+            made_for = self._made.setdefault((site, metric), {})
+            made = made_for.get(shape)
+            if made is None:
+                made = made_for[shape] = [
+                    sample(metric, self._counts[(site, metric, key)], **{label: key})
+                    for key in keys
+                ]
+            return list(made)
 
     def meter(self, site: str, metric: MetricDef, key: str) -> Callable[[float], None]:
         """Adds each amount it is called with to one counter (a session's database time)."""

@@ -30,6 +30,9 @@ class SourceReader:
         self.counters = counters
         self.clock = clock
         self._problems = problems or ProblemLog()
+        # The success sample of each source, made once per value (a thousand sites' round
+        # reports ten of them per site).
+        self._successes: dict[tuple[str, bool], Sample] = {}
 
     def read(
         self,
@@ -80,10 +83,12 @@ class SourceReader:
     def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
         """The reading's values with the source's success and duration, and, for a source
         read in the background (`aged`), how old its values are."""
-        samples = [
-            *reading.samples,
-            sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name),
-        ]
+        key = (source.name, reading.ok)
+        success = self._successes.get(key)
+        if success is None:
+            success = sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name)
+            self._successes[key] = success
+        samples = [*reading.samples, success]
         if source.reports_duration:
             samples.append(
                 sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name)

@@ -52,3 +52,15 @@ def test_close_idle_closes_every_idle_connection() -> None:
     pool.close_idle()
     assert all(closed(connection) for connection in held)
     assert pool.open_connections() == 0
+
+
+def test_a_connection_handed_back_after_the_pool_closed_is_closed() -> None:
+    """A heavy refresh still running when the exporter stops hands its connection back
+    after the pool closed: it is closed, not kept open for no one."""
+    site = SiteConfig(name="shop", database="wp")
+    pool = ServerPool("db:3306", 2)
+    running = pool.acquire(site, 1.0, lambda: pooled(site))
+    pool.close()
+    pool.release(running)
+    assert closed(running)
+    assert pool.open_connections() == 0

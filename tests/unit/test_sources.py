@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 import pytest
 
 from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.servers import RefreshQueue
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -167,3 +168,26 @@ def test_a_refresh_that_raises_keeps_the_last_value_and_runs_again(clock: FakeCl
     assert background.latest(5) == 1  # the failed refresh left the last value
     clock.now += 10
     assert background.latest(5) == 3
+
+
+def test_a_first_refresh_queued_behind_other_sites_is_not_waited_for(clock: FakeClock) -> None:
+    """One heavy thread per server: a thousand sites' first round would each wait for
+    every refresh queued before its own. Alone in the queue, the first one is waited for."""
+    queue = RefreshQueue("heavy-test")
+    release = threading.Event()
+    try:
+        slow = BackgroundRefresh[int]("slow", 60, lambda _: release.wait(30) and 1, clock,
+                                      executor=queue)  # fmt: skip
+        alone = slow.latest(0.0)  # starts the first site's refresh, which blocks the queue
+        assert alone is None and queue.queued == 1
+        behind = BackgroundRefresh[int]("behind", 60, lambda _: 2, clock, executor=queue)
+        assert behind.latest(30.0) is None  # at once: its refresh waits behind the slow one
+        assert queue.queued == 2
+        release.set()
+        wait_until(lambda: queue.queued == 0, 30)
+        assert behind.latest(0.0) == 2
+        own = BackgroundRefresh[int]("own", 60, lambda _: 3, clock, executor=queue)
+        assert own.latest(30.0) == 3  # alone in the queue: waited for
+    finally:
+        release.set()
+        queue.shutdown(wait=True)

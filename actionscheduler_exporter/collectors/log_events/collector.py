@@ -14,6 +14,7 @@ scrape succeeded, so a failed scrape loses nothing and counts nothing twice.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -70,6 +71,15 @@ _TIMED_ENDS = {Kind.COMPLETED, Kind.FAILED}
 
 # Which row a log id holds: its action and its date, as one text.
 _IDENTITY = "CONCAT(action_id, ' ', COALESCE(log_date_gmt, ''))"
+
+
+@functools.lru_cache(maxsize=8192)
+def _log_columns(logs: str, *, first: bool) -> Columns:
+    """Made once per table (the same in every round but the first)."""
+    newest = f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}"
+    if first:
+        return Columns((newest, "SELECT @@auto_increment_increment"))
+    return Columns((newest,))
 
 
 def _after_replay(
@@ -174,10 +184,7 @@ class LogEventsStream:
         """The newest log id; in the first reading also the server's
         auto_increment_increment (Galera: the cluster's size), which the cursor starts
         from."""
-        newest = f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}"
-        if self._cursor is None:
-            return Columns((newest, "SELECT @@auto_increment_increment"))
-        return Columns((newest,))
+        return _log_columns(logs, first=self._cursor is None)
 
     def read(self, context: DatabaseContext, newest: int, increment: Any = 1) -> Iterator[Sample]:
         """`newest` and `increment`: the values of `columns`. The stream's state changes
