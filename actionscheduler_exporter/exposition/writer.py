@@ -12,6 +12,7 @@ ProcessCollector and are written here too, so there is one path for every format
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
@@ -26,10 +27,18 @@ from actionscheduler_exporter.rounds.result import SiteResult
 _go_number = cast(Callable[[float], str], floatToGoString)
 
 
+# The small whole numbers most samples are (counts, flags, zero), written once.
+_WHOLE = {float(n): repr(float(n)) for n in range(1024)}
+
+
 def _number(value: float) -> str:
     """Go's formatting; below a million (every count and age but the largest) it is
     Python's repr, without the checks for infinities and exponents (a thousand sites'
     scrape writes a hundred thousand values)."""
+    if type(value) is float:  # an int (a bucket's count) is written as one: "8"
+        written = _WHOLE.get(value)
+        if written is not None and (value or math.copysign(1.0, value) > 0):  # not -0.0
+            return written
     if -1e6 < value < 1e6:
         return repr(value)
     return _go_number(value)
