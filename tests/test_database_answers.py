@@ -5,7 +5,7 @@ KILL QUERY on the exporter's connection never fails the scrape nor reports table
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pymysql
@@ -14,7 +14,9 @@ import pytest
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.support.scenarios import healthy_flow
@@ -65,6 +67,42 @@ def test_a_logs_table_restored_without_its_key_is_still_read(
         - sum(item.value for item in duplicated.samples if item.name == f"{finished}_total")
         == 1
     )
+
+
+class _TwoRows(Collector):
+    """A part of the round's statement that the server refuses with 1242 (a subquery of
+    more than one row), as a damaged table gives."""
+
+    name = "two_rows"
+    metrics = ()
+
+    def columns(self, context: DatabaseContext) -> Columns:
+        return Columns(("SELECT 1 UNION SELECT 2",))
+
+    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+        context.values_of(self)
+        return iter(())
+
+
+def test_a_part_of_the_round_statement_the_server_refuses_fails_its_collector_only(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """The whole statement fails with 1242: the rest is read apart, the site stays up,
+    and only that part's collector fails, with kind `query` (not a lost connection)."""
+    healthy_flow(store)
+    coordinator = Coordinator(ExporterConfig(sites=(site(),)), extra_collectors=[_TwoRows()])
+    try:
+        results = [coordinator.scrape(10)[0] for _ in range(2)]
+    finally:
+        coordinator.close()
+    success = "actionscheduler_exporter_collector_success"
+    for result in results:
+        assert result.up, result.problems
+        assert result.value(success, collector="two_rows") == 0
+        for collector in ("due", "claims", "in_progress", "log_events"):
+            assert result.value(success, collector=collector) == 1, collector
+    assert errors(results[-1], "query") >= 2
+    assert errors(results[-1], "connect") == 0
 
 
 def test_a_server_error_the_exporter_does_not_know_fails_the_statement_not_the_connection(

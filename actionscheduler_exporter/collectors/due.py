@@ -33,7 +33,7 @@ class DueCollector(Collector):
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         due, claimed, oldest = context.values_of(self)
         # One statement's subqueries share one read view: the difference is exact.
-        unclaimed = int(due) - int(claimed)
+        unclaimed = max(0, int(due) - int(claimed))
         age = seconds(oldest)
         if oldest is not None and int(oldest) == _ZERO_DATED:
             age = self._zero_dated_oldest(context)

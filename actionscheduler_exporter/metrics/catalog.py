@@ -791,7 +791,8 @@ COLLECTOR_DURATION = _define(
     section="exporter",
     labels=("collector",),
     meaning="Time the collector's last reading took (background sources: their last refresh). "
-    "Not written for `due`, `in_progress`, `claims` and `tables`, whose values come from the "
+    "Not written for `due`, `in_progress`, `claims`, `anomalies` and `tables`, whose values "
+    "come from the "
     "round's one hot statement: its time is `actionscheduler_exporter_database_seconds_total"
     '{tier="hot"}`.',
 )

@@ -2,7 +2,9 @@
 
 For each prefix (one, or every subsite of a `table_prefix: auto` network, read side by
 side on the server's connections), the round sends the hot statement (the tables'
-statistics and every hot collector's columns at once, `rounds.hot_statement`), then reads
+statistics when they are due, and the columns of every hot collector that is read in this
+round, at once: a cached one served from its last reading is left out;
+`rounds.hot_statement`), then reads
 each in-round collector in order, recording every reading in the prefix's report as it
 arrives; the heavy tier's samples are added when the prefixes are read. A failing
 collector is marked and the others go on; a lost connection ends the prefix's reading and
@@ -105,6 +107,9 @@ class DatabaseRound:
             # minute, as a single site's, and the listing names the prefixes alone.
             if state.kept_stats:
                 found: Collection[str] = list_prefixes(state.session)
+                # A first listing's statistics that no round used (a subsite not reached
+                # then) are not used later, when they may be old.
+                state.discovered_stats = {}
             else:
                 found = state.discovered_stats = discover_prefixes(state.session)
             state.known_prefixes = [p for p in found if state.shard.owns(state.site_label(p))]

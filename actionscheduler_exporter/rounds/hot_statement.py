@@ -1,5 +1,5 @@
-"""The round's one statement per table prefix: the tables' statistics and every hot
-collector's `columns`, in one round trip.
+"""The round's one statement per table prefix: the tables' statistics (when due) and the
+`columns` of every hot collector read in the round, in one round trip.
 
 On a small store a statement costs its round trip and the server's and the driver's work
 per statement, not rows: a thousand sites' scrape sent five of them per site. One
@@ -11,7 +11,6 @@ collector's alone (a lock wait, though, stops the rest of the prefix: see `Monit
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,10 +82,8 @@ def read_hot_statement(
     return HotStatement(stats, prefetched, seconds)
 
 
-@functools.lru_cache(maxsize=4096)
 def _statement_of(parts: tuple[Columns, ...]) -> tuple[str, tuple[object, ...]]:
-    """The statement of all the parts' subqueries, written once for each set of them (a
-    prefix's are the same from round to round)."""
+    """The statement of all the parts' subqueries."""
     joined = Columns(
         tuple(query for part in parts for query in part.subqueries),
         tuple(arg for part in parts for arg in part.args),

@@ -72,12 +72,17 @@ class Coordinator:
         pending.wait()
         return pending.results()
 
-    def begin(self, budget: ScrapeBudget) -> PendingScrape:
+    def begin(self, budget: ScrapeBudget, *, wait_for_listings: bool = True) -> PendingScrape:
         """Joins (or starts) each site's round; does not wait for them. A round runs until
         the scrape's `round_runs_until` (see `scrape.budget`); listing the databases of a
-        `database: auto` entry for the first time may wait: call it off the event loop."""
+        `database: auto` entry for the first time may wait: call it off the event loop, or
+        without `wait_for_listings` (an entry not listed yet is then reported as being
+        listed)."""
         deadlines = budget.start(self._clock)
-        undiscovered = self._discover(deadlines.discovery)
+        discovery = (
+            deadlines.discovery if wait_for_listings else Deadline(self._clock(), self._clock)
+        )
+        undiscovered = self._discover(discovery)
         with self._lock:
             entries = list(self._entries.values())
         return PendingScrape(
@@ -176,8 +181,11 @@ class Coordinator:
             with self._lock:
                 known = {name for name in self._entries if name.startswith(prefix)}
                 gone = [self._entries.pop(name) for name in known - wanted.keys()]
-            for entry in gone:
-                entry.site.close()
+            if gone:  # its round may be in a statement: closed without waiting for it
+                closing = threading.Thread(
+                    target=_close_all, args=([entry.site.close for entry in gone],), daemon=True
+                )
+                closing.start()
             for name in sorted(wanted.keys() - known):
                 self._add(wanted[name])
             if not sites and self._shard.owns(discovery.entry.name):

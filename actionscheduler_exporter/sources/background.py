@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from typing import Generic, TypeVar
 
 from actionscheduler_exporter.db.servers import RefreshQueue
@@ -46,6 +46,7 @@ class BackgroundRefresh(Generic[T]):
         self._wait_each = wait_each
         self._lock = threading.Lock()
         self._executor = executor
+        self._queued: Future[None] | None = None  # the refresh submitted last, if queued
         self._value: T | None = None
         self._finished: threading.Event | None = None  # of the refresh started last
         self._last_start: float | None = None
@@ -77,11 +78,18 @@ class BackgroundRefresh(Generic[T]):
             return self._value
 
     def _behind_others(self) -> bool:
-        return isinstance(self._executor, RefreshQueue) and self._executor.queued > 1
+        """Whether this source's refresh waits in its queue behind another source's."""
+        queued = self._queued
+        return (
+            isinstance(self._executor, RefreshQueue)
+            and queued is not None
+            and not (queued.running() or queued.done())
+            and self._executor.queued > 1
+        )
 
     def _start(self, run: Callable[[], None]) -> None:
         if self._executor is not None:
-            self._executor.submit(run)
+            self._queued = self._executor.submit(run)
         else:
             threading.Thread(target=run, name=self._name, daemon=True).start()
 

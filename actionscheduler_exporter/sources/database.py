@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Columns:
     """Scalar subqueries a collector's reading starts from. The round sends those of every
-    collector of a table prefix in one statement (on small stores the round trip, not the
-    server's work, is the cost: a thousand sites' scrape is thousands of them), and hands
-    each collector its values; alone, they are one statement of their own.
+    collector of a table prefix that it reads (not a cached one it serves) in one
+    statement (on small stores the round trip, not the server's work, is the cost: a
+    thousand sites' scrape is thousands of them), and hands each collector its values;
+    alone, they are one statement of their own.
 
     `nullable`: the positions of the subqueries that may be NULL (an age of nothing, a row
     that is gone); every other one (a count) never is, so a NULL there means the answer

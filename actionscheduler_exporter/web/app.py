@@ -58,8 +58,8 @@ def create_app(
         coordinator = live.current.coordinator  # a reload may replace it meanwhile
         if coordinator.begin_may_wait:
             pending = await asyncio.to_thread(coordinator.begin, budget)
-        else:
-            pending = coordinator.begin(budget)
+        else:  # never waits on the loop, whatever a reload adds meanwhile
+            pending = coordinator.begin(budget, wait_for_listings=False)
         await pending.settled()
         if pending.results_may_wait:
             results = await asyncio.to_thread(pending.results)

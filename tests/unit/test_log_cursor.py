@@ -188,3 +188,26 @@ def test_the_lag_leaves_out_rows_read_beyond_a_gap() -> None:
     found = read(collector, context)
     assert found["actionscheduler_actions_created"] == 10
     assert found["actionscheduler_log_cursor_lag_rows"] == 1  # only id 6
+
+
+def test_a_last_row_read_behind_the_cursor_is_not_read_again_nor_missed() -> None:
+    """A fetch cut by the row limit ends below rows read earlier beyond a gap: the next
+    fetch starts at the cursor, not at that last row (which would read rows twice, and a
+    row purged meanwhile would be counted as missed)."""
+    log = Log()
+    log.add(10)
+    collector, context, clock = follower(log, log_rows_per_scrape=3)
+    read(collector, context)  # starts at 10
+    log.add(3, start=12, second=12)  # 11 is not committed yet
+    assert read(collector, context)["actionscheduler_actions_created"] == 3
+    log.add(1, start=11, second=11)
+    log.add(3, start=15, second=15)
+    # Reads 11, 12, 13 (the limit): the cursor is at 14 now, the last row read is 13.
+    assert read(collector, context)["actionscheduler_actions_created"] == 4
+    log.rows = [row for row in log.rows if row[0] != 14]  # its action purged
+    assert read(collector, context)["actionscheduler_actions_created"] == 7
+    clock.advance(60)  # past the gap grace
+    found = read(collector, context)
+    assert found["actionscheduler_actions_created"] == 7
+    assert found["actionscheduler_log_rows_missed"] == 0
+    assert found["actionscheduler_log_cursor_lag_rows"] == 0

@@ -213,11 +213,12 @@ class LogEventsStream:
         yield from self._samples(cursor.unread(newest))
 
     def _fetch_start(self, cursor: LogCursor) -> int:
-        """Where the new rows are read from: the cursor, or the last row read when the
-        cursor is past it, so that the fetch shows which row that id holds now."""
-        if self._last_read is None:
-            return cursor.position
-        return min(cursor.position, self._last_read[0] - 1)
+        """Where the new rows are read from: the cursor, or the row before it when the
+        last row read is the cursor's, so that the fetch shows which row that id holds
+        now (a last row read above the cursor, beyond a gap, is in the fetch anyway)."""
+        if self._last_read is not None and self._last_read[0] == cursor.position > 0:
+            return cursor.position - 1
+        return cursor.position
 
     def _refilled(self, fetched: list[LogRow]) -> bool:
         """The last row read is another row now: the table was emptied and refilled past
@@ -233,8 +234,9 @@ class LogEventsStream:
         )
 
     def _fetch(self, context: DatabaseContext, start: int, extra: int = 0) -> list[LogRow]:
-        """The rows above `start`, at most `rows_per_scrape` (a quiet store, with nothing
-        above the cursor, sends no such statement)."""
+        """The rows above `start`, at most `rows_per_scrape` (and `extra`: the last row
+        read, fetched again); a quiet store, with nothing above the cursor, sends no such
+        statement."""
         return [
             LogRow(int(log_id), int(action_id), label_value(message), valid_date(date), identity)
             for log_id, action_id, message, date, identity in context.query(
@@ -261,7 +263,10 @@ class LogEventsStream:
             self._resets += 1
             self._counted = None
         self._replay_until = replay_until
-        self._missed += cursor.advance([row.log_id for row in fetched], self._clock())
+        # The last row read, fetched again to tell whether it is the same row, is behind
+        # the cursor: not an id to advance over.
+        new_ids = [row.log_id for row in fetched if row.log_id > cursor.position]
+        self._missed += cursor.advance(new_ids, self._clock())
         if fetched:
             self._last_read = (fetched[-1].log_id, label_value(fetched[-1].identity))
         dates = [row.date for row in rows if row.date is not None]
