@@ -24,10 +24,13 @@ T = TypeVar("T")
 
 class RefreshQueue(ThreadPoolExecutor):
     """One thread for the heavy refreshes of a server's sites, which knows how many wait in
-    it: a first refresh queued behind others is not waited for (`BackgroundRefresh`)."""
+    it: a first refresh queued behind more than `waited` others is not waited for
+    (`BackgroundRefresh`): the rounds running side by side (one per connection) each wait
+    for their own, a thousand sites' would wait for every refresh queued before theirs."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, waited: int) -> None:
         super().__init__(1, thread_name_prefix=name)
+        self.waited = waited
         self._count_lock = threading.Lock()
         self._queued = 0
 
@@ -89,7 +92,7 @@ class DatabaseServers:
                     ServerPool(server, self._size),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"round-{name}"),
                     ThreadPoolExecutor(self._size, thread_name_prefix=f"prefix-{name}"),
-                    RefreshQueue(f"heavy-{name}"),
+                    RefreshQueue(f"heavy-{name}", waited=self._size),
                 )
             return lane
 

@@ -11,8 +11,8 @@ the exporter waits for is a share of it, decided here and nowhere else:
   starts it (a scrape with a tiny timeout gets what is read by then, and does not cut the
   round short for the scrapes that join it);
 - inside the round, a site's first heavy refresh is waited for with half of what the
-  round has left, at most 1.5 s, and not when it is queued behind other sites'
-  (`sources.heavy_tier`).
+  round has left, and not when it is queued behind more sites' refreshes than the
+  server has connections (`sources.heavy_tier`).
 
 The shares are seconds after the scrape's start; `start(clock)` turns them into the
 absolute deadlines (`timing.Deadline`) that everything below waits on.

@@ -78,13 +78,14 @@ class BackgroundRefresh(Generic[T]):
             return self._value
 
     def _behind_others(self) -> bool:
-        """Whether this source's refresh waits in its queue behind another source's."""
+        """Whether this source's refresh waits in its queue behind more others than the
+        queue lets be waited for."""
         queued = self._queued
         return (
             isinstance(self._executor, RefreshQueue)
             and queued is not None
             and not (queued.running() or queued.done())
-            and self._executor.queued > 1
+            and self._executor.queued > self._executor.waited
         )
 
     def _start(self, run: Callable[[], None]) -> None:

@@ -32,10 +32,6 @@ from actionscheduler_exporter.totals.ledger import PrefixLedgers
 
 # Readings by (table prefix, collector name).
 Readings = dict[tuple[str, str], Reading]
-# Seconds a round waits at most for the exporter's first refresh: a store of a million
-# actions is walked in one (docs/performance.md); a bigger one, or a network of many
-# subsites, is served from the next scrape on rather than making the first one slow.
-FIRST_REFRESH_WAIT = 1.5
 
 
 class HeavyTier:
@@ -71,17 +67,16 @@ class HeavyTier:
 
         `labels` maps the prefixes whose tables answered in this round to their site labels;
         a refresh that is due starts for them. The exporter's first refresh is waited for
-        with half of what the round has left before `round_ends`, at most
-        FIRST_REFRESH_WAIT, and not when it waits behind other sites' refreshes, so that a
-        fresh exporter serves every family at once on a store of ordinary size (a big
-        network's first walk, or a thousand sites', takes longer than a scrape, whose
-        answer must not wait for it)."""
+        with half of what the round has left before `round_ends`, and not when it is
+        queued behind more sites' refreshes than the server has connections
+        (`RefreshQueue`), so that a fresh exporter serves every family at once on a store
+        of ordinary size (a big network's first walk, or a thousand sites', takes longer
+        than a scrape, whose answer must not wait for it)."""
         if not labels:  # nothing answered: no refresh, and no stale values to serve
             return {}
         self._prefixes = tuple(labels)
         self._labels.update(labels)
-        wait = min(round_ends.left() / 2, FIRST_REFRESH_WAIT)
-        readings = self._refresh.latest(wait) or {}
+        readings = self._refresh.latest(round_ends.left() / 2) or {}
         return {
             prefix: [*self._reported(prefix, readings), *self._replica_samples()]
             for prefix in labels

@@ -172,8 +172,9 @@ def test_a_refresh_that_raises_keeps_the_last_value_and_runs_again(clock: FakeCl
 
 def test_a_first_refresh_queued_behind_other_sites_is_not_waited_for(clock: FakeClock) -> None:
     """One heavy thread per server: a thousand sites' first round would each wait for
-    every refresh queued before its own. Alone in the queue, the first one is waited for."""
-    queue = RefreshQueue("heavy-test")
+    every refresh queued before its own. Behind as many as the queue lets be waited for
+    (here none but its own), the first one is waited for."""
+    queue = RefreshQueue("heavy-test", waited=1)
     release = threading.Event()
     try:
         slow = BackgroundRefresh[int]("slow", 60, lambda _: release.wait(30) and 1, clock,
