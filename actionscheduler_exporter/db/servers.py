@@ -10,6 +10,7 @@ one after the other, so a thousand sites' refreshes are spread out, not started 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,15 +25,36 @@ T = TypeVar("T")
 
 class RefreshQueue(ThreadPoolExecutor):
     """One thread for the heavy refreshes of a server's sites, which knows how many wait in
-    it: a first refresh queued behind more than `waited` others is not waited for
-    (`BackgroundRefresh`): the rounds running side by side (one per connection) each wait
-    for their own, a thousand sites' would wait for every refresh queued before theirs."""
+    it, and how many table prefixes of its sources have no first value yet. A first refresh
+    is waited for (`BackgroundRefresh`) only while those prefixes are at most `waited` and
+    it is not queued behind more than `waited` others: the rounds running side by side (one
+    per connection) each wait for their own, but a thousand sites' first scrape would move
+    at the pace of this one thread (each round waiting for its refresh, the queue never
+    growing long enough to stop the next from waiting)."""
 
     def __init__(self, name: str, waited: int) -> None:
         super().__init__(1, thread_name_prefix=name)
         self.waited = waited
         self._count_lock = threading.Lock()
         self._queued = 0
+        # Sources without a first value, weighted by the table prefixes they read; a source
+        # dropped (a site removed) leaves by itself.
+        self._first_due: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+
+    def expect_first(self, source: object, prefixes: int) -> None:
+        """`source` has no value yet, and its first refresh reads `prefixes` prefixes."""
+        with self._count_lock:
+            self._first_due[source] = max(1, prefixes)
+
+    def got_first(self, source: object) -> None:
+        with self._count_lock:
+            self._first_due.pop(source, None)
+
+    @property
+    def first_values_due(self) -> int:
+        """Table prefixes whose source has no first value yet."""
+        with self._count_lock:
+            return sum(self._first_due.values())
 
     @property
     def queued(self) -> int:

@@ -50,11 +50,16 @@ class BackgroundRefresh(Generic[T]):
         self._value: T | None = None
         self._finished: threading.Event | None = None  # of the refresh started last
         self._last_start: float | None = None
+        if isinstance(executor, RefreshQueue):
+            executor.expect_first(self, 1)
 
-    def latest(self, wait_seconds: float) -> T | None:
+    def latest(self, wait_seconds: float, prefixes: int = 1) -> T | None:
         """The latest value, after starting a refresh if one is due; a refresh that must
-        be waited for is waited for at most `wait_seconds`."""
+        be waited for is waited for at most `wait_seconds`. `prefixes`: how many table
+        prefixes a refresh reads (what a first one costs the queue)."""
         with self._lock:
+            if self._value is None and isinstance(self._executor, RefreshQueue):
+                self._executor.expect_first(self, prefixes)
             running = self._finished is not None and not self._finished.is_set()
             if not running and (
                 self._last_start is None or self._clock() - self._last_start >= self._interval
@@ -78,14 +83,17 @@ class BackgroundRefresh(Generic[T]):
             return self._value
 
     def _behind_others(self) -> bool:
-        """Whether this source's refresh waits in its queue behind more others than the
-        queue lets be waited for."""
-        queued = self._queued
+        """Whether this source's first refresh waits in its queue behind more others than
+        the queue lets be waited for, or more first refreshes are due on it than that."""
+        executor, queued = self._executor, self._queued
+        if not isinstance(executor, RefreshQueue):
+            return False
+        if executor.first_values_due > executor.waited:
+            return True
         return (
-            isinstance(self._executor, RefreshQueue)
-            and queued is not None
+            queued is not None
             and not (queued.running() or queued.done())
-            and self._executor.queued > self._executor.waited
+            and executor.queued > executor.waited
         )
 
     def _start(self, run: Callable[[], None]) -> None:
@@ -106,6 +114,8 @@ class BackgroundRefresh(Generic[T]):
             value = self._refresh(previous)
             with self._lock:
                 self._value = value
+                if isinstance(self._executor, RefreshQueue):
+                    self._executor.got_first(self)
         except Exception as error:
             # `refresh` must not raise; if it does, the last value is served and the next
             # refresh starts when it is due, instead of the thread dying unseen.

@@ -76,7 +76,7 @@ class HeavyTier:
             return {}
         self._prefixes = tuple(labels)
         self._labels.update(labels)
-        readings = self._refresh.latest(round_ends.left() / 2) or {}
+        readings = self._refresh.latest(round_ends.left() / 2, len(labels)) or {}
         return {
             prefix: [*self._reported(prefix, readings), *self._replica_samples()]
             for prefix in labels
