@@ -204,8 +204,12 @@ def test_first_refreshes_are_not_waited_for_while_more_sites_than_connections_la
     for; more, not. A site that is dropped no longer counts."""
     queue = RefreshQueue("heavy-test", waited=2)
     try:
+
+        def value_of(n: int) -> Callable[[int | None], int]:
+            return lambda _: n
+
         sites = [
-            BackgroundRefresh[int](f"site{n}", 60, lambda _, n=n: n, clock, executor=queue)
+            BackgroundRefresh[int](f"site{n}", 60, value_of(n), clock, executor=queue)
             for n in range(3)
         ]
         assert queue.first_values_due == 3
