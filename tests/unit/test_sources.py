@@ -203,10 +203,11 @@ def test_first_refreshes_are_not_waited_for_while_more_sites_than_connections_la
     have no first value yet on the server: at most `waited`, the first refresh is waited
     for; more, not. A site that is dropped no longer counts."""
     queue = RefreshQueue("heavy-test", waited=2)
+    release = threading.Event()
     try:
 
         def value_of(n: int) -> Callable[[int | None], int]:
-            return lambda _: n
+            return lambda _: release.wait(30) and n
 
         sites = [
             BackgroundRefresh[int](f"site{n}", 60, value_of(n), clock, executor=queue)
@@ -214,15 +215,19 @@ def test_first_refreshes_are_not_waited_for_while_more_sites_than_connections_la
         ]
         assert queue.first_values_due == 3
         assert sites[0].latest(30.0) is None  # three sites lack a first value: not waited for
+        release.set()
         wait_until(lambda: sites[0].peek() == 0, 30)
         assert queue.first_values_due == 2
         assert sites[1].latest(30.0) == 1  # two left, as many as may be waited for
         del sites[2]  # a site removed by a reload
         assert queue.first_values_due == 0
-        network = BackgroundRefresh[int]("network", 60, lambda _: 7, clock, executor=queue)
+        release.clear()
+        network = BackgroundRefresh[int]("network", 60, value_of(7), clock, executor=queue)
         assert network.latest(30.0, prefixes=3) is None  # one refresh of three subsites
+        release.set()
         wait_until(lambda: network.peek() == 7, 30)
         assert queue.first_values_due == 0
         assert network.latest(30.0, prefixes=3) == 7
     finally:
+        release.set()
         queue.shutdown(wait=True)
