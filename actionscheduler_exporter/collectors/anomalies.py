@@ -19,7 +19,7 @@ from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
-from actionscheduler_exporter.sources.source import Freshness
+from actionscheduler_exporter.sources.source import Freshness, in_round_every
 
 
 class AnomaliesCollector(Collector):
@@ -28,7 +28,7 @@ class AnomaliesCollector(Collector):
     metrics = (catalog.ORPHANED_CLAIMS, catalog.STALE_CLAIMED_PENDING, catalog.UNDATED_PENDING)
 
     def freshness(self, site: SiteConfig) -> Freshness:
-        return Freshness(site.anomalies_interval, in_round=True)
+        return in_round_every(site.anomalies_interval)
 
     def columns(self, context: DatabaseContext) -> Columns:
         return _anomalies_columns(context.tables, int(context.site.timeout_period))

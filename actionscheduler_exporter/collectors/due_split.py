@@ -27,7 +27,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.folding import fold, fold_oldest
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
-from actionscheduler_exporter.sources.source import Freshness
+from actionscheduler_exporter.sources.source import Freshness, in_round_every
 
 
 class DueSplitCollector(Collector):
@@ -42,7 +42,7 @@ class DueSplitCollector(Collector):
     )
 
     def freshness(self, site: SiteConfig) -> Freshness:
-        return Freshness(site.due_split_interval, in_round=True)
+        return in_round_every(site.due_split_interval)
 
     def cacheable(self, context: DatabaseContext) -> bool:
         """Nothing due is always current: neither served from nor kept for later."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
+from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
@@ -16,9 +17,24 @@ class TablesCollector(Collector):
     reports_duration = False  # its values come from the hot statement
     metrics = (catalog.TABLE_ROWS, catalog.TABLE_SIZE)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+    def __init__(self) -> None:
+        # The samples made of each prefix's statistics, kept while the round serves the
+        # same statistics (about a minute): the same samples, written once.
+        self._made: dict[str, tuple[Mapping[str, TableStats], tuple[Sample, ...]]] = {}
+
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         if context.stats_error is not None:
             raise context.stats_error
-        for table, stats in sorted(context.table_stats.items()):
+        stats, prefix = context.table_stats, context.tables.prefix
+        made = self._made.get(prefix)
+        if made is not None and made[0] is stats:
+            return made[1]
+        samples = tuple(self._samples(stats))
+        self._made[prefix] = (stats, samples)
+        return samples
+
+    @staticmethod
+    def _samples(table_stats: Mapping[str, TableStats]) -> Iterator[Sample]:
+        for table, stats in sorted(table_stats.items()):
             yield sample(catalog.TABLE_ROWS, stats.rows, table=table)
             yield sample(catalog.TABLE_SIZE, stats.size_bytes, table=table)

@@ -35,26 +35,39 @@ class RefreshQueue(ThreadPoolExecutor):
     def __init__(self, name: str, waited: int) -> None:
         super().__init__(1, thread_name_prefix=name)
         self.waited = waited
-        self._count_lock = threading.Lock()
+        # Reentrant: a dropped source's weak reference may call back while it is held.
+        self._count_lock = threading.RLock()
         self._queued = 0
-        # Sources without a first value, weighted by the table prefixes they read; a source
-        # dropped (a site removed) leaves by itself.
-        self._first_due: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+        # Sources without a first value (by id), weighted by the table prefixes they read,
+        # and the sum of the weights; a source dropped (a site removed) leaves by itself.
+        self._first_due: dict[int, tuple[weakref.ref[object], int]] = {}
+        self._first_due_total = 0
 
     def expect_first(self, source: object, prefixes: int) -> None:
         """`source` has no value yet, and its first refresh reads `prefixes` prefixes."""
+        key, weight = id(source), max(1, prefixes)
         with self._count_lock:
-            self._first_due[source] = max(1, prefixes)
+            known = self._first_due.get(key)
+            if known is not None and known[1] == weight:
+                return
+            reference = known[0] if known else weakref.ref(source, lambda _: self._forget(key))
+            self._first_due_total += weight - (known[1] if known else 0)
+            self._first_due[key] = (reference, weight)
 
     def got_first(self, source: object) -> None:
+        self._forget(id(source))
+
+    def _forget(self, key: int) -> None:
         with self._count_lock:
-            self._first_due.pop(source, None)
+            known = self._first_due.pop(key, None)
+            if known is not None:
+                self._first_due_total -= known[1]
 
     @property
     def first_values_due(self) -> int:
         """Table prefixes whose source has no first value yet."""
         with self._count_lock:
-            return sum(self._first_due.values())
+            return self._first_due_total
 
     @property
     def queued(self) -> int:

@@ -57,24 +57,29 @@ def encode(
     """Families in the catalog's order, each with its HELP and TYPE, then the samples of
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
-    # Per family and suffix: its sample name and its list of lines, looked up once (a
-    # thousand sites' scrape writes a hundred thousand samples).
-    targets: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    # Per family and suffix: its sample name, looked up once (a thousand sites' scrape
+    # writes a hundred thousand samples).
+    names: dict[tuple[str, str], str] = {}
     for result in results:
-        site_pairs = "{" + _pairs((("site", result.label), *result.labels))
+        site_pairs = _site_pairs(result.label, result.labels)
         bare = site_pairs + "} "
         for item in result.samples:
             metric = item.metric
+            family_lines = lines.get(metric.name)
+            if family_lines is None:
+                family_lines = lines[metric.name] = []
+            written = item.written
+            if written is not None and written[0] is site_pairs:
+                family_lines.append(written[1])
+                continue
             key = (metric.name, item.suffix)
-            target = targets.get(key)
-            if target is None:
-                target = targets[key] = (
-                    metric.sample_name + item.suffix,
-                    lines.setdefault(metric.name, []),
-                )
-            name, family_lines = target
+            name = names.get(key)
+            if name is None:
+                name = names[key] = metric.sample_name + item.suffix
             labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
-            family_lines.append(f"{name}{labels}{_number(item.value)}\n")
+            line = f"{name}{labels}{_number(item.value)}\n"
+            item.written = (site_pairs, line)
+            family_lines.append(line)
     for metric, extra_labels, value in extra:
         own = _pairs(extra_labels)
         labels = "{" + own + "}" if own else ""
@@ -96,6 +101,13 @@ def _header(metric: MetricDef, openmetrics: bool) -> str:
     name = metric.sample_name if metric.kind in ("counter", "info") else metric.name
     help_text = _escape(metric.help, quote=False)
     return f"# HELP {name} {help_text}\n# TYPE {name} {_TEXT_TYPES[metric.kind]}\n"
+
+
+@functools.lru_cache(maxsize=65_536)
+def _site_pairs(site: str, labels: Labels) -> str:
+    """`{site="x",...` of a site: the same text object from scrape to scrape, which tells
+    a sample's line written before for this site."""
+    return "{" + _pairs((("site", site), *labels))
 
 
 @functools.lru_cache(maxsize=65_536)

@@ -284,7 +284,7 @@ class DatabaseRound:
             if reading is None:
                 with context.session.billed_to(meter):
                     reading = self._read(collector, context, report)
-            if share := statement.share(collector.name):
+            if collector.reports_duration and (share := statement.share(collector.name)):
                 reading = dataclasses.replace(reading, duration=reading.duration + share)
             if reading.ok:
                 earlier[collector.name] = reading

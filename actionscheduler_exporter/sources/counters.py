@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -18,6 +19,7 @@ class SiteCounters:
         # (errors are rare: a thousand sites' scrape would make them all again each time).
         self._made: dict[tuple[str, MetricDef], dict[tuple[tuple[str, ...], str], list[Sample]]]
         self._made = {}
+        self._meters: dict[tuple[str, str, str], Callable[[float], None]] = {}
 
     def add(self, site: str, metric: MetricDef, key: str, amount: float = 1) -> None:
         with self._lock:
@@ -40,5 +42,9 @@ class SiteCounters:
             return list(made)
 
     def meter(self, site: str, metric: MetricDef, key: str) -> Callable[[float], None]:
-        """Adds each amount it is called with to one counter (a session's database time)."""
-        return lambda amount: self.add(site, metric, key, amount)
+        """Adds each amount it is called with to one counter (a session's database time);
+        made once per counter (asked for per collector and round)."""
+        made = self._meters.get((site, metric.name, key))
+        if made is None:
+            made = self._meters[(site, metric.name, key)] = partial(self.add, site, metric, key)
+        return made

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.logs import emit
@@ -65,6 +66,13 @@ class ProblemLog:
                 self._pending.append(change)
                 return
         _write(change.level, change.line, [change.line.site] if change.line.site else [])
+
+    def clear(self, key: str, recovered: Callable[[], LogLine]) -> None:
+        """No problem of `key` now; `recovered` makes the line that says so, when there
+        was one (made only then: every reading of every source clears its key)."""
+        if self._current.get(key) is None:  # a dict read is atomic; the rest holds the lock
+            return
+        self.set(key, None, recovered=recovered())
 
     def flush(self) -> None:
         """Writes the kept changes: one line for those that differ only by site."""

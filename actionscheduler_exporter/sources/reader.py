@@ -54,10 +54,9 @@ class SourceReader:
             failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
             return self._failed(source, site, previous, started, failure)
         finished = self.clock()
-        self._problems.set(
+        self._problems.clear(
             f"{site}/{source.name}",
-            None,
-            recovered=LogLine.of("source recovered", site, source=source.name),
+            lambda: LogLine.of("source recovered", site, source=source.name),
         )
         return Reading(samples, True, finished - started, finished)
 

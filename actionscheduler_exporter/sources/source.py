@@ -15,6 +15,7 @@ when a reading succeeds.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,12 @@ class Freshness:
 
 EVERY_ROUND = Freshness()
 CONSTANT = Freshness(constant=True)
+
+
+@functools.lru_cache(maxsize=256)
+def in_round_every(interval: float) -> Freshness:
+    """`Freshness(interval, in_round=True)`, made once per interval (asked in each round)."""
+    return Freshness(interval, in_round=True)
 
 
 class Source(ABC, Generic[ContextT]):
