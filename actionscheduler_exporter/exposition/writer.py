@@ -68,18 +68,12 @@ def encode(
             family_lines = lines.get(metric.name)
             if family_lines is None:
                 family_lines = lines[metric.name] = []
-            written = item.written
-            if written is not None and written[0] is site_pairs:
-                family_lines.append(written[1])
-                continue
             key = (metric.name, item.suffix)
             name = names.get(key)
             if name is None:
                 name = names[key] = metric.sample_name + item.suffix
             labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
-            line = f"{name}{labels}{_number(item.value)}\n"
-            item.written = (site_pairs, line)
-            family_lines.append(line)
+            family_lines.append(f"{name}{labels}{_number(item.value)}\n")
     for metric, extra_labels, value in extra:
         own = _pairs(extra_labels)
         labels = "{" + own + "}" if own else ""
@@ -105,8 +99,7 @@ def _header(metric: MetricDef, openmetrics: bool) -> str:
 
 @functools.lru_cache(maxsize=65_536)
 def _site_pairs(site: str, labels: Labels) -> str:
-    """`{site="x",...` of a site: the same text object from scrape to scrape, which tells
-    a sample's line written before for this site."""
+    """`{site="x",...` of a site, made once."""
     return "{" + _pairs((("site", site), *labels))
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
 
@@ -18,11 +18,6 @@ class Sample:
     value: float
     labels: Labels = ()
     suffix: str = ""  # _bucket, _sum or _count for histograms
-    # The writer's text line for this sample, with the site's labels it was written for:
-    # most samples are served again unchanged from scrape to scrape (the heavy tier's, a
-    # cached reading's), and are written once. One attribute, set at once: two scrapes
-    # writing the same sample for different sites never mix their halves.
-    written: tuple[str, str] | None = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def name(self) -> str:
