@@ -24,6 +24,14 @@ class Sample:
         return self.metric.sample_name + self.suffix
 
 
+# Label sets shared by every sample that has them: a thousand sites' samples are mostly
+# the same few sets (a status, a group, a collector's name), and each sample made its own
+# tuples (19 MiB of a thousand databases' 78 MiB of live objects). Bounded, as the label
+# texts are (`db.schema.label_value`): hook and group names are data.
+_SHARED_LABELS: dict[Labels, Labels] = {}
+MAX_SHARED_LABELS = 50_000
+
+
 def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sample:
     """A sample with its labels in the order the metric definition declares them; a label
     the definition does not declare, or one it declares and is missing, is a bug: raised,
@@ -31,13 +39,20 @@ def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sampl
     # The common case in one pass (a thousand sites' scrape builds a couple of hundred
     # thousand samples): as many labels as declared, and each declared one given.
     names = metric.labels
+    if not names and not labels:
+        return Sample(metric, float(value or 0))
     if len(labels) == len(names):
         try:
-            return Sample(
-                metric, float(value or 0), tuple([(name, labels[name]) for name in names])
-            )
+            made = tuple([(name, labels[name]) for name in names])
         except KeyError:
             pass
+        else:
+            shared = _SHARED_LABELS.get(made)
+            if shared is None:
+                shared = made
+                if len(_SHARED_LABELS) < MAX_SHARED_LABELS:
+                    _SHARED_LABELS[made] = made
+            return Sample(metric, float(value or 0), shared)
     unknown = sorted(labels.keys() - set(names))
     missing = sorted(set(names) - labels.keys())
     raise ValueError(
