@@ -54,6 +54,8 @@ class HeavyTier:
         self._replica_problem = ""
         self._prefixes: tuple[str, ...] = ()
         self._labels: dict[str, str] = {}
+        # Each prefix's samples of the readings last served, but their ages.
+        self._kept: dict[str, tuple[Readings, list[Sample]]] = {}
         self._refresh = BackgroundRefresh[Readings](
             f"heavy-{site.name}",
             site.heavy_interval,
@@ -67,11 +69,12 @@ class HeavyTier:
 
         `labels` maps the prefixes whose tables answered in this round to their site labels;
         a refresh that is due starts for them. The exporter's first refresh is waited for
-        with half of what the round has left before `round_ends`, and not when it is
-        queued behind more sites' refreshes than the server has connections
-        (`RefreshQueue`), so that a fresh exporter serves every family at once on a store
-        of ordinary size (a big network's first walk, or a thousand sites', takes longer
-        than a scrape, whose answer must not wait for it)."""
+        with half of what the round has left before `round_ends`, and not while more of
+        the server's prefixes than it has connections lack a first refresh, nor when it is
+        queued behind more others than that (`RefreshQueue`), so that a fresh exporter
+        serves every family at once on a store of ordinary size (a big network's first
+        walk, or a thousand sites', takes longer than a scrape, whose answer must not wait
+        for it)."""
         if not labels:  # nothing answered: no refresh, and no stale values to serve
             return {}
         self._prefixes = tuple(labels)
@@ -83,14 +86,25 @@ class HeavyTier:
         }
 
     def _reported(self, prefix: str, readings: Readings) -> list[Sample]:
-        """Every heavy collector's last reading of the prefix, with its health and age."""
-        return [
+        """Every heavy collector's last reading of the prefix, with its health and age.
+        Between refreshes the same readings are served in every round: their samples are
+        kept, and only the ages made again."""
+        kept = self._kept.get(prefix)
+        if kept is None or kept[0] is not readings:
+            reported = [
+                item
+                for collector in self.collectors
+                for item in self._reader.report(
+                    collector, readings.get((prefix, collector.name), NOT_READ), aged=False
+                )
+            ]
+            kept = self._kept[prefix] = (readings, reported)
+        ages = [
             item
             for collector in self.collectors
-            for item in self._reader.report(
-                collector, readings.get((prefix, collector.name), NOT_READ), aged=True
-            )
+            for item in self._reader.age(collector, readings.get((prefix, collector.name)))
         ]
+        return [*kept[1], *ages]
 
     def _replica_samples(self) -> list[Sample]:
         if self._site.replica is None:

@@ -92,12 +92,18 @@ class SourceReader:
             samples.append(
                 sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name)
             )
-        if aged and reading.read_at is not None:
-            age = max(0.0, self.clock() - reading.read_at)
-            samples.append(sample(catalog.COLLECTOR_AGE, age, collector=source.name))
+        if aged:
+            samples += self.age(source, reading)
         if source.up_metric is not None:
             samples.append(sample(source.up_metric, reading.ok))
         return samples
+
+    def age(self, source: Source[Any], reading: Reading | None) -> list[Sample]:
+        """How old a background source's values are (none before its first success)."""
+        if reading is None or reading.read_at is None:
+            return []
+        age = max(0.0, self.clock() - reading.read_at)
+        return [sample(catalog.COLLECTOR_AGE, age, collector=source.name)]
 
     def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
         return self.counters.samples(site, source.error_metric, source.error_kinds)
