@@ -57,26 +57,36 @@ def encode(
     """Families in the catalog's order, each with its HELP and TYPE, then the samples of
     every site; `extra` are samples without a site (build info)."""
     lines: dict[str, list[str]] = {}
-    # Per family and suffix: its sample name, looked up once (a thousand sites' scrape
-    # writes a hundred thousand samples).
-    names: dict[tuple[str, str], str] = {}
+    # Per family (and suffix, for a histogram's): its sample name and its list of lines,
+    # looked up once per scrape; label texts by the identity of their (shared) label set.
+    # A thousand sites' scrape writes a couple of hundred thousand samples.
+    plain: dict[str, tuple[str, list[str]]] = {}
+    suffixed: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    pairs: dict[int, tuple[Labels, str]] = {}
     for result in results:
         site_pairs = _site_pairs(result.label, result.labels)
         bare = site_pairs + "} "
         for item in result.samples:
             metric = item.metric
-            family_lines = lines.get(metric.name)
-            if family_lines is None:
-                family_lines = lines[metric.name] = []
-            key = (metric.name, item.suffix)
-            name = names.get(key)
-            if name is None:
-                name = names[key] = metric.sample_name + item.suffix
-            labels = f"{site_pairs},{_pairs(item.labels)}}} " if item.labels else bare
-            family_lines.append(f"{name}{labels}{_number(item.value)}\n")
+            suffix = item.suffix
+            target = suffixed.get((metric.name, suffix)) if suffix else plain.get(metric.name)
+            if target is None:
+                target = (metric.sample_name + suffix, lines.setdefault(metric.name, []))
+                if suffix:
+                    suffixed[(metric.name, suffix)] = target
+                else:
+                    plain[metric.name] = target
+            own = item.labels
+            if own:
+                known = pairs.get(id(own))
+                if known is None or known[0] is not own:
+                    known = pairs[id(own)] = (own, _pairs(own))
+                target[1].append(f"{target[0]}{site_pairs},{known[1]}}} {_number(item.value)}\n")
+            else:
+                target[1].append(f"{target[0]}{bare}{_number(item.value)}\n")
     for metric, extra_labels, value in extra:
-        own = _pairs(extra_labels)
-        labels = "{" + own + "}" if own else ""
+        written = _pairs(extra_labels)
+        labels = "{" + written + "}" if written else ""
         lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
     out: list[str] = []
     for metric in definitions:
