@@ -73,7 +73,7 @@ def render(
         return binary + protobuf.encode_families(_PROCESS.collect()), content_type
     openmetrics = content_type == OPENMETRICS
     body = writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics)
-    body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics)
+    body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics).encode()
     if openmetrics:
-        body += "# EOF\n"
-    return body.encode(), content_type
+        body += b"# EOF\n"
+    return body, content_type

@@ -4,7 +4,9 @@ the `check` command and the tests, awaitable for the HTTP handler), then read on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
@@ -41,12 +43,29 @@ class PendingScrape:
 
     async def settled(self) -> None:
         """The same wait, on the event loop: it holds no thread, so any number of scrapes
-        can wait on a shared round."""
-        if self.rounds and not all(future.done() for future in self.rounds):
-            await asyncio.wait(
-                [asyncio.wrap_future(future) for future in self.rounds],
-                timeout=self.deadlines.rounds.left(),
-            )
+        can wait on a shared round. The loop is woken once, by the last round to end (a
+        future wrapped per round woke it per round: a thousand wake-ups, each a write to
+        its pipe from a round's thread, in every scrape of a thousand sites)."""
+        running = [future for future in self.rounds if not future.done()]
+        if not running:
+            return
+        loop = asyncio.get_running_loop()
+        all_ended: asyncio.Future[None] = loop.create_future()
+        left = len(running)
+        lock = threading.Lock()
+
+        def ended(_: Future[RoundReports]) -> None:
+            nonlocal left
+            with lock:
+                left -= 1
+                last = left == 0
+            if last:
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                    loop.call_soon_threadsafe(_resolve, all_ended)
+
+        for future in running:
+            future.add_done_callback(ended)
+        await asyncio.wait([all_ended], timeout=self.deadlines.rounds.left())
 
     def results(self) -> list[SiteResult]:
         """What the rounds found, through each site's one `finish`: a round still running
@@ -67,3 +86,8 @@ class PendingScrape:
             emit(log, logging.ERROR, "the results of a site could not be assembled",
                  site=site.site.name, error=unexpected(error))  # fmt: skip
             return [site.broken(f"the results could not be assembled: {unexpected(error)}")]
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
