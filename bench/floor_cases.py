@@ -27,7 +27,7 @@ from bench.many_sites import (
     sites_up,
     wait_heavy,
 )
-from bench.measure import Timings, metric_values, resident_mib
+from bench.measure import Timings, metric_values, process_cpu_seconds, resident_mib
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.store_profile import StoreProfile
@@ -130,7 +130,8 @@ def _many(
         first_up = sites_up(first)
         heavy_s = wait_heavy(running, len(statements))
         floor.run()
-        ours, floors = _alternated(running.scrape, floor.run, MANY_STORES_ROUNDS)
+        cpu = CpuAccount(server.process.pid, running.process.pid) if server.process else None
+        ours, floors = _alternated(running.scrape, floor.run, MANY_STORES_ROUNDS, cpu)
         up = sites_up(running.scrape())
         rss, peak = resident_mib(running.process.pid)
     return {
@@ -146,20 +147,61 @@ def _many(
         "rss_mib": rss,
         "rss_peak_mib": peak,
         "connections": max(v for k, v in most.items() if k != "_polls"),
+        "cpu_s": cpu.per_call() if cpu else {},
     }
 
 
 def _alternated(
-    exporter: Callable[[], object], floor: Callable[[], object], rounds: int
+    exporter: Callable[[], object],
+    floor: Callable[[], object],
+    rounds: int,
+    cpu: CpuAccount | None = None,
 ) -> tuple[Timings, Timings]:
-    """Each round: the floor, then a scrape; whatever slows the machine slows both."""
+    """Each round: the floor, then a scrape; whatever slows the machine slows both. With
+    `cpu`, the CPU time each side used is counted too."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
-        for call, samples in ((floor, times[1]), (exporter, times[0])):
+        for call, samples, side in ((floor, times[1], "floor"), (exporter, times[0], "scrape")):
+            before = cpu.read() if cpu else None
             started = time.perf_counter()
             call()
             samples.append(time.perf_counter() - started)
+            if cpu and before:
+                cpu.add(side, before)
     return Timings(tuple(times[0])), Timings(tuple(times[1]))
+
+
+class CpuAccount:
+    """The CPU time of a scrape and of the floor, on each side: the database server's, and
+    the client's (the exporter's process; for the floor, this benchmark's own process,
+    whose threads send the floor's statements). On two cores, a scrape can take no less
+    wall time than half its CPU time: this says where that CPU time goes."""
+
+    def __init__(self, server_pid: int, exporter_pid: int) -> None:
+        self._server = server_pid
+        self._exporter = exporter_pid
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def read(self) -> tuple[float, float, float]:
+        return (
+            process_cpu_seconds(self._server),
+            process_cpu_seconds(self._exporter),
+            time.process_time(),
+        )
+
+    def add(self, side: str, before: tuple[float, float, float]) -> None:
+        server, exporter, own = (
+            after - then for after, then in zip(self.read(), before, strict=True)
+        )
+        client = own if side == "floor" else exporter
+        for part, seconds in (("server", server), ("client", client)):
+            key = f"{side}_{part}_s"
+            self.sums[key] = self.sums.get(key, 0.0) + seconds
+        self.counts[side] = self.counts.get(side, 0) + 1
+
+    def per_call(self) -> dict[str, float]:
+        return {key: total / self.counts[key.split("_")[0]] for key, total in self.sums.items()}
 
 
 def _database_seconds(exposition: str) -> dict[str, float]:
@@ -207,6 +249,27 @@ def floor_table(report: dict[str, Any]) -> list[str]:
             f"| {f'{first:.2f} s' if first is not None else '-'} | {up} "
             f"| {measured['rss_mib']:.1f} | {measured.get('connections', '-')} |"
         )
+    return lines
+
+
+def cpu_table(report: dict[str, Any]) -> list[str]:
+    """Where a scrape's CPU time goes, against the floor's (means per call)."""
+    lines = [
+        "CPU time per call, mean (server: the database server's; client: the exporter's"
+        " process, or the benchmark's own for the floor):",
+        "",
+        "| case | exporter | floor server | floor client | scrape server | scrape client |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for setup, by_exporter in report.get("floor_many", {}).items():
+        for name, measured in by_exporter.items():
+            cpu = measured.get("cpu_s") or {}
+            if cpu:
+                lines.append(
+                    f"| {setup} | {name} | {_ms(cpu['floor_server_s'])} "
+                    f"| {_ms(cpu['floor_client_s'])} | {_ms(cpu['scrape_server_s'])} "
+                    f"| {_ms(cpu['scrape_client_s'])} |"
+                )
     return lines
 
 

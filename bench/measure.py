@@ -3,6 +3,7 @@ counters (rows examined), a process's resident memory, and medians."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import urllib.request
@@ -95,3 +96,11 @@ def metric_values(exposition: str, name: str) -> dict[str, float]:
             labels, _, value = line[len(name) :].rpartition(" ")
             values[labels] = float(value)
     return values
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) a process has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # The command name may hold spaces: the fields after its closing parenthesis.
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -25,6 +25,7 @@ from bench.cases import burst_case, store_case
 from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
 from bench.floor_cases import (
+    cpu_table,
     floor_table,
     floor_targets,
     many_stores_floor_case,
@@ -185,7 +186,7 @@ def summary(report: dict[str, Any]) -> str:
         )
     if not report["stores"] and ("floor_stores" in report or "floor_many" in report):
         verdicts = _verdicts(floor_targets(report))
-        return "\n".join([heading, "", *floor_table(report), "", *verdicts])
+        return "\n".join([heading, "", *floor_table(report), "", *cpu_table(report), "", *verdicts])
     if not report["stores"]:  # --many-sites-only
         verdicts = _verdicts(many_sites_targets(report))
         return "\n".join([heading, "", *many_sites_table(report["many_sites"]), "", *verdicts])
@@ -219,7 +220,7 @@ def summary(report: dict[str, Any]) -> str:
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
-    lines += ["", *floor_table(report)]
+    lines += ["", *floor_table(report), "", *cpu_table(report)]
     lines += ["", *hot_cost_table(report["stores"])]
     if "due_split" in report:
         lines += [

@@ -93,6 +93,40 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
         coordinator.close()
 
 
+def test_between_refreshes_the_values_are_served_as_made_and_only_their_age_grows(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """A thousand sites' rounds served each site's heavy samples again in every round:
+    they are kept with the readings they were made of, and only their age is new."""
+    store.run_action(
+        store.create("woocommerce_deliver_webhook_async"),
+        outcome=lambda hook: "Supplier API unreachable",
+    )
+    coordinator = coordinator_for(site(heavy_interval=3600.0))
+    try:
+        (first,) = coordinator.scrape()
+        made = [item for item in first.samples if _heavy_value(item)]
+        assert first.value("actionscheduler_actions", status="failed") == 1
+        first_age = first.value(AGE, collector="status")
+        assert first_age is not None
+
+        def older() -> bool:
+            (result,) = coordinator.scrape()
+            return (result.value(AGE, collector="status") or 0) > first_age
+
+        assert wait_until(older, 20)
+        (later,) = coordinator.scrape()
+        served = [item for item in later.samples if _heavy_value(item)]
+        assert made and len(served) == len(made)
+        assert all(a is b for a, b in zip(served, made, strict=True))
+    finally:
+        coordinator.close()
+
+
+def _heavy_value(item: Sample) -> bool:
+    return item.metric.tier == "heavy" and item.metric is not catalog.COLLECTOR_AGE
+
+
 def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
     store: ActionSchedulerStore,
     site: Callable[..., SiteConfig],

@@ -93,3 +93,21 @@ def test_a_sample_refuses_labels_its_family_does_not_declare() -> None:
         sample(catalog.DUE_ACTIONS, 3, claim="unclaimed", hook="x")
     with pytest.raises(ValueError, match=r"\['claim'\] are missing"):
         sample(catalog.DUE_ACTIONS, 3)
+
+
+def test_samples_share_their_label_sets_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand sites' samples are mostly the same few label sets: one copy of each
+    (a tenth of a thousand databases' memory). Past the bound a set is still right, only
+    not shared: hook and group names are data, and the table must not grow with them."""
+    from actionscheduler_exporter.metrics import samples
+
+    monkeypatch.setattr(samples, "_SHARED_LABELS", {})
+    one = samples.sample(catalog.DUE_ACTIONS, 3, claim="unclaimed")
+    other = samples.sample(catalog.DUE_ACTIONS, 5, claim="unclaimed")
+    assert one.labels is other.labels
+    monkeypatch.setattr(samples, "MAX_SHARED_LABELS", 1)
+    first = samples.sample(catalog.DUE_ACTIONS, 1, claim="claimed")
+    again = samples.sample(catalog.DUE_ACTIONS, 2, claim="claimed")
+    assert first.labels == again.labels == (("claim", "claimed"),)
+    assert first.labels is not again.labels
+    assert samples.sample(catalog.UP, 1).labels == ()

@@ -3,15 +3,19 @@ exporter's clock, and rounds shared by the scrapes that join them."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from actionscheduler_exporter.config.model import ExporterConfig, KubernetesConfig, SiteConfig
+from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.pending import PendingScrape
 from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
@@ -107,3 +111,46 @@ def test_the_handler_hands_off_to_threads_only_what_may_wait() -> None:
         assert waits == {"shop": False, "pods": True}
     finally:
         coordinator.close()
+
+
+def test_the_loop_is_woken_once_when_the_last_round_ends() -> None:
+    """`settled` returns when every round has ended, woken by the last one alone (a
+    future wrapped per round woke the event loop once per site: a thousand writes to its
+    pipe from the rounds' threads in every scrape of a thousand sites), and at the rounds'
+    deadline when a round never ends."""
+
+    async def settle(pending: PendingScrape, ending: list[Future[RoundReports]]) -> int:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        call_soon_threadsafe = loop.call_soon_threadsafe
+
+        def counted(*arguments: Any) -> Any:
+            nonlocal wakeups
+            wakeups += 1
+            return call_soon_threadsafe(*arguments)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
+
+        def end_all() -> None:
+            for future in ending:
+                future.set_result(RoundReports())
+
+        settling = asyncio.create_task(pending.settled())
+        await asyncio.sleep(0)  # one step of the loop: `settled` now waits
+        ender = threading.Thread(target=end_all)
+        ender.start()
+        await asyncio.wait_for(settling, timeout=60)
+        ender.join()
+        return wakeups
+
+    rounds: list[Future[RoundReports]] = [Future() for _ in range(200)]
+    pending = PendingScrape(ScrapeBudget(10).start(FakeClock()), [], rounds, [])
+    assert asyncio.run(settle(pending, rounds)) == 1
+    assert all(future.done() for future in rounds)
+
+    never: list[Future[RoundReports]] = [Future(), Future()]
+    clock = FakeClock()
+    pending = PendingScrape(ScrapeBudget(0.2).start(clock), [], never, [])
+    assert pending.deadlines.rounds.left() < 1
+    asyncio.run(settle(pending, never[:1]))  # returns at the deadline: one never ends
+    assert not never[1].done()
