@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
@@ -32,6 +32,10 @@ class TablesCollector(Collector):
         samples = tuple(self._samples(stats))
         self._made[prefix] = (stats, samples)
         return samples
+
+    def retain(self, prefixes: Collection[str]) -> None:
+        for gone in self._made.keys() - set(prefixes):
+            del self._made[gone]
 
     @staticmethod
     def _samples(table_stats: Mapping[str, TableStats]) -> Iterator[Sample]:

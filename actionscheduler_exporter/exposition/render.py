@@ -72,8 +72,10 @@ def render(
         binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
         return binary + protobuf.encode_families(_PROCESS.collect()), content_type
     openmetrics = content_type == OPENMETRICS
-    body = writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics)
-    body += writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics).encode()
+    parts = [
+        writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics),
+        writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics).encode(),
+    ]
     if openmetrics:
-        body += b"# EOF\n"
-    return body, content_type
+        parts.append(b"# EOF\n")
+    return b"".join(parts), content_type

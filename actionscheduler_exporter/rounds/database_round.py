@@ -81,6 +81,9 @@ class DatabaseRound:
             self._all_fail(Failure("missing_table", problem), started)
             return
         state.cache.retain(prefixes)
+        if state.site.discovers_prefixes:
+            for collector in state.in_round:
+                collector.retain(prefixes)
         for gone in state.kept_stats.keys() - set(prefixes):
             del state.kept_stats[gone]
         if len(prefixes) > 1 and state.lane is not None:

@@ -122,6 +122,8 @@ class MonitoredSite:
 
     def close(self) -> None:
         self.session.close()
+        if self._heavy is not None:
+            self._heavy.close()
 
     def broken(self, problem: str) -> SiteResult:
         """The site as down, for a scrape whose results of it could not be assembled."""

@@ -102,6 +102,12 @@ class BackgroundRefresh(Generic[T]):
         else:
             threading.Thread(target=run, name=self._name, daemon=True).start()
 
+    def close(self) -> None:
+        """No more values are wanted: a first one no longer counts as due on its queue (a
+        dropped site's refresh may be held by a reference cycle until the next collection)."""
+        if isinstance(self._executor, RefreshQueue):
+            self._executor.got_first(self)
+
     def peek(self) -> T | None:
         """The latest value; never starts a refresh."""
         with self._lock:

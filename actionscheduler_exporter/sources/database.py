@@ -13,7 +13,7 @@ collector's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -149,3 +149,7 @@ class Collector(Source[DatabaseContext]):
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
         return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND
+
+    def retain(self, prefixes: Collection[str]) -> None:
+        """Forgets what it keeps of table prefixes not in `prefixes` (a network's subsites
+        that are gone); most keep nothing."""

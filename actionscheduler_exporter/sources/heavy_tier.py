@@ -79,6 +79,8 @@ class HeavyTier:
             return {}
         self._prefixes = tuple(labels)
         self._labels.update(labels)
+        for gone in self._kept.keys() - labels.keys():
+            del self._kept[gone]
         readings = self._refresh.latest(round_ends.left() / 2, len(labels)) or {}
         return {
             prefix: [*self._reported(prefix, readings), *self._replica_samples()]
@@ -105,6 +107,10 @@ class HeavyTier:
             for item in self._reader.age(collector, readings.get((prefix, collector.name)))
         ]
         return [*kept[1], *ages]
+
+    def close(self) -> None:
+        """The site is gone: its refreshes no longer count as due on the server's queue."""
+        self._refresh.close()
 
     def _replica_samples(self) -> list[Sample]:
         if self._site.replica is None:

@@ -144,3 +144,23 @@ def test_table_sizes_come_from_the_statistics() -> None:
     found = read(TablesCollector())
     assert found.value("actionscheduler_table_rows", table="logs") == 300
     assert found.value("actionscheduler_table_size_bytes", table="actions") == 16384
+
+
+def test_table_samples_are_kept_while_the_round_serves_the_same_statistics() -> None:
+    """The statistics are read about every minute: the samples made of them are kept until
+    then, made again of new statistics, and forgotten with a subsite that is gone."""
+    config = SiteConfig(name="shop")
+    stats = {"actions": TableStats(95, 16384)}
+    collector = TablesCollector()
+
+    def samples(of: dict[str, TableStats], prefix: str = "wp_") -> tuple[Sample, ...]:
+        context = DatabaseContext(FakeSession(config, Script()), TableNames(prefix), config, of)
+        return tuple(collector.read(context))
+
+    first = samples(stats)
+    assert samples(stats) is first
+    renewed = samples({"actions": TableStats(96, 16384)})
+    assert renewed is not first and renewed[0].value == 96
+    other = samples(stats, "wp_2_")
+    collector.retain(["wp_"])
+    assert samples(stats, "wp_2_") is not other

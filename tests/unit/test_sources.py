@@ -216,7 +216,7 @@ def test_first_refreshes_are_not_waited_for_while_more_sites_than_connections_la
         assert queue.first_values_due == 3
         assert sites[0].latest(30.0) is None  # three sites lack a first value: not waited for
         release.set()
-        wait_until(lambda: sites[0].peek() == 0, 30)
+        assert wait_until(lambda: sites[0].peek() == 0, 30)
         assert queue.first_values_due == 2
         assert sites[1].latest(30.0) == 1  # two left, as many as may be waited for
         del sites[2]  # a site removed by a reload
@@ -225,9 +225,33 @@ def test_first_refreshes_are_not_waited_for_while_more_sites_than_connections_la
         network = BackgroundRefresh[int]("network", 60, value_of(7), clock, executor=queue)
         assert network.latest(30.0, prefixes=3) is None  # one refresh of three subsites
         release.set()
-        wait_until(lambda: network.peek() == 7, 30)
+        assert wait_until(lambda: network.peek() == 7, 30)
         assert queue.first_values_due == 0
         assert network.latest(30.0, prefixes=3) == 7
     finally:
         release.set()
+        queue.shutdown(wait=True)
+
+
+def test_a_closed_source_no_longer_counts_as_lacking_its_first_value(clock: FakeClock) -> None:
+    """A site's heavy tier refreshes through a method of its own: a reference cycle, which
+    only a garbage collection would break. Closing the site lets go of its count at once,
+    so that the sites added after it still get their first refresh waited for."""
+    queue = RefreshQueue("heavy-test", waited=1)
+
+    class Owner:
+        def __init__(self) -> None:
+            self.refresh = BackgroundRefresh[int]("owned", 60, self.read, clock, executor=queue)
+
+        def read(self, _: int | None) -> int:
+            return 1
+
+    try:
+        owners = [Owner(), Owner()]
+        assert queue.first_values_due == 2
+        for owner in owners:
+            owner.refresh.close()
+        assert queue.first_values_due == 0
+        assert Owner().refresh.latest(30.0) == 1  # alone: waited for
+    finally:
         queue.shutdown(wait=True)
