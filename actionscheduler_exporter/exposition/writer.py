@@ -96,8 +96,6 @@ def _lines(metric: MetricDef, family: list[Sample | str]) -> list[str]:
     """A family's lines: its samples, each after the label text of its site."""
     lines: list[str] = []
     names: dict[str, str] = {}
-    # Label texts by the identity of their (shared) label set.
-    pairs: dict[int, tuple[Labels, str]] = {}
     site_pairs = bare = ""
     for item in family:
         if isinstance(item, str):
@@ -106,12 +104,8 @@ def _lines(metric: MetricDef, family: list[Sample | str]) -> list[str]:
         name = names.get(item.suffix)
         if name is None:
             name = names[item.suffix] = metric.sample_name + item.suffix
-        own = item.labels
-        if own:
-            known = pairs.get(id(own))
-            if known is None or known[0] is not own:
-                known = pairs[id(own)] = (own, _pairs(own))
-            lines.append(f"{name}{site_pairs},{known[1]}}} {_number(item.value)}\n")
+        if item.labels:
+            lines.append(f"{name}{site_pairs},{_pairs(item.labels)}}} {_number(item.value)}\n")
         else:
             lines.append(f"{name}{bare}{_number(item.value)}\n")
     return lines
