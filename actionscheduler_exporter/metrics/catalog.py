@@ -11,6 +11,7 @@ constant labels.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,7 +25,10 @@ Section = Literal["queue", "settings", "workers", "log", "exporter"]
 OTHER = "other"
 
 
-@dataclass(frozen=True)
+# Compared and hashed by identity: each is defined once (`_define`), and a thousand sites'
+# scrape hashes them hundreds of thousands of times (samples, counters, the writer), which
+# by value meant hashing seven fields each time.
+@dataclass(frozen=True, eq=False)
 class MetricDef:
     name: str
     kind: MetricKind
@@ -34,7 +38,7 @@ class MetricDef:
     section: Section
     labels: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property
     def sample_name(self) -> str:
         """The name a sample carries in the text exposition."""
         if self.kind == "counter":
