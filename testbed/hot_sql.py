@@ -35,6 +35,12 @@ class RecordingSession(Session):
         self.statements.append((sql, tuple(args) if args is not None else None))
         return super().query(sql, args)
 
+    def query_typed(
+        self, sql: str, args: Sequence[object] | None = None
+    ) -> tuple[list[Row], tuple[int, ...]]:
+        self.statements.append((sql, tuple(args) if args is not None else None))
+        return super().query_typed(sql, args)
+
 
 def store_site(server: Server, database: str) -> SiteConfig:
     """A generated store's site, as the exporter would be configured for it."""

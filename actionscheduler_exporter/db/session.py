@@ -74,12 +74,20 @@ class Session:
 
     def query_named(self, sql: str) -> list[dict[str, Any]]:
         """Rows as mappings of column name to value (for SHOW statements)."""
-        rows, names = self._execute(sql, None)
+        rows, description = self._execute(sql, None)
+        names = [column[0] for column in description]
         return [dict(zip(names, row, strict=True)) for row in rows]
+
+    def query_typed(
+        self, sql: str, args: Sequence[object] | None = None
+    ) -> tuple[list[Row], tuple[int, ...]]:
+        """Rows, and the type code of each column (`pymysql.constants.FIELD_TYPE`)."""
+        rows, description = self._execute(sql, args)
+        return rows, tuple(column[1] for column in description)
 
     def _execute(
         self, sql: str, args: Sequence[object] | None
-    ) -> tuple[list[Row], tuple[str, ...]]:
+    ) -> tuple[list[Row], tuple[tuple[Any, ...], ...]]:
         with self._lock:
             try:
                 return self._attempt(sql, args)
@@ -97,7 +105,7 @@ class Session:
 
     def _attempt(
         self, sql: str, args: Sequence[object] | None
-    ) -> tuple[list[Row], tuple[str, ...]]:
+    ) -> tuple[list[Row], tuple[tuple[Any, ...], ...]]:
         connection = self._connect()
         untried = self._pooled is not None and self._pooled.reused and not self._proven
         started = time.perf_counter()
@@ -105,9 +113,9 @@ class Session:
             with connection.cursor() as cursor:
                 cursor.execute(sql, args)
                 rows = list(cursor.fetchall())
-                names = tuple(column[0] for column in cursor.description or ())
+                description = tuple(cursor.description or ())
             self._proven = True
-            return rows, names
+            return rows, description
         except pymysql.err.MySQLError as error:
             failure = query_error_of(error, self._site.password)
             if failure.connection_lost:

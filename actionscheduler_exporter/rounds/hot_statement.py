@@ -11,10 +11,12 @@ collector's alone (a lock wait, though, stops the rest of the prefix: see `Monit
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
@@ -66,10 +68,19 @@ def read_hot_statement(
         every.insert(0, Columns((stats_query,), stats_args))
     if not every:
         return HotStatement(known_stats or {}, asked=False)
-    sql, args = _statement_of(tuple(every))
+    statement = _statement_of(tuple(every))
     started = time.perf_counter()
     try:
-        rows = session.query(sql, args)
+        if statement.packed is not None:
+            rows = session.query(statement.packed, statement.args)
+            unpacked = statement.unpack(rows)
+            if unpacked is None:
+                statement.forget()
+            rows = [] if unpacked is None else [unpacked]
+        else:
+            rows, types = session.query_typed(statement.sql, statement.args)
+            if len(rows) == 1:
+                statement.learn(types)
     except QueryError as error:
         if error.connection_lost:
             raise
@@ -82,13 +93,14 @@ def read_hot_statement(
     return HotStatement(stats, prefetched, seconds)
 
 
-def _statement_of(parts: tuple[Columns, ...]) -> tuple[str, tuple[object, ...]]:
-    """The statement of all the parts' subqueries."""
-    joined = Columns(
+@functools.lru_cache(maxsize=8192)
+def _statement_of(parts: tuple[Columns, ...]) -> PackedStatement:
+    """The statement of all the parts' subqueries; made once per set of parts (the same
+    in most rounds of a prefix), so that it is packed once its types are known."""
+    return PackedStatement(
         tuple(query for part in parts for query in part.subqueries),
         tuple(arg for part in parts for arg in part.args),
     )
-    return joined.statement()
 
 
 def _split(

@@ -106,6 +106,13 @@ class FakeSession(Session):
             return [(0,)]
         raise AssertionError(f"no scripted answer for: {' '.join(sql.split())[:120]}")
 
+    def query_typed(
+        self, sql: str, args: Sequence[object] | None = None
+    ) -> tuple[list[Row], tuple[int, ...]]:
+        """No types: the round's statement stays in columns (packed answers are the slow
+        tier's: tests/test_packed_answers.py)."""
+        return self.query(sql, args), ()
+
     def query_named(self, sql: str) -> list[dict[str, Any]]:
         raise AssertionError("not scripted")
 
