@@ -95,19 +95,22 @@ def encode(
 def _lines(metric: MetricDef, family: list[Sample | str]) -> list[str]:
     """A family's lines: its samples, each after the label text of its site."""
     lines: list[str] = []
-    names: dict[str, str] = {}
+    append = lines.append
+    base = metric.sample_name
     site_pairs = bare = ""
     for item in family:
         if isinstance(item, str):
             site_pairs, bare = item, item + "} "
             continue
-        name = names.get(item.suffix)
-        if name is None:
-            name = names[item.suffix] = metric.sample_name + item.suffix
+        suffix = item.suffix
+        name = base + suffix if suffix else base
+        value = item.value
+        # `_number`, inline: below a million, Go's formatting is Python's repr.
+        number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
         if item.labels:
-            lines.append(f"{name}{site_pairs},{_pairs(item.labels)}}} {_number(item.value)}\n")
+            append(f"{name}{site_pairs},{_pairs(item.labels)}}} {number}\n")
         else:
-            lines.append(f"{name}{bare}{_number(item.value)}\n")
+            append(f"{name}{bare}{number}\n")
     return lines
 
 
