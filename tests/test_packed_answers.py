@@ -1,8 +1,10 @@
 """The round's statement answered in one column (`db.packed`), on a real MariaDB: the
 values are the ones the same statement gives in columns, for every hot collector's
-subqueries on a store in every state they read, and for every type the server may give a
-subquery; what cannot be packed stays in columns; the round packs from its second
-statement on, and its samples do not change for it."""
+subqueries on a store in every state they read, and for the types a subquery may have;
+what cannot be packed stays in columns, and so does a statement whose packed answer
+could not be read once; the types learnt from one database are not used for another; the
+round packs once a statement without the tables' statistics has been answered in
+columns, and its samples do not change for it."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 
+from pymysql.constants import FIELD_TYPE
+
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config import SiteConfig
-from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.rounds.site import MonitoredSite
@@ -24,9 +28,11 @@ from testbed.hot_sql import RecordingSession
 from testbed.store import ActionSchedulerStore
 from tests.support.scenarios import healthy_flow
 
-# Every type a scalar subquery may have that is packed, NULL among them.
+# Types a scalar subquery may have that are packed, NULL among them.
 _TYPED = (
     "SELECT 7",
+    "SELECT CAST(3 AS SIGNED)",
+    "SELECT CAST(3 AS UNSIGNED)",
     "SELECT -3",
     "SELECT 18446744073709551615",
     "SELECT CAST(2.5 AS DECIMAL(10, 3))",
@@ -71,9 +77,10 @@ def _hot_subqueries(site: SiteConfig, session: Session) -> tuple[list[str], tupl
 
 def _both_ways(session: Session, statement: PackedStatement) -> tuple[object, ...]:
     rows, types = session.query_typed(statement.sql, statement.args)
-    statement.learn(types)
-    assert statement.packed is not None, types
-    packed = statement.unpack(session.query(statement.packed, statement.args))
+    statement.learn(session.endpoint, types)
+    packed_sql = statement.packed(session.endpoint)
+    assert packed_sql is not None, types
+    packed = statement.unpack(session.endpoint, session.query(packed_sql, statement.args))
     assert packed == rows[0]
     assert [type(value) for value in packed or ()] == [type(value) for value in rows[0]]
     return rows[0]
@@ -104,10 +111,10 @@ def test_every_packed_type_and_null_comes_back_as_the_driver_makes_it(
         values = _both_ways(session, PackedStatement(_TYPED, ()))
     finally:
         session.close()
-    assert values[2] == 18446744073709551615
-    assert values[3] == Decimal("2.500")
-    assert values[7] == dt.datetime(2026, 12, 2, 11, 36, 46, 250000)
-    assert values[9] is None and values[10] is None
+    assert values[4] == 18446744073709551615
+    assert values[5] == Decimal("2.500")
+    assert values[9] == dt.datetime(2026, 12, 2, 11, 36, 46, 250000)
+    assert values[11] is None and values[12] is None
 
 
 def test_a_statement_with_a_text_column_stays_in_columns(
@@ -117,41 +124,83 @@ def test_a_statement_with_a_text_column_stays_in_columns(
     try:
         statement = PackedStatement(("SELECT 1", "SELECT 'a,b'"), ())
         rows, types = session.query_typed(statement.sql, statement.args)
-        statement.learn(types)
+        statement.learn(session.endpoint, types)
     finally:
         session.close()
     assert rows == [(1, "a,b")]
-    assert statement.packed is None
+    assert statement.packed(session.endpoint) is None
+
+
+def test_a_server_mode_that_keeps_null_in_concat_sends_it_back_to_columns(
+    site: Callable[..., SiteConfig],
+) -> None:
+    """MariaDB's Oracle mode makes CONCAT('=', NULL) '=': such an answer is not read, and
+    the statement is sent in columns from then on, where the NULL is a NULL."""
+    session = Session(site(), check_grants=False)
+    try:
+        session.query("SET SESSION sql_mode = 'ORACLE'")
+        statement = PackedStatement(("SELECT 1", "SELECT MAX(1) FROM DUAL WHERE 1 = 0"), ())
+        rows, types = session.query_typed(statement.sql, statement.args)
+        statement.learn(session.endpoint, types)
+        packed_sql = statement.packed(session.endpoint)
+        assert packed_sql is not None
+        packed = statement.unpack(session.endpoint, session.query(packed_sql, statement.args))
+        assert packed is None
+        assert statement.packed(session.endpoint) is None
+        statement.learn(session.endpoint, types)  # learnt again: still not packed
+        assert statement.packed(session.endpoint) is None
+    finally:
+        session.close()
+    assert rows == [(1, None)]
+
+
+_HERE: Endpoint = ("db", 3306, "", "shop")
+_THERE: Endpoint = ("db", 3306, "", "other_shop")
 
 
 def test_an_answer_that_cannot_be_a_packed_one_is_not_used() -> None:
-    statement = PackedStatement(("SELECT 1", "SELECT NOW()"), ())
-    statement.learn((8, 12))  # LONGLONG, DATETIME
-    assert statement.unpack([("=1,=2026-12-02 11:36:46",)]) == (
-        1,
-        dt.datetime(2026, 12, 2, 11, 36, 46),
-    )
-    assert statement.unpack([(",",)]) == (None, None)  # a killed statement's NULLs
+    """Not used, and the statement is no longer packed for that database (only)."""
+    longlong, datetime = FIELD_TYPE.LONGLONG, FIELD_TYPE.DATETIME
     for rows in (
         [("=1",)],  # a value missing
         [("=1,=2,=3",)],  # one too many
         [("1,=2026-12-02 11:36:46",)],  # no marker
+        [("=,=2026-12-02 11:36:46",)],  # a NULL that CONCAT kept
         [("=x,=2026-12-02 11:36:46",)],  # not a number
+        [("=1,=5",)],  # not a date: the driver's converter raises a TypeError
         [(None,)],
         [("=1,=2026-12-02 11:36:46", 2)],
         [],
         [(b"=1,\xff",)],
     ):
-        assert statement.unpack(rows) is None, rows
-    statement.forget()
-    assert statement.packed is None
+        statement = PackedStatement(("SELECT 1", "SELECT NOW()"), ())
+        for endpoint in (_HERE, _THERE):
+            statement.learn(endpoint, (longlong, datetime))
+        assert statement.unpack(_HERE, [(",",)]) == (None, None)  # a killed statement's
+        assert statement.unpack(_HERE, rows) is None, rows
+        assert statement.packed(_HERE) is None
+        assert statement.unpack(_THERE, [("=1,=2026-12-02 11:36:46",)]) == (
+            1,
+            dt.datetime(2026, 12, 2, 11, 36, 46),
+        )
+
+
+def test_types_are_learnt_per_database_and_float_is_not_packed() -> None:
+    statement = PackedStatement(("SELECT 1",), ())
+    statement.learn(_HERE, (FIELD_TYPE.LONGLONG,))
+    assert statement.packed(_HERE) is not None
+    assert statement.packed(_THERE) is None
+    floating = PackedStatement(("SELECT 1",), ())
+    floating.learn(_HERE, (FIELD_TYPE.FLOAT,))
+    assert floating.packed(_HERE) is None
 
 
 def test_the_round_packs_its_statement_from_the_second_on(
     store: ActionSchedulerStore, site: Callable[..., SiteConfig]
 ) -> None:
-    """The first round learns the types from its statement in columns; the next sends it
-    packed, and reports the same queue."""
+    """The first round's statement carries the tables' statistics (a text: not packed),
+    the second learns the types in columns, the third sends it packed and reports the
+    same queue as the first."""
     _a_store_in_every_state(store)
     config = dataclasses.replace(site(), anomalies_interval=0.0)
     session = RecordingSession(config)

@@ -2,14 +2,17 @@
 
 PyMySQL parses a description packet in Python for every column of every answer, before
 the row: in a thousand stores' scrape, the hot statement's descriptions were an eighth of
-the exporter's Python (docs/performance.md). The server types a subquery when it prepares
+the exporter's Python (docs/performance.md). A server types a subquery when it prepares
 the statement, not per row, so the types an answer in columns shows (`learn`) hold for
-every later answer of the same statement; from then on it is sent packed: each value as
-text behind a marker (NULL as nothing), joined by commas, and each turned back into the
-value the driver would have made of it, by the driver's own converter for its type.
+later answers of the same statement from the same database; from then on it is sent
+packed there: each value as text behind a marker (NULL as nothing), joined by commas, and
+each turned back into the value the driver would have made of it, by the driver's own
+converter for its type.
 
-Only numbers and dates are packed: their text never holds the separator, and is ASCII.
-A statement with any other column (a text of table statistics) stays in columns.
+Only whole numbers, decimals, doubles and dates are packed: their text never holds the
+separator, and is ASCII. A statement with any other column (a text of table statistics)
+stays in columns; so does one whose packed answer could not be read once (a server mode
+that makes `CONCAT` of NULL not NULL, as MariaDB's Oracle mode does).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pymysql.converters import decoders
 
 from actionscheduler_exporter.db.session import Row
 
+# FLOAT is left out: MySQL may write a FLOAT's text with more digits in CONCAT than in a
+# column of its own. No hot subquery returns one.
 _PACKABLE = frozenset(
     {
         FIELD_TYPE.TINY,
@@ -31,7 +36,6 @@ _PACKABLE = frozenset(
         FIELD_TYPE.LONGLONG,
         FIELD_TYPE.DECIMAL,
         FIELD_TYPE.NEWDECIMAL,
-        FIELD_TYPE.FLOAT,
         FIELD_TYPE.DOUBLE,
         FIELD_TYPE.DATE,
         FIELD_TYPE.DATETIME,
@@ -42,6 +46,10 @@ _SEPARATOR = ","
 _VALUE = "="  # before each value, so that an empty part is a NULL
 
 Converter = Callable[[str], Any]
+# Where the types were learnt: the server (host, port, socket) and the database.
+Endpoint = tuple[str, int, str, str]
+# Per endpoint: the converters of its answer's columns, or None: not packed there.
+_Learnt = tuple[Converter, ...] | None
 
 
 def in_columns(subqueries: Sequence[str]) -> str:
@@ -56,37 +64,55 @@ def _as_is(text: str) -> Any:
 
 
 class PackedStatement:
-    """One statement of scalar subqueries: its SQL in columns, and once an answer in
-    columns showed the subqueries' types (`learn`), its SQL in one column (`packed`)."""
+    """One statement of scalar subqueries, shared by every database it is sent to: its
+    SQL in columns, and once an answer in columns from an endpoint showed the subqueries'
+    types (`learn`), its SQL in one column for that endpoint (`packed`)."""
 
-    __slots__ = ("_converters", "_packed_sql", "args", "packed", "sql")
+    __slots__ = ("_learnt", "_packed_sql", "_subqueries", "args")
 
     def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
-        self.sql = in_columns(subqueries)
+        self._subqueries = tuple(subqueries)
         self.args = args
-        parts = ", ".join(f"COALESCE(CONCAT('{_VALUE}', ({query})), '')" for query in subqueries)
-        self._converters: tuple[Converter, ...] | None = None
-        # None until the types are known, or when they cannot be packed.
-        self.packed: str | None = None
-        self._packed_sql = f"SELECT CONCAT_WS('{_SEPARATOR}', {parts}) AS p"
+        self._packed_sql = ""  # made when first packed: most statements of a store are
+        # sent packed, and a network keeps one per subsite
+        self._learnt: dict[Endpoint, _Learnt] = {}
 
-    def learn(self, type_codes: Sequence[int]) -> None:
-        """The types of an answer in columns: from now on the statement is sent packed
-        when every one of them can be."""
-        if type_codes and all(code in _PACKABLE for code in type_codes):
-            self._converters = tuple(decoders.get(code, _as_is) for code in type_codes)
-            self.packed = self._packed_sql
+    @property
+    def sql(self) -> str:
+        """In columns (made each time: sent once per endpoint, or when not packed)."""
+        return in_columns(self._subqueries)
 
-    def forget(self) -> None:
-        """A packed answer that could not be read: the statement goes back to columns."""
-        self._converters = None
-        self.packed = None
+    def packed(self, endpoint: Endpoint) -> str | None:
+        """The SQL in one column, once the endpoint's types are known and can be packed."""
+        return self._packed_sql if self._learnt.get(endpoint) else None
 
-    def unpack(self, rows: list[Row]) -> Row | None:
+    def learn(self, endpoint: Endpoint, type_codes: Sequence[int]) -> None:
+        """The types of an answer in columns from the endpoint: from now on the statement
+        is sent to it packed when every one of them can be."""
+        if endpoint in self._learnt:
+            return  # packed already, or never
+        if not (type_codes and all(code in _PACKABLE for code in type_codes)):
+            self._learnt[endpoint] = None
+            return
+        if not self._packed_sql:
+            parts = ", ".join(
+                f"COALESCE(CONCAT('{_VALUE}', ({query})), '')" for query in self._subqueries
+            )
+            self._packed_sql = f"SELECT CONCAT_WS('{_SEPARATOR}', {parts}) AS p"
+        self._learnt[endpoint] = tuple(decoders.get(code, _as_is) for code in type_codes)
+
+    def unpack(self, endpoint: Endpoint, rows: list[Row]) -> Row | None:
         """The values of a packed answer, as the driver would have made them in columns;
-        None when the answer cannot be one (not one row of one text)."""
-        converters = self._converters
-        if converters is None or len(rows) != 1 or len(rows[0]) != 1:
+        None when the answer cannot be one (then the statement is no longer packed for
+        the endpoint)."""
+        values = self._values(self._learnt.get(endpoint), rows)
+        if values is None:
+            self._learnt[endpoint] = None
+        return values
+
+    @staticmethod
+    def _values(converters: _Learnt, rows: list[Row]) -> Row | None:
+        if not converters or len(rows) != 1 or len(rows[0]) != 1:
             return None
         text = rows[0][0]
         if isinstance(text, bytes | bytearray):
@@ -100,14 +126,14 @@ class PackedStatement:
         if len(parts) != len(converters):
             return None
         values: list[Any] = []
-        try:
-            for part, convert in zip(parts, converters, strict=True):
-                if not part:
-                    values.append(None)
-                elif part[0] == _VALUE:
-                    values.append(convert(part[1:]))
-                else:
-                    return None
-        except (ValueError, ArithmeticError):
-            return None
+        for part, convert in zip(parts, converters, strict=True):
+            if not part:
+                values.append(None)
+                continue
+            if part[0] != _VALUE or len(part) == 1:  # "=": a NULL that CONCAT kept
+                return None
+            try:
+                values.append(convert(part[1:]))
+            except Exception:  # a converter's error of any kind: not an answer
+                return None
         return tuple(values)

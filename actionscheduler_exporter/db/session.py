@@ -68,6 +68,12 @@ class Session:
     def connected(self) -> bool:
         return self._pooled is not None
 
+    @property
+    def endpoint(self) -> tuple[str, int, str, str]:
+        """The server (host, port, socket) and the database the statements go to."""
+        site = self._site
+        return (site.host, site.port, site.unix_socket or "", site.database)
+
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         rows, _ = self._execute(sql, args)
         return rows

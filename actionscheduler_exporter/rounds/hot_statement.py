@@ -69,18 +69,17 @@ def read_hot_statement(
     if not every:
         return HotStatement(known_stats or {}, asked=False)
     statement = _statement_of(tuple(every))
+    endpoint = session.endpoint
     started = time.perf_counter()
     try:
-        if statement.packed is not None:
-            rows = session.query(statement.packed, statement.args)
-            unpacked = statement.unpack(rows)
-            if unpacked is None:
-                statement.forget()
+        packed = statement.packed(endpoint)
+        if packed is not None:
+            unpacked = statement.unpack(endpoint, session.query(packed, statement.args))
             rows = [] if unpacked is None else [unpacked]
         else:
             rows, types = session.query_typed(statement.sql, statement.args)
             if len(rows) == 1:
-                statement.learn(types)
+                statement.learn(endpoint, types)
     except QueryError as error:
         if error.connection_lost:
             raise
@@ -93,10 +92,11 @@ def read_hot_statement(
     return HotStatement(stats, prefetched, seconds)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=4096)
 def _statement_of(parts: tuple[Columns, ...]) -> PackedStatement:
     """The statement of all the parts' subqueries; made once per set of parts (the same
-    in most rounds of a prefix), so that it is packed once its types are known."""
+    in most rounds of a prefix, and for every database with the same table prefix), so
+    that it is packed once its types are known."""
     return PackedStatement(
         tuple(query for part in parts for query in part.subqueries),
         tuple(arg for part in parts for arg in part.args),
