@@ -73,8 +73,9 @@ class PackedStatement:
     def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
         self._subqueries = tuple(subqueries)
         self.args = args
-        self._packed_sql = ""  # made when first packed: most statements of a store are
-        # sent packed, and a network keeps one per subsite
+        # Made when first learnt: a statement with the tables' statistics is never
+        # packed, and a network keeps a statement per subsite.
+        self._packed_sql = ""
         self._learnt: dict[Endpoint, _Learnt] = {}
 
     @property
