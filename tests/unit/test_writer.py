@@ -15,7 +15,7 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.exposition import writer
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import sample
+from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.timing import Deadline
@@ -68,6 +68,18 @@ def test_numbers_are_written_as_go_writes_them(value: float) -> None:
     """The writer's short path for values below a million is Python's repr: the same text
     as prometheus-client's Go formatting (floatToGoString) for every float."""
     assert writer._number(value) == writer._go_number(value)
+
+
+@pytest.mark.parametrize(
+    "value", [0.0, -0.0, 3.0, 3, 1023.0, 1024.0, 2.5, -7.0, 1e6, 1.7e9, float("inf"), float("nan")]
+)
+def test_a_sites_numbers_are_written_as_go_writes_them(value: float) -> None:
+    """The same through `encode`, whose loop formats inline (the small whole numbers from
+    a table, where -0.0 would find 0.0's entry); an int, as Go's clients write a count."""
+    found = SiteResult("shop", (), True, [Sample(catalog.UP, value)])
+    body = writer.encode([found], [catalog.UP], [], openmetrics=False).decode()
+    written = str(value) if isinstance(value, int) else writer._go_number(value)
+    assert body.splitlines()[-1] == f'actionscheduler_up{{site="shop"}} {written}'
 
 
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
