@@ -1,9 +1,10 @@
 """A TCP proxy on loopback that delays every chunk it forwards: a slow database, made
 from a fast one, for tests of timeouts and of scrapes that share a round.
 
-It also counts the statements (COM_QUERY packets) that clients send through it, so a test
-counts what the exporter itself sent, whatever other clients do on the same server. The
-count holds for plain connections (a TLS session cannot be read).
+It also counts the commands that clients send through it (statements are COM_QUERY
+packets, a switch of database COM_INIT_DB), so a test counts what the exporter itself
+sent, whatever other clients do on the same server. The count holds for plain
+connections (a TLS session cannot be read).
 
 It can also drop connections as the network does: every open one at once (a failover, a
 restarted proxy), or those idle for `idle_close` seconds (a load balancer's idle timeout,
@@ -16,6 +17,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections import Counter
 
 
 class SlowProxy:
@@ -38,7 +40,7 @@ class SlowProxy:
         self._sockets: list[socket.socket] = []
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._count_lock = threading.Lock()
-        self.queries = 0
+        self.commands: Counter[int] = Counter()  # by command byte (COM_QUERY, ...)
         self.bytes_to_client = 0
         threading.Thread(target=self._accept, daemon=True, name="slow-proxy").start()
         if idle_close is not None:
@@ -80,7 +82,7 @@ class SlowProxy:
                 with self._count_lock:
                     self._last_traffic[id(client)] = time.monotonic()
                     if packets is not None:
-                        self.queries += packets.feed(chunk)
+                        self.commands.update(packets.feed(chunk))
                     else:
                         self.bytes_to_client += len(chunk)
                 time.sleep(self.delay)
@@ -88,6 +90,12 @@ class SlowProxy:
         for end in (source, destination):
             with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
+
+    @property
+    def queries(self) -> int:
+        """Statements sent so far (COM_QUERY)."""
+        with self._count_lock:
+            return self.commands[COM_QUERY]
 
     @property
     def open_connections(self) -> int:
@@ -139,24 +147,26 @@ class SlowProxy:
                 sock.close()
 
 
+COM_INIT_DB = 0x02
+COM_QUERY = 0x03
+
+
 class _CommandCounter:
     """Reads the client's side of the MySQL protocol: 3-byte length, sequence number,
-    payload. A command starts a sequence (number 0); COM_QUERY is command 0x03."""
-
-    _COM_QUERY = 0x03
+    payload. A command starts a sequence (number 0), its first byte says which."""
 
     def __init__(self) -> None:
         self._buffer = b""
 
-    def feed(self, chunk: bytes) -> int:
+    def feed(self, chunk: bytes) -> list[int]:
         self._buffer += chunk
-        queries = 0
+        commands: list[int] = []
         while len(self._buffer) >= 4:
             length = int.from_bytes(self._buffer[:3], "little")
             if len(self._buffer) < 4 + length:
                 break
             sequence, payload = self._buffer[3], self._buffer[4 : 4 + length]
-            if sequence == 0 and payload[:1] == bytes([self._COM_QUERY]):
-                queries += 1
+            if sequence == 0 and payload:
+                commands.append(payload[0])
             self._buffer = self._buffer[4 + length :]
-        return queries
+        return commands

@@ -21,7 +21,7 @@ from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
-from testbed.proxy import SlowProxy
+from testbed.proxy import COM_INIT_DB, SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.locks import tables_locked
 from tests.support.waiting import sampled, wait_until
@@ -100,6 +100,57 @@ def test_connections_are_bounded_per_server_and_shared_by_its_sites(
         coordinator.close()
     assert seen and max(seen) <= 3, max(seen)
     assert wait_until(lambda: exporter_connections(mariadb) == 0, 10)
+
+
+def test_sites_share_a_connection_without_switching_databases(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """Statements name their tables' database: one connection reads every database of
+    its server without a switch (COM_INIT_DB, counted at a proxy), each site its own
+    tables, a database whose name needs quoting too."""
+    odd = f"{RUN}-odd`name"
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{odd.replace('`', '``')}`")
+        cursor.execute(f"CREATE DATABASE `{odd.replace('`', '``')}`")
+        cursor.execute(f"GRANT SELECT ON `{odd.replace('`', '``')}`.* TO '{USER}'@'%'")
+    store = ActionSchedulerStore(mariadb.connect(odd))
+    store.create_tables()
+    for number in range(5):
+        store.create("woocommerce_deliver_webhook_async", args=[number])
+    store.connection.close()
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    sites = [
+        store_site(mariadb, database, host="127.0.0.1", port=proxy.port)
+        for database in [*databases[:6], odd]
+    ]
+    coordinator = Coordinator(ExporterConfig(sites=tuple(sites), connections_per_server=1))
+    try:
+        for _ in range(3):
+            results = {result.label: result for result in coordinator.scrape(10.0)}
+            for index, database in enumerate(databases[:6]):
+                assert results[database].up, results[database].problems
+                assert due(results[database]) == index % 3 + 1
+            assert due(results[odd]) == 5, results[odd].problems
+        # The heavy tier's counts too, read on the same connection in the background.
+        expected = {database: index % 3 + 1 for index, database in enumerate(databases[:6])}
+        expected[odd] = 5
+
+        def pending_counted() -> bool:
+            results = {result.label: result for result in coordinator.scrape(10.0)}
+            return all(
+                results[name].value(catalog.ACTIONS.name, status="pending") == count
+                for name, count in expected.items()
+            )
+
+        assert wait_until(pending_counted, 60)
+        assert sum(coordinator.servers.open_connections().values()) <= 1
+        assert proxy.commands[COM_INIT_DB] == 0
+        assert proxy.queries > 3 * len(sites)
+    finally:
+        coordinator.close()
+        proxy.close()
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{odd.replace('`', '``')}`")
 
 
 def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(

@@ -3,9 +3,10 @@
 An agency's exporter reads hundreds of databases on a few servers. One connection per site
 would hold hundreds open, and a server with MySQL's default `max_connections` (151) would
 refuse the exporter, then the shops. So all sites of a server (and both tiers) borrow from
-one pool of at most `connections_per_server` connections: a borrowed connection is
-switched to the site's database (COM_INIT_DB), and handed back at the end of the round or
-refresh, open, for the next site with the same login.
+one pool of at most `connections_per_server` connections: a borrowed connection reads
+any database of its server (statements name the database of their tables), and is
+handed back at the end of the round or refresh, open, for the next site with the same
+login.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class Pooled:
 
     connection: pymysql.connections.Connection[Any]
     login: Login
-    database: str
     server_version: str = ""
     grants: list[str] | None = None  # SHOW GRANTS, once read
     # Taken from the pool's idle ones (the network may have dropped it since), and when.
@@ -79,15 +79,10 @@ class ServerPool:
                 connection_lost=True,
             )
         try:
-            pooled = self._take_idle(site)
-            if pooled is None:
-                pooled = open_new()
-            elif site.database and pooled.database != site.database:
-                # (A session without a database, such as the discovery's, takes any.)
-                try:
-                    self._switch(pooled, site)
-                except pymysql.err.MySQLError:
-                    pooled = open_new()  # the network dropped it while it was idle
+            # Any database of the server: statements name their tables' database
+            # (`db.schema.TableNames`). A connection the network dropped while it was
+            # idle fails its first statement, which the session sends again on a new one.
+            pooled = self._take_idle(site) or open_new()
         except BaseException:
             self._give_back_slot()
             raise
@@ -138,8 +133,7 @@ class ServerPool:
             stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
             self._idle = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
             matching = [p for p in self._idle if p.login == login]
-            same_database = [p for p in matching if p.database == site.database]
-            chosen = (same_database or matching)[-1] if matching else None
+            chosen = matching[-1] if matching else None
             if chosen is not None:
                 self._idle.remove(chosen)
                 chosen.reused = True
@@ -154,14 +148,6 @@ class ServerPool:
         for pooled in closing:
             pooled.close()
         return None
-
-    def _switch(self, pooled: Pooled, site: SiteConfig) -> None:
-        try:
-            pooled.connection.select_db(site.database)
-        except pymysql.err.MySQLError:
-            pooled.close()
-            raise
-        pooled.database = site.database
 
     def _give_back_slot(self) -> None:
         with self._lock:

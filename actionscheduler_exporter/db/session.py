@@ -212,7 +212,7 @@ class Session:
         emit(
             log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint, server=version
         )
-        return Pooled(connection, login_of(site), site.database, version)
+        return Pooled(connection, login_of(site), version)
 
     def _drop(self) -> None:
         pooled, self._pooled = self._pooled, None

@@ -14,7 +14,7 @@ from typing import Any
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.schema import TableNames, quoted_identifier
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.sources.database import DatabaseContext
 
@@ -76,6 +76,7 @@ class FakeSession(Session):
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         self.open()
+        sql = self._in_own_database(sql)
         self.sent.append(sql)
         if self._meter is not None:
             self._meter(self.seconds_per_statement)
@@ -93,6 +94,18 @@ class FakeSession(Session):
             answered = self._answer(subquery, values)
             row.append(answered[0][0] if answered else None)
         return [tuple(row)]
+
+    def _in_own_database(self, sql: str) -> str:
+        """The statement with its tables' database left out, as the script names them; a
+        table not qualified by the site's database is refused: on a pooled connection it
+        would be read in whichever database the connection was opened in."""
+        database = self._site.database
+        if not database:
+            return sql
+        unqualified = _TABLE_NAME.search(sql.replace(f"{quoted_identifier(database)}.", "`x`."))
+        if unqualified:
+            raise AssertionError(f"a table not qualified by its database: {unqualified[0]}")
+        return sql.replace(f"{quoted_identifier(database)}.", "")
 
     def _answer(self, sql: str, args: Sequence[object] | None) -> list[Row]:
         for fragment, answer in self.script.answers:
@@ -115,6 +128,10 @@ class FakeSession(Session):
 
     def query_named(self, sql: str) -> list[dict[str, Any]]:
         raise AssertionError("not scripted")
+
+
+# A table's name where it is not after a database's (`db`.) or part of a longer word.
+_TABLE_NAME = re.compile(r"(?<![`.\w])\w*actionscheduler_(?:actions|claims|groups|logs)\b")
 
 
 def scalar_subqueries(sql: str) -> list[str] | None:

@@ -21,7 +21,7 @@ class Connection:
 
 def pooled(site: SiteConfig) -> Pooled:
     connection: Any = Connection()
-    return Pooled(connection, login_of(site), site.database)
+    return Pooled(connection, login_of(site))
 
 
 def closed(connection: Pooled) -> bool:
