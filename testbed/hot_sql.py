@@ -16,6 +16,7 @@ import pymysql
 
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.timing import Deadline
@@ -32,14 +33,19 @@ class RecordingSession(Session):
         self.statements: list[Statement] = []
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
-        self.statements.append((sql, tuple(args) if args is not None else None))
+        self._record(sql, args)
         return super().query(sql, args)
 
     def query_typed(
         self, sql: str, args: Sequence[object] | None = None
     ) -> tuple[list[Row], tuple[int, ...]]:
-        self.statements.append((sql, tuple(args) if args is not None else None))
+        self._record(sql, args)
         return super().query_typed(sql, args)
+
+    def _record(self, sql: str, args: Sequence[object] | None) -> None:
+        """As sent: its tables in the site's database."""
+        sql, args = in_database(sql, args, self._site.database)
+        self.statements.append((sql, tuple(args) if args is not None else None))
 
 
 def store_site(server: Server, database: str) -> SiteConfig:

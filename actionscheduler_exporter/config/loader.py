@@ -38,7 +38,7 @@ _SCALARS: dict[str, Callable[[Any], Any]] = {
     "host": values.text,
     "port": values.port,
     "user": values.text,
-    "database": values.text,
+    "database": values.database_name,
     "unix_socket": values.text,
     "table_prefix": values.table_prefix,
     "concurrent_batches_limit": values.positive_int,
@@ -172,6 +172,10 @@ def parse_site(
     fields["labels"] = _labels(source, f"{key}.labels", raw.get("labels", {}))
     if "database" not in fields:
         raise ConfigError(source, f"{key}.database", "is missing (the WordPress database name)")
+    # (A DSN's database is its path, not checked as a scalar.)
+    fields["database"] = _checked(
+        source, f"{key}.database", values.database_name, fields["database"]
+    )
     name = raw.get("name", fields["database"])
     fields["name"] = _checked(source, f"{key}.name", values.text, name)
     site = SiteConfig(**fields)

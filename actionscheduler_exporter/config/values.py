@@ -138,6 +138,14 @@ def text(value: object) -> str:
     return value
 
 
+def database_name(value: object) -> str:
+    """A database's name: statements name it (quoted), and no name holds a NUL."""
+    name = text(value)
+    if "\x00" in name:
+        raise ValueError(f"must not contain a NUL character, got {name!r}")
+    return name
+
+
 def boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
 TABLES: tuple[str, ...] = ("actions", "claims", "groups", "logs")
 STATUSES: tuple[str, ...] = ("pending", "in-progress", "complete", "failed", "canceled")
@@ -32,14 +32,28 @@ def is_safe_prefix(prefix: str) -> bool:
     return bool(_SAFE_NAME.match(prefix + "x"))
 
 
+# How statements name their tables' database: this mark, which the session replaces by
+# the site's database just before sending (`in_database`), so that a pooled connection
+# reads any database of its server without a switch (COM_INIT_DB, a round trip per site
+# and round). The text of a statement stays the same for every database with the same
+# table prefix: made, cached and packed once, not once per database.
+DATABASE_MARK = "`<database>`"
+
+
+class _SiteDatabase:
+    def __repr__(self) -> str:
+        return "SITE_DATABASE"
+
+
+# A statement's argument that the session replaces by the site's database name.
+SITE_DATABASE: Final = _SiteDatabase()
+
+
 @dataclass(frozen=True)
 class TableNames:
-    """The four tables of a prefix, as statements name them: qualified by their database
-    when there is one, so that a pooled connection reads any database of its server
-    without a switch (COM_INIT_DB, a round trip per site and round)."""
+    """The four tables of a prefix, as statements name them (in `DATABASE_MARK`)."""
 
     prefix: str
-    database: str = ""
 
     def __post_init__(self) -> None:
         if not is_safe_prefix(self.prefix):
@@ -66,9 +80,19 @@ class TableNames:
         return self._in_statement("logs")
 
     def _in_statement(self, table: str) -> str:
-        if not self.database:
-            return self.name(table)
-        return f"{quoted_identifier(self.database)}.{self.name(table)}"
+        return f"{DATABASE_MARK}.{self.name(table)}"
+
+
+def in_database(
+    sql: str, args: Sequence[object] | None, database: str
+) -> tuple[str, Sequence[object] | None]:
+    """The statement as sent for a site: its tables in the site's database (without a
+    database, in the connection's own), `SITE_DATABASE` arguments its name."""
+    qualifier = f"{quoted_identifier(database)}." if database else ""
+    sql = sql.replace(f"{DATABASE_MARK}.", qualifier)
+    if args and any(arg is SITE_DATABASE for arg in args):
+        args = tuple(database if arg is SITE_DATABASE else arg for arg in args)
+    return sql, args
 
 
 def quoted_identifier(name: str) -> str:

@@ -20,6 +20,7 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.grants import can_write
 from actionscheduler_exporter.db.pool import Pooled, ServerPool, login_of
 from actionscheduler_exporter.db.query_error import QueryError, query_error_of
+from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
 from actionscheduler_exporter.logs import emit
 
@@ -94,6 +95,7 @@ class Session:
     def _execute(
         self, sql: str, args: Sequence[object] | None
     ) -> tuple[list[Row], tuple[tuple[Any, ...], ...]]:
+        sql, args = in_database(sql, args, self._site.database)
         with self._lock:
             try:
                 return self._attempt(sql, args)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import (
+    SITE_DATABASE,
     TABLE_INFIX,
     TABLES,
     TableNames,
@@ -32,8 +33,8 @@ def read_table_stats(session: Session, tables: TableNames) -> dict[str, TableSta
         "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
         " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
         " FROM information_schema.TABLES"
-        f" WHERE {_schema(tables.database)} AND TABLE_NAME IN (%s, %s, %s, %s)",
-        (*_schema_argument(tables.database), *full_names),
+        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s, %s, %s)",
+        (SITE_DATABASE, *full_names),
     )
     try:
         return {
@@ -53,8 +54,8 @@ def table_stats_column(tables: TableNames) -> tuple[str, tuple[object, ...]]:
         "SELECT GROUP_CONCAT(TABLE_NAME, ' ', COALESCE(TABLE_ROWS, 0), ' ',"
         " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0))"
         " FROM information_schema.TABLES"
-        f" WHERE {_schema(tables.database)} AND TABLE_NAME IN (%s, %s, %s, %s)",
-        (*_schema_argument(tables.database), *full_names),
+        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN (%s, %s, %s, %s)",
+        (SITE_DATABASE, *full_names),
     )
 
 
@@ -74,22 +75,11 @@ def parse_table_stats(tables: TableNames, packed: object) -> dict[str, TableStat
     return found
 
 
-def _schema(database: str) -> str:
-    """The condition on `information_schema.TABLES` for the site's database: named, as a
-    pooled connection may be in another database of the server (no name: the
-    connection's own, for sessions made without a site's database)."""
-    return "TABLE_SCHEMA = %s" if database else "TABLE_SCHEMA = DATABASE()"
-
-
-def _schema_argument(database: str) -> tuple[str, ...]:
-    return (database,) if database else ()
-
-
 def _malformed(problem: str) -> QueryError:
     return QueryError("malformed", problem, connection_lost=False)
 
 
-def discover_prefixes(session: Session, database: str) -> dict[str, dict[str, TableStats]]:
+def discover_prefixes(session: Session) -> dict[str, dict[str, TableStats]]:
     """Every prefix in the database that has an actions table (multisite: wp_, wp_2_, ...),
     with its tables' statistics: one statement for the whole network, where a query per
     subsite would make the server list the database's thousands of tables each time."""
@@ -97,8 +87,8 @@ def discover_prefixes(session: Session, database: str) -> dict[str, dict[str, Ta
         "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
         " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
         " FROM information_schema.TABLES"
-        f" WHERE {_schema(database)} AND TABLE_NAME LIKE %s",
-        (*_schema_argument(database), "%" + TABLE_INFIX.replace("_", "\\_") + "%"),
+        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
+        (SITE_DATABASE, "%" + TABLE_INFIX.replace("_", "\\_") + "%"),
     )
     found: dict[str, dict[str, TableStats]] = {}
     for name, count, size in rows:
@@ -108,15 +98,15 @@ def discover_prefixes(session: Session, database: str) -> dict[str, dict[str, Ta
     return {prefix: found[prefix] for prefix in sorted(found) if "actions" in found[prefix]}
 
 
-def list_prefixes(session: Session, database: str) -> list[str]:
+def list_prefixes(session: Session) -> list[str]:
     """Every prefix in the database that has an actions table, by name alone: the server
     lists names without opening a table, where its statistics open each of them (a
     network of a thousand subsites: four thousand tables, a third of the floor of its
     scrape; docs/performance.md)."""
     rows = session.query(
         "SELECT TABLE_NAME FROM information_schema.TABLES"
-        f" WHERE {_schema(database)} AND TABLE_NAME LIKE %s",
-        (*_schema_argument(database), "%" + (TABLE_INFIX + "actions").replace("_", "\\_")),
+        " WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE %s",
+        (SITE_DATABASE, "%" + (TABLE_INFIX + "actions").replace("_", "\\_")),
     )
     suffix = TABLE_INFIX + "actions"
     found = {str(name)[: -len(suffix)] for (name,) in rows if str(name).endswith(suffix)}

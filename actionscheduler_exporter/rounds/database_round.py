@@ -104,20 +104,17 @@ class DatabaseRound:
 
     def _prefixes(self) -> list[str]:
         state = self._state
-        database = state.site.database
         if state.site.discovers_prefixes:
             # The statistics of every subsite in one listing when none are kept (the first
             # round); after it each prefix's are read with its statement about every
             # minute, as a single site's, and the listing names the prefixes alone.
             if state.kept_stats:
-                found: Collection[str] = list_prefixes(state.session, database)
+                found: Collection[str] = list_prefixes(state.session)
                 # A first listing's statistics that no round used (a subsite not reached
                 # then) are not used later, when they may be old.
                 state.discovered_stats = {}
             else:
-                found = state.discovered_stats = discover_prefixes(
-                    state.session, state.site.database
-                )
+                found = state.discovered_stats = discover_prefixes(state.session)
             state.known_prefixes = [p for p in found if state.shard.owns(state.site_label(p))]
             state.others_prefixes = len(found) - len(state.known_prefixes)
             state.ledgers.keep(state.known_prefixes)
@@ -170,7 +167,7 @@ class DatabaseRound:
     def _read_prefix(self, prefix: str, session: Session) -> None:
         state = self._state
         label = state.site_label(prefix)
-        tables = TableNames(prefix, state.site.database)
+        tables = TableNames(prefix)
         report = PrefixReport(label, state.clock(), prefix)
         earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).

@@ -157,7 +157,7 @@ class HeavyTier:
         try:
             for prefix in prefixes:
                 label = self._labels[prefix]
-                tables = TableNames(prefix, self._site.database)
+                tables = TableNames(prefix)
                 meter = self._reader.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
                 with session.billed_to(meter):
                     totals = self._ledgers.walk(prefix, session, tables)

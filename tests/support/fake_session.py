@@ -14,7 +14,7 @@ from typing import Any
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.schema import TableNames, quoted_identifier
+from actionscheduler_exporter.db.schema import DATABASE_MARK, TableNames, in_database
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.sources.database import DatabaseContext
 
@@ -76,7 +76,7 @@ class FakeSession(Session):
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         self.open()
-        sql = self._in_own_database(sql)
+        sql, args = self._in_own_database(sql, args)
         self.sent.append(sql)
         if self._meter is not None:
             self._meter(self.seconds_per_statement)
@@ -95,17 +95,18 @@ class FakeSession(Session):
             row.append(answered[0][0] if answered else None)
         return [tuple(row)]
 
-    def _in_own_database(self, sql: str) -> str:
-        """The statement with its tables' database left out, as the script names them; a
-        table not qualified by the site's database is refused: on a pooled connection it
-        would be read in whichever database the connection was opened in."""
-        database = self._site.database
-        if not database:
-            return sql
-        unqualified = _TABLE_NAME.search(sql.replace(f"{quoted_identifier(database)}.", "`x`."))
+    def _in_own_database(
+        self, sql: str, args: Sequence[object] | None
+    ) -> tuple[str, Sequence[object] | None]:
+        """The statement as the script names it: its tables without their database, as a
+        site without one has them sent. A table not named in the site's database is
+        refused: on a pooled connection it would be read in whichever database the
+        connection was opened in."""
+        unqualified = _TABLE_NAME.search(sql.replace(f"{DATABASE_MARK}.", "`x`."))
         if unqualified:
-            raise AssertionError(f"a table not qualified by its database: {unqualified[0]}")
-        return sql.replace(f"{quoted_identifier(database)}.", "")
+            raise AssertionError(f"a table not named in the site's database: {unqualified[0]}")
+        _, args = in_database("", args, self._site.database)
+        return as_scripted(sql), args
 
     def _answer(self, sql: str, args: Sequence[object] | None) -> list[Row]:
         for fragment, answer in self.script.answers:
@@ -128,6 +129,11 @@ class FakeSession(Session):
 
     def query_named(self, sql: str) -> list[dict[str, Any]]:
         raise AssertionError("not scripted")
+
+
+def as_scripted(sql: str) -> str:
+    """A statement's text as scripts name it: its tables without their database."""
+    return sql.replace(f"{DATABASE_MARK}.", "")
 
 
 # A table's name where it is not after a database's (`db`.) or part of a longer word.
@@ -171,7 +177,7 @@ def declared_columns(site: SiteConfig | None = None) -> set[str]:
     for collector in site_sources(site).in_round:
         columns = collector.columns(context)
         if columns is not None:
-            found.update(" ".join(query.split()) for query in columns.subqueries)
+            found.update(" ".join(as_scripted(query).split()) for query in columns.subqueries)
     return found
 
 

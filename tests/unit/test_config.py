@@ -557,6 +557,16 @@ def test_an_empty_password_file_is_an_error_naming_the_key(tmp_path: Path) -> No
         load_file(path)
 
 
+@pytest.mark.parametrize(
+    "entry", ['{database: "shop\\0x", user: u}', '{dsn: "mysql://u@db/shop%00x"}']
+)
+def test_a_database_name_with_a_nul_is_an_error_naming_the_key(tmp_path: Path, entry: str) -> None:
+    """Statements name the database (quoted); no server holds a name with a NUL."""
+    path = write(tmp_path, f"sites:\n  - {entry}\n")
+    with pytest.raises(ConfigError, match=r"sites\[0\].database: must not contain a NUL"):
+        load_file(path)
+
+
 def test_exporter_toolkit_flags(tmp_path: Path) -> None:
     """Issue 26, item 6: --web.listen-address (the old flag kept), --log.level,
     --log.format=json, and a healthcheck that says why it failed."""
