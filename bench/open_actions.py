@@ -31,7 +31,7 @@ RUNS = 3
 
 def open_actions_case(server: Server, database: str, chunk_rows: int = 20_000) -> dict[str, Any]:
     site = replace(hot_sql.store_site(server, database), query_timeout=600.0)
-    actions = f"{PREFIX}actionscheduler_actions"
+    actions = TableNames(PREFIX).actions
     finished = ", ".join(f"'{status}'" for status in FINISHED)
     session = Session(site, check_grants=False)
     try:

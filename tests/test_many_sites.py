@@ -15,6 +15,7 @@ import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db import tls_contexts
+from actionscheduler_exporter.db.schema import quoted_identifier
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -107,12 +108,13 @@ def test_sites_share_a_connection_without_switching_databases(
 ) -> None:
     """Statements name their tables' database: one connection reads every database of
     its server without a switch (COM_INIT_DB, counted at a proxy), each site its own
-    tables, a database whose name needs quoting too."""
-    odd = f"{RUN}-odd`name"
+    tables, a database whose name needs quoting (and holds a %, which the driver's
+    formatting of arguments would read) too."""
+    odd = f"{RUN}-odd`name%d"
     with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{odd.replace('`', '``')}`")
-        cursor.execute(f"CREATE DATABASE `{odd.replace('`', '``')}`")
-        cursor.execute(f"GRANT SELECT ON `{odd.replace('`', '``')}`.* TO '{USER}'@'%'")
+        cursor.execute(f"DROP DATABASE IF EXISTS {quoted_identifier(odd)}")
+        cursor.execute(f"CREATE DATABASE {quoted_identifier(odd)}")
+        cursor.execute(f"GRANT SELECT ON {quoted_identifier(odd)}.* TO '{USER}'@'%'")
     store = ActionSchedulerStore(mariadb.connect(odd))
     store.create_tables()
     for number in range(5):
@@ -150,7 +152,28 @@ def test_sites_share_a_connection_without_switching_databases(
         coordinator.close()
         proxy.close()
         with mariadb.connect() as connection, connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{odd.replace('`', '``')}`")
+            cursor.execute(f"DROP DATABASE IF EXISTS {quoted_identifier(odd)}")
+
+
+def test_a_missing_database_is_told_alike_on_a_new_and_a_borrowed_connection(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """A new connection to a database that is not there fails; one borrowed from the pool,
+    opened for another database, is not told: the round asks, and reports it the same
+    way (down, kind `connect`, "unknown database"), never as missing tables."""
+    sites = (store_site(mariadb, databases[0]), store_site(mariadb, f"{RUN}_missing"))
+    coordinator = Coordinator(ExporterConfig(sites=sites, connections_per_server=1))
+    try:
+        for _ in range(3):
+            results = {result.label: result for result in coordinator.scrape(10.0)}
+            assert results[databases[0]].up, results[databases[0]].problems
+            missing = results[f"{RUN}_missing"]
+            assert not missing.up
+            assert "unknown database" in missing.problems[0].lower(), missing.problems
+        assert missing.value(catalog.ERRORS.name, kind="missing_table") == 0
+        assert (missing.value(catalog.ERRORS.name, kind="connect") or 0) >= 3
+    finally:
+        coordinator.close()
 
 
 def test_a_locked_site_and_an_unreachable_server_cost_the_others_nothing(

@@ -89,6 +89,8 @@ def in_database(
     """The statement as sent for a site: its tables in the site's database (without a
     database, in the connection's own), `SITE_DATABASE` arguments its name."""
     qualifier = f"{quoted_identifier(database)}." if database else ""
+    if args is not None:  # the driver formats the text with the arguments: a % stays one
+        qualifier = qualifier.replace("%", "%%")
     sql = sql.replace(f"{DATABASE_MARK}.", qualifier)
     if args and any(arg is SITE_DATABASE for arg in args):
         args = tuple(database if arg is SITE_DATABASE else arg for arg in args)

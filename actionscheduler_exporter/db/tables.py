@@ -75,6 +75,21 @@ def parse_table_stats(tables: TableNames, packed: object) -> dict[str, TableStat
     return found
 
 
+def database_visible(session: Session) -> bool:
+    """Whether the site's database exists and its user may see it; True when that cannot
+    be read (the missing tables are then reported as such)."""
+    try:
+        rows = session.query(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+            (SITE_DATABASE,),
+        )
+    except QueryError as error:
+        if error.connection_lost:
+            raise
+        return True
+    return not rows or bool(rows[0][0])
+
+
 def _malformed(problem: str) -> QueryError:
     return QueryError("malformed", problem, connection_lost=False)
 

@@ -35,7 +35,7 @@ _WHOLE = {float(n): repr(float(n)) for n in range(1024)}
 def _number(value: float) -> str:
     """Go's formatting; below a million (every count and age but the largest) it is
     Python's repr, without the checks for infinities and exponents (a thousand sites'
-    scrape writes a hundred thousand values). `encode` has the same lines inline."""
+    scrape writes a hundred thousand values). `_site_lines` has the same lines inline."""
     # An int (a bucket's count) is written as one, "8", as Go's clients write counts.
     written = _WHOLE.get(value) if type(value) is float else None
     if written is None or _negative_zero(value):  # -0.0 finds 0.0's entry

@@ -22,7 +22,7 @@ from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, TableNames
 from actionscheduler_exporter.db.servers import ServerLane
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.db.tables import discover_prefixes, list_prefixes
+from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
@@ -201,6 +201,15 @@ class DatabaseRound:
             if missing:
                 names = ", ".join(missing)
                 problem = f"missing table(s) {names} in database {state.site.database}"
+                if len(missing) == len(TABLES) and not database_visible(session):
+                    # As a new connection to it fails; a borrowed one, opened for another
+                    # database of the server, does not tell.
+                    problem = (
+                        f"unknown database {state.site.database!r} (or one that the "
+                        "exporter's user may not see)"
+                    )
+                    self._fail(report, Failure("connect", problem))
+                    return
                 self._fail(report, Failure("missing_table", problem))
                 return
         # Statistics that could not be read fail their collector alone (`stats_error`).

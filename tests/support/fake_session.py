@@ -137,7 +137,7 @@ def as_scripted(sql: str) -> str:
 
 
 # A table's name where it is not after a database's (`db`.) or part of a longer word.
-_TABLE_NAME = re.compile(r"(?<![`.\w])\w*actionscheduler_(?:actions|claims|groups|logs)\b")
+_TABLE_NAME = re.compile(r"(?<![.\w])\w*actionscheduler_(?:actions|claims|groups|logs)\b")
 
 
 def scalar_subqueries(sql: str) -> list[str] | None:
