@@ -40,7 +40,7 @@ class SlowProxy:
         self._sockets: list[socket.socket] = []
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._count_lock = threading.Lock()
-        self.commands: Counter[int] = Counter()  # by command byte (COM_QUERY, ...)
+        self._commands: Counter[int] = Counter()  # by command byte (COM_QUERY, ...)
         self.bytes_to_client = 0
         threading.Thread(target=self._accept, daemon=True, name="slow-proxy").start()
         if idle_close is not None:
@@ -82,7 +82,7 @@ class SlowProxy:
                 with self._count_lock:
                     self._last_traffic[id(client)] = time.monotonic()
                     if packets is not None:
-                        self.commands.update(packets.feed(chunk))
+                        self._commands.update(packets.feed(chunk))
                     else:
                         self.bytes_to_client += len(chunk)
                 time.sleep(self.delay)
@@ -94,8 +94,12 @@ class SlowProxy:
     @property
     def queries(self) -> int:
         """Statements sent so far (COM_QUERY)."""
+        return self.sent(COM_QUERY)
+
+    def sent(self, command: int) -> int:
+        """How many of one command the clients have sent so far."""
         with self._count_lock:
-            return self.commands[COM_QUERY]
+            return self._commands[command]
 
     @property
     def open_connections(self) -> int:

@@ -8,6 +8,7 @@ ages. No statement is sent from here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -88,13 +89,21 @@ def in_database(
 ) -> tuple[str, Sequence[object] | None]:
     """The statement as sent for a site: its tables in the site's database (without a
     database, in the connection's own), `SITE_DATABASE` arguments its name."""
-    qualifier = f"{quoted_identifier(database)}." if database else ""
-    if args is not None:  # the driver formats the text with the arguments: a % stays one
-        qualifier = qualifier.replace("%", "%%")
-    sql = sql.replace(f"{DATABASE_MARK}.", qualifier)
-    if args and any(arg is SITE_DATABASE for arg in args):
+    sql = sql.replace(_MARK_DOT, _qualifier(database, formatted=args is not None))
+    if args and SITE_DATABASE in args:
         args = tuple(database if arg is SITE_DATABASE else arg for arg in args)
     return sql, args
+
+
+_MARK_DOT = f"{DATABASE_MARK}."
+
+
+@functools.lru_cache(maxsize=4096)
+def _qualifier(database: str, *, formatted: bool) -> str:
+    """What the mark becomes for a database (made once per database, not per statement);
+    `formatted`: the driver formats the text with arguments, where a % stays one."""
+    qualifier = f"{quoted_identifier(database)}." if database else ""
+    return qualifier.replace("%", "%%") if formatted else qualifier
 
 
 def quoted_identifier(name: str) -> str:

@@ -198,18 +198,18 @@ class DatabaseRound:
             exists = [sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES]
             report.add(exists)
             missing = [tables.name(table) for table in TABLES if table not in stats]
+            if len(missing) == len(TABLES) and not database_visible(session):
+                # As a new connection to it fails; a borrowed one, opened for another
+                # database of the server, does not tell.
+                problem = (
+                    f"unknown database {state.site.database!r} (or one that the "
+                    "exporter's user may not see)"
+                )
+                self._fail(report, Failure("connect", problem))
+                return
             if missing:
                 names = ", ".join(missing)
                 problem = f"missing table(s) {names} in database {state.site.database}"
-                if len(missing) == len(TABLES) and not database_visible(session):
-                    # As a new connection to it fails; a borrowed one, opened for another
-                    # database of the server, does not tell.
-                    problem = (
-                        f"unknown database {state.site.database!r} (or one that the "
-                        "exporter's user may not see)"
-                    )
-                    self._fail(report, Failure("connect", problem))
-                    return
                 self._fail(report, Failure("missing_table", problem))
                 return
         # Statistics that could not be read fail their collector alone (`stats_error`).
