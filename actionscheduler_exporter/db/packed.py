@@ -68,13 +68,14 @@ class PackedStatement:
     SQL in columns, and once an answer in columns from an endpoint showed the subqueries'
     types (`learn`), its SQL in one column for that endpoint (`packed`)."""
 
-    __slots__ = ("_learnt", "_packed_sql", "_subqueries", "args")
+    __slots__ = ("_learnt", "_packed_sql", "_packed_value", "_subqueries", "args")
 
     def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
         self._subqueries = tuple(subqueries)
         self.args = args
         # Made when first learnt: a statement with the tables' statistics is never
         # packed, and a network keeps a statement per subsite.
+        self._packed_value = ""  # the one column's expression
         self._packed_sql = ""
         self._learnt: dict[Endpoint, _Learnt] = {}
 
@@ -87,6 +88,11 @@ class PackedStatement:
         """The SQL in one column, once the endpoint's types are known and can be packed."""
         return self._packed_sql if self._learnt.get(endpoint) else None
 
+    def branch(self, place: int) -> str:
+        """The packed SQL as one branch of a `UNION ALL` of several stores' statements,
+        tagged with its `place` (`db.read_ahead`); once packed."""
+        return f"SELECT {place}, {self._packed_value}"
+
     def learn(self, endpoint: Endpoint, type_codes: Sequence[int]) -> None:
         """The types of an answer in columns from the endpoint: from now on the statement
         is sent to it packed when every one of them can be."""
@@ -95,11 +101,12 @@ class PackedStatement:
         if not (type_codes and all(code in _PACKABLE for code in type_codes)):
             self._learnt[endpoint] = None
             return
-        if not self._packed_sql:
+        if not self._packed_value:
             parts = ", ".join(
                 f"COALESCE(CONCAT('{_VALUE}', ({query})), '')" for query in self._subqueries
             )
-            self._packed_sql = f"SELECT CONCAT_WS('{_SEPARATOR}', {parts}) AS p"
+            self._packed_value = f"CONCAT_WS('{_SEPARATOR}', {parts})"
+            self._packed_sql = f"SELECT {self._packed_value} AS p"
         self._learnt[endpoint] = tuple(decoders.get(code, _as_is) for code in type_codes)
 
     def unpack(self, endpoint: Endpoint, rows: list[Row]) -> Row | None:

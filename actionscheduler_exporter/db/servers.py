@@ -1,5 +1,6 @@
 """What the exporter holds per database server, its lane: the connection pool, the threads
-that run the rounds of its sites, and the one that runs their heavy refreshes.
+that run the rounds of its sites, the one that runs their heavy refreshes, and the
+read-ahead of its stores' hot statements.
 
 Sites on a slow, locked or unreachable server wait in their own lane: they can take its
 connections and threads, never another server's. Within a lane, at most
@@ -13,11 +14,12 @@ import threading
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.pool import ServerPool
+from actionscheduler_exporter.db.read_ahead import ReadAhead
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -98,6 +100,8 @@ class ServerLane:
     # The subsites of a network, read side by side for its round (never waiting on others).
     prefixes: ThreadPoolExecutor
     refreshes: RefreshQueue
+    # The hot statements of its stores, read several at a time.
+    read_ahead: ReadAhead = field(default_factory=ReadAhead)
 
     def close(self) -> None:
         for executor in (self.rounds, self.prefixes, self.refreshes):

@@ -134,6 +134,17 @@ class Session:
             if self._meter is not None:
                 self._meter(time.perf_counter() - started)
 
+    @property
+    def timeout(self) -> float:
+        """Seconds the client waits for a statement's answer at most."""
+        return self._site.query_timeout + 2
+
+    def bill(self, seconds: float) -> None:
+        """Counts `seconds` of database time where the session's statements count now
+        (a share of a statement sent for several sites: `db.read_ahead`)."""
+        if self._meter is not None:
+            self._meter(seconds)
+
     def billed_to(self, meter: Meter) -> _Billing:
         """Counts the time of every statement sent inside the block with `meter` (the
         database time of one site and tier), where the statement runs."""

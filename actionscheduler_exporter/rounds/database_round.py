@@ -50,6 +50,8 @@ class DatabaseRound:
         self._state = state
         self._reports = reports
         self._deadline = deadline
+        # The rounds one scrape started share it (`db.read_ahead`).
+        self._wave = deadline.at
 
     def run(self) -> None:
         """Reads every prefix. Whatever a prefix's answers look like, the round ends with a
@@ -249,15 +251,16 @@ class DatabaseRound:
         of a first round (the collectors then read their columns apart, as there)."""
         state = self._state
         reading = [c for c in state.in_round if c.name not in served]
+        ahead = state.lane.read_ahead if state.lane is not None else None
         known = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)
         if known is None and kept is not None and state.clock() < kept[0]:
-            statement = read_hot_statement(context, reading, kept[1])
+            statement = read_hot_statement(context, reading, kept[1], ahead, self._wave)
             if statement.prefetched or not statement.asked:
                 return statement
             del state.kept_stats[prefix]
             return read_apart(context, None)
-        statement = read_hot_statement(context, reading, known)
+        statement = read_hot_statement(context, reading, known, ahead, self._wave)
         stats = statement.stats
         if stats is not None and all(table in stats for table in TABLES):
             interval = TABLE_STATS_INTERVAL * stagger(state.site.name, prefix, "tables")

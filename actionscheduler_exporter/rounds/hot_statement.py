@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.pool import login_of
 from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.read_ahead import ReadAhead
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.db.tables import (
@@ -51,11 +53,16 @@ def read_hot_statement(
     context: DatabaseContext,
     collectors: Sequence[Collector],
     known_stats: Mapping[str, TableStats] | None,
+    read_ahead: ReadAhead | None = None,
+    wave: float = 0.0,
 ) -> HotStatement:
     """The prefix's statistics (`known_stats` when its network's listing read them) and
-    the collectors' columns. Raises QueryError only when the connection is lost. An
-    answer that cannot be one (a killed statement's row of NULLs, a statistics text cut
-    short) is not used: everything is read apart, as after a failed statement."""
+    the collectors' columns; once packed, through the server's `read_ahead` (the stores
+    of a server read several at a time) when there is one, in the `wave` of rounds of
+    one scrape. Raises QueryError only when
+    the connection is lost. An answer that cannot be one (a killed statement's row of
+    NULLs, a statistics text cut short) is not used: everything is read apart, as after a
+    failed statement."""
     session, tables = context.session, context.tables
     parts: list[tuple[str, Columns]] = []
     for collector in collectors:
@@ -71,9 +78,19 @@ def read_hot_statement(
     statement = _statement_of(tuple(every))
     endpoint = session.endpoint
     started = time.perf_counter()
+    seconds: float | None = None  # a share of a statement read for several stores
     try:
         packed = statement.packed(endpoint)
-        if packed is not None:
+        if packed is not None and read_ahead is not None:
+            key = (login_of(context.site), endpoint, tables.prefix)
+            read, seconds = read_ahead.query(
+                session, key, statement, packed, statement.args, context.site.database, wave
+            )
+            unpacked = statement.unpack(endpoint, read)
+            if unpacked is None:
+                read_ahead.forget(key)
+            rows = [] if unpacked is None else [unpacked]
+        elif packed is not None:
             unpacked = statement.unpack(endpoint, session.query(packed, statement.args))
             rows = [] if unpacked is None else [unpacked]
         else:
@@ -84,7 +101,8 @@ def read_hot_statement(
         if error.connection_lost:
             raise
         return read_apart(context, known_stats)
-    seconds = time.perf_counter() - started
+    if seconds is None:
+        seconds = time.perf_counter() - started
     answer = _split(rows, parts, tables, known_stats) if len(rows) == 1 else None
     if answer is None:
         return read_apart(context, known_stats)

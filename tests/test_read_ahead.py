@@ -1,0 +1,227 @@
+"""The hot statements of a server's stores read several in one statement (`db.read_ahead`),
+on real MariaDB, counted at a proxy in front of it (the exporter's own statements): fewer
+statements than stores once the stores are quiet, each store's values its own, a change
+seen at the next scrape, and a store that breaks between two scrapes (its table dropped,
+or locked) failing alone while the stores read with it stay up with their values."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db.read_ahead import ReadAhead
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+from testbed.mariadb import Server
+from testbed.proxy import SlowProxy
+from testbed.store import ActionSchedulerStore
+from tests.support.locks import tables_locked
+from tests.support.waiting import wait_until
+
+RUN = f"as_ahead_{secrets.token_hex(3)}"
+USER, PASSWORD = RUN, "read-ahead-pw"
+STORES = 12
+
+
+@pytest.fixture
+def stores(mariadb: Server) -> Iterator[list[str]]:
+    """A dozen stores, a database each, store n with n + 1 due actions; read by a user of
+    the test's own."""
+    names = [f"{RUN}_{index}" for index in range(STORES)]
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+        cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
+        for index, database in enumerate(names):
+            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+            cursor.execute(f"CREATE DATABASE `{database}`")
+            cursor.execute(f"GRANT SELECT ON `{database}`.* TO '{USER}'@'%'")
+            store = ActionSchedulerStore(mariadb.connect(database))
+            store.create_tables()
+            for number in range(index + 1):
+                store.create("woocommerce_deliver_webhook_async", args=[number])
+            store.connection.close()
+    yield names
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        for database in names:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+
+
+@pytest.fixture
+def proxy(mariadb: Server) -> Iterator[SlowProxy]:
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    yield proxy
+    proxy.close()
+
+
+class Exporter:
+    """One coordinator over the stores, through the proxy; each scrape's results by site
+    and the statements it sent."""
+
+    def __init__(self, proxy: SlowProxy, stores: list[str], **overrides: Any) -> None:
+        self.proxy = proxy
+        sites = tuple(self._site(database, overrides) for database in stores)
+        self.coordinator = Coordinator(ExporterConfig(sites=sites, connections_per_server=2))
+        self.read_ahead: ReadAhead = self.coordinator.servers.for_site(sites[0]).read_ahead
+
+    def _site(self, database: str, overrides: dict[str, Any]) -> SiteConfig:
+        fields: dict[str, Any] = {
+            "name": database,
+            "host": "127.0.0.1",
+            "port": self.proxy.port,
+            "user": USER,
+            "password": PASSWORD,
+            "database": database,
+            "query_timeout": 4.0,
+            # Neither the split of the backlog nor the heavy tier between the scrapes
+            # counted: the hot statements alone.
+            "due_split_interval": 3600.0,
+            "heavy_interval": 3600.0,
+        }
+        return SiteConfig(**(fields | overrides))
+
+    def scrape(self) -> tuple[dict[str, SiteResult], int]:
+        before = self.proxy.queries
+        results = {result.label: result for result in self.coordinator.scrape(10.0)}
+        return results, self.proxy.queries - before
+
+    def close(self) -> None:
+        self.coordinator.close()
+
+
+@pytest.fixture
+def exporter(proxy: SlowProxy, stores: list[str]) -> Iterator[Exporter]:
+    exporter = Exporter(proxy, stores)
+    yield exporter
+    exporter.close()
+
+
+def due(result: SiteResult) -> float | None:
+    return result.value(catalog.DUE_ACTIONS.name, claim="unclaimed")
+
+
+def settled(exporter: Exporter) -> None:
+    """Scrapes until the hot statements are packed and the stores' order is known (the
+    first learns the answers' types, the second sends each store's packed statement
+    alone, the third reads them together) and every store's heavy tier has its first
+    values: its refreshes, which share the connections, are over."""
+    for _ in range(3):
+        exporter.scrape()
+    assert wait_until(lambda: all(heavy_read(r) for r in exporter.scrape()[0].values()), 60)
+
+
+def heavy_read(result: SiteResult) -> bool:
+    return result.value(catalog.COLLECTOR_AGE.name, collector="status") is not None
+
+
+def test_quiet_stores_of_a_server_cost_fewer_statements_than_stores(
+    exporter: Exporter, stores: list[str]
+) -> None:
+    settled(exporter)
+    for _ in range(3):
+        results, statements = exporter.scrape()
+        for index, database in enumerate(stores):
+            assert results[database].up, results[database].problems
+            assert due(results[database]) == index + 1, database
+        # Two connections, a batch of up to 16 stores each: a handful of statements,
+        # never one per store.
+        assert statements <= STORES // 2, statements
+    assert exporter.read_ahead.batches >= 3
+
+
+def test_a_store_changed_between_scrapes_shows_the_change_at_the_next(
+    exporter: Exporter, stores: list[str], mariadb: Server
+) -> None:
+    settled(exporter)
+    batches = exporter.read_ahead.batches
+    store = ActionSchedulerStore(mariadb.connect(stores[5]))
+    for number in range(3):
+        store.create("woocommerce_deliver_webhook_async", args=["new", number])
+    store.connection.close()
+    results, _ = exporter.scrape()
+    assert due(results[stores[5]]) == 6 + 3
+    assert due(results[stores[4]]) == 5 and due(results[stores[6]]) == 7
+    # The log's new rows change the changed store's statement (its cursor): the others
+    # are still read together.
+    results, _ = exporter.scrape()
+    assert exporter.read_ahead.batches > batches
+    assert due(results[stores[5]]) == 9
+
+
+def test_a_store_whose_table_is_dropped_fails_alone_and_the_others_are_read_together_again(
+    exporter: Exporter, stores: list[str], mariadb: Server
+) -> None:
+    settled(exporter)
+    broken = stores[4]
+    with mariadb.connect(broken) as connection, connection.cursor() as cursor:
+        cursor.execute("DROP TABLE wp_actionscheduler_claims")
+    for _ in range(2):
+        results, _ = exporter.scrape()
+        assert not results[broken].up
+        assert "missing table(s)" in results[broken].problems[0]
+        for index, database in enumerate(stores):
+            if database != broken:
+                assert results[database].up, results[database].problems
+                assert due(results[database]) == index + 1, database
+    batches = exporter.read_ahead.batches
+    _, statements = exporter.scrape()
+    assert exporter.read_ahead.batches > batches
+    # The broken store's own statements (it is read alone) and a few batches.
+    assert statements <= STORES // 2 + 3, statements
+
+
+def test_a_store_locked_between_scrapes_costs_the_stores_read_with_it_nothing_but_a_wait(
+    exporter: Exporter,
+    stores: list[str],
+    mariadb: Server,
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """A table locked (`LOCK TABLES ... WRITE`: a backup, an ALTER) after the stores were
+    read together: the batch with it waits for the lock (a second on MariaDB), then every
+    store of it is read alone; the others are up with their values, the locked one up
+    with a lock error."""
+    settled(exporter)
+    locked = stores[6]
+    with tables_locked(connect(), [f"`{locked}`.wp_actionscheduler_actions"]):
+        for _ in range(2):
+            results, _ = exporter.scrape()
+            for index, database in enumerate(stores):
+                result = results[database]
+                if database == locked:
+                    assert (result.value(catalog.ERRORS.name, kind="lock") or 0) >= 1
+                    continue
+                assert result.up, result.problems
+                assert due(result) == index + 1, database
+    results, _ = exporter.scrape()
+    assert due(results[locked]) == 7
+
+
+def test_the_subsites_of_a_network_are_read_together(
+    proxy: SlowProxy, mariadb: Server, stores: list[str]
+) -> None:
+    """A network's subsites (`table_prefix: auto`): the prefixes of one database, read
+    several in one statement as databases are."""
+    database = stores[0]
+    prefixes = [f"wp_{number}_" for number in range(2, 10)]
+    for number, prefix in enumerate(prefixes):
+        store = ActionSchedulerStore(mariadb.connect(database), prefix)
+        store.create_tables()
+        for index in range(number + 1):
+            store.create("woocommerce_deliver_webhook_async", args=[index])
+        store.connection.close()
+    exporter = Exporter(proxy, [database], table_prefix="auto")
+    try:
+        settled(exporter)
+        results, _ = exporter.scrape()
+        assert exporter.read_ahead.batches >= 1
+        assert due(results[f"{database}:wp_"]) == 1
+        for number, prefix in enumerate(prefixes):
+            assert due(results[f"{database}:{prefix}"]) == number + 1, prefix
+    finally:
+        exporter.close()
