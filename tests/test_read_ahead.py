@@ -12,9 +12,14 @@ from typing import Any
 
 import pymysql
 import pytest
+from pymysql.constants import FIELD_TYPE
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.pool import login_of
 from actionscheduler_exporter.db.read_ahead import ReadAhead
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
@@ -225,3 +230,40 @@ def test_the_subsites_of_a_network_are_read_together(
             assert due(results[f"{database}:{prefix}"]) == number + 1, prefix
     finally:
         exporter.close()
+
+
+def test_a_batch_sent_to_mysql_carries_its_lock_wait_as_a_hint_and_each_store_gets_its_row(
+    mariadb: Server, stores: list[str]
+) -> None:
+    """`ReadAhead` on its own: three stores asked in order once (each alone), then in a
+    new wave the first reads all three in one statement and the others take their rows.
+    The session reports a MySQL version, so the batch carries MySQL's `SET_VAR` hint in
+    its first SELECT: valid SQL where the hint is not known (MariaDB reads a comment)."""
+    tables = TableNames("wp_")
+    statement = PackedStatement(
+        (f"SELECT COUNT(*) FROM {tables.actions} WHERE status = %s",), ("pending",)
+    )
+    sessions = []
+    for database in stores[:3]:
+        site = SiteConfig(
+            name=database, host=mariadb.host, port=mariadb.port, user=USER,
+            password=PASSWORD, database=database,
+        )  # fmt: skip
+        session = Session(site, check_grants=False)
+        session.open()
+        session.server_version = "8.0.36"  # as MySQL 8 names itself
+        endpoint = session.endpoint
+        statement.learn(endpoint, (FIELD_TYPE.LONGLONG,))
+        sessions.append((session, (login_of(site), endpoint, "wp_"), database))
+    packed = statement.packed(sessions[0][1][1])
+    assert packed is not None
+    ahead = ReadAhead()
+    try:
+        for wave in (1.0, 2.0):
+            for session, key, database in sessions:
+                rows, _ = ahead.query(session, key, statement, packed, ("pending",), database, wave)
+                assert statement.unpack(key[1], rows) == (stores.index(database) + 1,)
+        assert ahead.batches == 1  # the second wave: one statement for the three
+    finally:
+        for session, _, _ in sessions:
+            session.close()

@@ -18,10 +18,9 @@ connections each read a batch side by side, as they read one store each without 
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
 its own until it answered alone: a missing, locked or slow database delays the stores
-read with it at most once, by the server's lock wait (one second on MariaDB, where a
-statement can carry its own). An answer read ahead is used
-within `MAX_AGE` seconds of its reading, or not at all: a store's values are never older
-than that when its round reports them.
+read with it at most once, by the batch's lock wait of one second. An answer read ahead
+is used within `MAX_AGE` seconds of its reading, or not at all: a store's values are
+never older than that when its round reports them.
 """
 
 from __future__ import annotations
@@ -45,9 +44,11 @@ MAX_AGE = 0.5
 FAST_SECONDS = 0.05
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
-# On MariaDB the batch waits for a locked table at most this long, then each store is
-# read alone, with the session's own lock wait.
+# A batch waits for a locked table one second at most, then each store is read alone,
+# with the session's own lock wait: MariaDB sets it for one statement so, MySQL (8.0.3
+# and later) with a hint in the first SELECT, which other servers read as a comment.
 _MARIADB_LOCK_WAIT = "SET STATEMENT lock_wait_timeout = 1 FOR "
+_MYSQL_LOCK_WAIT = "SELECT /*+ SET_VAR(lock_wait_timeout = 1) */ "
 
 # A store's hot statement: who reads it (the login), where (host, port, socket,
 # database), and the table prefix.
@@ -214,6 +215,8 @@ class ReadAhead:
         sql = " UNION ALL ".join(parts)
         if "mariadb" in session.server_version.lower():
             sql = _MARIADB_LOCK_WAIT + sql
+        else:
+            sql = _MYSQL_LOCK_WAIT + sql.removeprefix("SELECT ")
         started = time.perf_counter()
         by_place: dict[int, Row] | None = None
         try:
