@@ -25,6 +25,7 @@ from testbed.mariadb import Server
 from testbed.proxy import COM_INIT_DB, SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.locks import tables_locked
+from tests.support.store_databases import store_databases
 from tests.support.waiting import sampled, wait_until
 
 # Names of this run's own: another test run may use the same server at the same time.
@@ -37,23 +38,8 @@ DATABASES = [f"{RUN}_{index}" for index in range(24)]
 def databases(mariadb: Server) -> Iterator[list[str]]:
     """Two dozen stores, a database each, with a due action per store number; read by a
     user of the exporter's own, so that its connections can be counted by the server."""
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
-        cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-        for index, database in enumerate(DATABASES):
-            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
-            cursor.execute(f"CREATE DATABASE `{database}`")
-            cursor.execute(f"GRANT SELECT ON `{database}`.* TO '{USER}'@'%'")
-            store = ActionSchedulerStore(mariadb.connect(database))
-            store.create_tables()
-            for number in range(index % 3 + 1):
-                store.create("woocommerce_deliver_webhook_async", args=[number])
-            store.connection.close()
-    yield DATABASES
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        for database in DATABASES:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
-        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+    with store_databases(mariadb, DATABASES, USER, PASSWORD, due=lambda i: i % 3 + 1) as made:
+        yield made
 
 
 def store_site(mariadb: Server, database: str, **overrides: Any) -> SiteConfig:

@@ -27,6 +27,7 @@ from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.locks import tables_locked
+from tests.support.store_databases import store_databases
 from tests.support.waiting import wait_until
 
 RUN = f"as_ahead_{secrets.token_hex(3)}"
@@ -36,26 +37,10 @@ STORES = 12
 
 @pytest.fixture
 def stores(mariadb: Server) -> Iterator[list[str]]:
-    """A dozen stores, a database each, store n with n + 1 due actions; read by a user of
-    the test's own."""
+    """A dozen stores, a database each, store n with n + 1 due actions."""
     names = [f"{RUN}_{index}" for index in range(STORES)]
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
-        cursor.execute(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-        for index, database in enumerate(names):
-            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
-            cursor.execute(f"CREATE DATABASE `{database}`")
-            cursor.execute(f"GRANT SELECT ON `{database}`.* TO '{USER}'@'%'")
-            store = ActionSchedulerStore(mariadb.connect(database))
-            store.create_tables()
-            for number in range(index + 1):
-                store.create("woocommerce_deliver_webhook_async", args=[number])
-            store.connection.close()
-    yield names
-    with mariadb.connect() as connection, connection.cursor() as cursor:
-        for database in names:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
-        cursor.execute(f"DROP USER IF EXISTS '{USER}'@'%'")
+    with store_databases(mariadb, names, USER, PASSWORD, due=lambda i: i + 1) as made:
+        yield made
 
 
 @pytest.fixture

@@ -122,6 +122,7 @@ class ReadAhead:
             flying.done.wait(session.timeout)
         with self._lock:
             answer = self._ready.pop(key, None)
+        own = _Asked(statement, args, database, 0.0, 0.0)
         if (
             answer is not None
             and time.monotonic() - answer.at <= MAX_AGE
@@ -129,17 +130,16 @@ class ReadAhead:
             and answer.args == args
         ):
             session.bill(answer.seconds)
-            self._answered(key, statement, args, database, answer.seconds)
+            self._answered(key, own, answer.seconds)
             return answer.rows, answer.seconds
-        own = _Asked(statement, args, database, 0.0, 0.0)
         batch = self._batch_from(key, own, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)
             if by_place is not None:
                 session.bill(seconds)
-                self._answered(key, statement, args, database, seconds)
+                self._answered(key, own, seconds)
                 return [by_place[0]], seconds
-        return self._read_alone(session, key, statement, sql, args, database)
+        return self._read_alone(session, key, own, sql)
 
     def forget(self, key: Key) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
@@ -248,39 +248,29 @@ class ReadAhead:
         batch.done.set()
 
     def _read_alone(
-        self,
-        session: Session,
-        key: Key,
-        statement: PackedStatement,
-        sql: str,
-        args: tuple[object, ...],
-        database: str,
+        self, session: Session, key: Key, own: _Asked, sql: str
     ) -> tuple[list[Row], float]:
         started = time.perf_counter()
         try:
-            rows = session.query(sql, args)
+            rows = session.query(sql, own.args)
         except QueryError:
             self.forget(key)
             raise
         seconds = time.perf_counter() - started
-        self._answered(key, statement, args, database, seconds)
+        self._answered(key, own, seconds)
         return rows, seconds
 
-    def _answered(
-        self,
-        key: Key,
-        statement: PackedStatement,
-        args: tuple[object, ...],
-        database: str,
-        seconds: float,
-    ) -> None:
+    def _answered(self, key: Key, own: _Asked, seconds: float) -> None:
+        """The store's statement answered in `seconds` (its share of a batch's): it may be
+        read with others from now on."""
         now = time.monotonic()
         with self._lock:
             known = self._asked.get(key)
             if known is None:
-                self._asked[key] = _Asked(statement, args, database, seconds, now)
+                own.seconds, own.asked_at = seconds, now
+                self._asked[key] = own
             else:
-                known.statement, known.args, known.database = statement, args, database
+                known.statement, known.args, known.database = own.statement, own.args, own.database
                 known.seconds, known.healthy = seconds, True
 
     def _forget_old(self, now: float) -> None:
