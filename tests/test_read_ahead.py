@@ -15,6 +15,7 @@ import pytest
 from pymysql.constants import FIELD_TYPE
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db import read_ahead
 from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.pool import login_of
 from actionscheduler_exporter.db.read_ahead import ReadAhead
@@ -217,38 +218,116 @@ def test_the_subsites_of_a_network_are_read_together(
         exporter.close()
 
 
-def test_a_batch_sent_to_mysql_carries_its_lock_wait_as_a_hint_and_each_store_gets_its_row(
-    mariadb: Server, stores: list[str]
-) -> None:
-    """`ReadAhead` on its own: three stores asked in order once (each alone), then in a
-    new wave the first reads all three in one statement and the others take their rows.
-    The session reports a MySQL version, so the batch carries MySQL's `SET_VAR` hint in
-    its first SELECT: valid SQL where the hint is not known (MariaDB reads a comment)."""
-    tables = TableNames("wp_")
-    statement = PackedStatement(
-        (f"SELECT COUNT(*) FROM {tables.actions} WHERE status = %s",), ("pending",)
-    )
-    sessions = []
-    for database in stores[:3]:
-        site = SiteConfig(
-            name=database, host=mariadb.host, port=mariadb.port, user=USER,
-            password=PASSWORD, database=database,
-        )  # fmt: skip
-        session = Session(site, check_grants=False)
-        session.open()
-        session.server_version = "8.0.36"  # as MySQL 8 names itself
-        endpoint = session.endpoint
-        statement.learn(endpoint, (FIELD_TYPE.LONGLONG,))
-        sessions.append((session, (login_of(site), endpoint, "wp_"), database))
-    packed = statement.packed(sessions[0][1][1])
-    assert packed is not None
-    ahead = ReadAhead()
-    try:
-        for wave in (1.0, 2.0):
-            for session, key, database in sessions:
-                rows, _ = ahead.query(session, key, statement, packed, ("pending",), database, wave)
-                assert statement.unpack(key[1], rows) == (stores.index(database) + 1,)
-        assert ahead.batches == 1  # the second wave: one statement for the three
-    finally:
-        for session, _, _ in sessions:
+class ThreeStores:
+    """`ReadAhead` on its own, with three stores' sessions through the proxy, each store
+    asking with its own packed statement (`statements`: by store, the same text by
+    default), in waves: one round of the three stores each."""
+
+    def __init__(
+        self,
+        proxy: SlowProxy,
+        stores: list[str],
+        version: str | None = None,
+        statements: list[PackedStatement] | None = None,
+    ) -> None:
+        self.proxy = proxy
+        self.stores = stores[:3]
+        default = PackedStatement(
+            (f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)
+        )
+        self.statements = statements or [default] * 3
+        self.read_ahead = ReadAhead()
+        self.sessions: list[tuple[Session, tuple[object, ...]]] = []
+        for database, statement in zip(self.stores, self.statements, strict=True):
+            site = SiteConfig(
+                name=database, host="127.0.0.1", port=proxy.port, user=USER,
+                password=PASSWORD, database=database,
+            )  # fmt: skip
+            session = Session(site, check_grants=False)
+            session.open()
+            if version is not None:
+                session.server_version = version
+            statement.learn(session.endpoint, (FIELD_TYPE.LONGLONG,))
+            self.sessions.append((session, (login_of(site), session.endpoint, "wp_")))
+
+    def wave(self, wave: float) -> int:
+        """One round of the three stores; the statements it sent. Each store's value is
+        its own: its number of due actions."""
+        before = self.proxy.queries
+        for (session, key), database, statement in zip(
+            self.sessions, self.stores, self.statements, strict=True
+        ):
+            packed = statement.packed(session.endpoint)
+            assert packed is not None
+            rows, _ = self.read_ahead.query(session, key, statement, packed, database, wave)
+            assert statement.unpack(session.endpoint, rows) == (self.stores.index(database) + 1,)
+        return self.proxy.queries - before
+
+    def close(self) -> None:
+        for session, _ in self.sessions:
             session.close()
+
+
+ACTIONS = TableNames("wp_").actions
+
+
+def test_a_batch_sent_to_mysql_carries_its_lock_wait_as_a_hint_and_each_store_gets_its_row(
+    proxy: SlowProxy, stores: list[str]
+) -> None:
+    """Three stores asked once each (alone), then in a new wave the first reads all three
+    in one statement and the others take their rows. The sessions report a MySQL version,
+    so the batch carries MySQL's `SET_VAR` hint in its first SELECT: valid SQL where the
+    hint is not known (MariaDB reads a comment)."""
+    three = ThreeStores(proxy, stores, version="8.0.36")  # as MySQL 8 names itself
+    try:
+        assert three.wave(1.0) == 3
+        assert three.wave(2.0) == 1
+        assert three.read_ahead.batches == 1
+    finally:
+        three.close()
+
+
+def test_an_answer_read_before_its_store_asked_is_too_old_past_max_age(
+    proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no age allowed, every answer read ahead is refused: each store reads its own
+    again, and its value is still its own."""
+    monkeypatch.setattr(read_ahead, "MAX_AGE", 0.0)
+    three = ThreeStores(proxy, stores)
+    try:
+        three.wave(1.0)
+        assert three.wave(2.0) == 3
+    finally:
+        three.close()
+
+
+def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
+    proxy: SlowProxy, stores: list[str], mariadb: Server
+) -> None:
+    """A store's statement that becomes slow (here: while a table named `slow` exists in
+    its database) makes its batch slow: the batch's stores are read alone once, each
+    timed on its own; the slow one then stays alone and the others are read together."""
+    slow = stores[1]
+    statements = [
+        PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)),
+        PackedStatement(
+            (
+                "SELECT IF(EXISTS(SELECT 1 FROM information_schema.TABLES"
+                " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'slow'),"
+                f" SLEEP(0.2), 0) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",
+            ),
+            (slow, "pending"),
+        ),
+        PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)),
+    ]
+    three = ThreeStores(proxy, stores, statements=statements)
+    try:
+        assert three.wave(1.0) == 3
+        assert three.wave(2.0) == 1  # fast: the three in one statement
+        with mariadb.connect(slow) as connection, connection.cursor() as cursor:
+            cursor.execute("CREATE TABLE slow (id INT)")
+        assert three.wave(3.0) == 1  # the batch, slow because of one store
+        assert three.wave(4.0) == 3  # each alone, timed
+        assert three.wave(5.0) == 2  # the fast two together, the slow one alone
+    finally:
+        three.close()

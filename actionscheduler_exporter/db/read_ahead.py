@@ -17,14 +17,16 @@ connections each read a batch side by side, as they read one store each without 
 
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
-its own until it answered alone: a missing, locked or slow database delays the stores
-read with it at most once, by the batch's lock wait of one second. An answer read ahead
-is used within `MAX_AGE` seconds of its reading, or not at all: a store's values are
-never older than that when its round reports them.
+its own until it answered alone; so is every store of a batch that took longer than a
+store may: a missing, locked or slow database delays the stores read with it once, by
+the batch's lock wait of one second at most. An answer is used only if it was read at
+most `MAX_AGE` seconds before its store asked: a store's values are never older than
+that when its round reports them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,10 +39,12 @@ from actionscheduler_exporter.db.session import Row, Session
 # How many stores one statement reads: ten to twenty-five took the same time per store on
 # the bench's server; more add to the wait of the first store of each batch.
 BATCH = 16
-# Seconds an answer read ahead stays usable: the rounds of one scrape, not the next one's.
+# Seconds before its store asks that an answer may have been read: the rounds of one
+# scrape, not the next one's.
 MAX_AGE = 0.5
 # A store whose last statement took longer is read alone: a slow store must not hold back
-# the ones read with it.
+# the ones read with it. A batch that takes longer has its stores read alone once, each
+# then timed on its own (a store's share of a batch hides which one was slow).
 FAST_SECONDS = 0.05
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
@@ -55,31 +59,37 @@ _MYSQL_LOCK_WAIT = "SELECT /*+ SET_VAR(lock_wait_timeout = 1) */ "
 Key = tuple[object, ...]
 
 
-@dataclass
-class _Asked:
-    """A store's last hot statement that answered, as sent, and when the store asks."""
+@dataclass(frozen=True)
+class _Ask:
+    """What a store's round asks for: its packed statement (with its arguments), the
+    database its tables are in, and the wave of rounds it asks in."""
 
     statement: PackedStatement
-    args: tuple[object, ...]
     database: str
-    seconds: float
+    wave: float
+
+
+@dataclass
+class _Store:
+    """What is known of a store: its last statement that answered, and its asks."""
+
+    ask: _Ask
+    seconds: float  # its statement's time, or its share of a batch's
     asked_at: float
-    wave: float = 0.0  # the wave of rounds it last asked in (`query`)
-    # False once a batch with it failed, until its statement answered alone.
+    # False after a failed or slow batch with it, until its statement answered alone.
     healthy: bool = True
 
 
 @dataclass
 class _Batch:
-    members: list[tuple[Key, _Asked]]
-    asker: Key | None  # the store of the round that sends it, if it is a member
+    members: list[tuple[Key, _Ask]]  # as they were when the batch was made
+    sender: Key | None  # the store of the round that sends it, if it is a member
     done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
 class _Answer:
     statement: PackedStatement
-    args: tuple[object, ...]
     rows: list[Row]
     seconds: float  # the store's share of the batch's time
     at: float
@@ -91,12 +101,12 @@ class ReadAhead:
     def __init__(self, batch: int = BATCH) -> None:
         self._batch = batch
         self._lock = threading.Lock()
-        self._asked: dict[Key, _Asked] = {}
+        self._stores: dict[Key, _Store] = {}
         self._next: dict[Key, Key] = {}  # the store that asked after this one, last time
         self._previous: Key | None = None
         self._ready: dict[Key, _Answer] = {}
         self._flying: dict[Key, _Batch] = {}
-        self._forgotten_at = time.monotonic()
+        self._tidied_at = time.monotonic()
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
 
     def query(
@@ -105,15 +115,16 @@ class ReadAhead:
         key: Key,
         statement: PackedStatement,
         sql: str,
-        args: tuple[object, ...],
         database: str,
         wave: float,
     ) -> tuple[list[Row], float]:
-        """The rows of the store's packed statement `sql` and the seconds counted as its
-        own: read ahead by another store's round, or now, with the stores that come next.
-        `wave`: the same for the rounds one scrape started (their deadline's time). Raises
-        QueryError as `Session.query` does for the store's own statement."""
-        flying = self._take(key, wave)
+        """The rows of the store's packed statement `sql` (sent with `statement.args`)
+        and the seconds counted as its own: read ahead by another store's round, or now,
+        with the stores that come next. `wave`: the same for the rounds one scrape started
+        (their deadline's time). Raises QueryError as `Session.query` does for the
+        store's own statement."""
+        ask = _Ask(statement, database, wave)
+        asked_at, flying = self._note_ask(key, wave)
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
             ahead = self._batch_from(key, None, wave)
@@ -122,74 +133,69 @@ class ReadAhead:
             flying.done.wait(session.timeout)
         with self._lock:
             answer = self._ready.pop(key, None)
-        own = _Asked(statement, args, database, 0.0, 0.0)
-        if (
-            answer is not None
-            and time.monotonic() - answer.at <= MAX_AGE
-            and answer.statement is statement
-            and answer.args == args
-        ):
+        if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
             session.bill(answer.seconds)
-            self._answered(key, own, answer.seconds)
+            self._answered(key, ask, answer.seconds, alone=False)
             return answer.rows, answer.seconds
-        batch = self._batch_from(key, own, wave)
+        batch = self._batch_from(key, ask, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)
             if by_place is not None:
                 session.bill(seconds)
-                self._answered(key, own, seconds)
+                self._answered(key, ask, seconds, alone=False)
                 return [by_place[0]], seconds
-        return self._read_alone(session, key, own, sql)
+        return self._read_alone(session, key, ask, sql)
 
-    def forget(self, key: Key) -> None:
+    def isolate(self, key: Key) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
         error): it is read alone until it answers again."""
         with self._lock:
-            asked = self._asked.get(key)
-            if asked is not None:
-                asked.healthy = False
+            store = self._stores.get(key)
+            if store is not None:
+                store.healthy = False
 
-    def _take(self, key: Key, wave: float) -> _Batch | None:
-        """Notes the ask (when, in which wave, after which store); the batch reading the
-        store now, if another round sent one."""
+    def _note_ask(self, key: Key, wave: float) -> tuple[float, _Batch | None]:
+        """Notes the ask (when, in which wave, after which store); its time, and the batch
+        reading the store now, if another round sent one."""
         now = time.monotonic()
         with self._lock:
-            asked = self._asked.get(key)
-            if asked is not None:
-                asked.asked_at, asked.wave = now, wave
+            store = self._stores.get(key)
+            if store is not None:
+                store.asked_at = now
+                store.ask = dataclasses.replace(store.ask, wave=wave)
             if self._previous is not None and self._previous != key:
                 self._next[self._previous] = key
             self._previous = key
-            return self._flying.get(key)
+            return now, self._flying.get(key)
 
-    def _batch_from(self, key: Key, own: _Asked | None, wave: float) -> _Batch | None:
+    def _batch_from(self, key: Key, own: _Ask | None, wave: float) -> _Batch | None:
         """The store (`own`, when it is read too) and up to `BATCH - 1` of those that asked
         after it last time and not in this wave, whose last statement answered quickly,
         marked as being read; None when there are none."""
         now = time.monotonic()
         with self._lock:
-            self._forget_old(now)
-            known = self._asked.get(key)
+            self._tidy(now)
+            known = self._stores.get(key)
             if known is None or not known.healthy or known.seconds > FAST_SECONDS:
                 return None
-            members: list[tuple[Key, _Asked]] = [(key, own)] if own is not None else []
+            members: list[tuple[Key, _Ask]] = [(key, own)] if own is not None else []
             seen = {key}
             candidate = self._next.get(key)
             steps = 0
             while candidate is not None and candidate not in seen and steps < 4 * self._batch:
                 steps += 1
                 seen.add(candidate)
-                asked = self._asked.get(candidate)
+                store = self._stores.get(candidate)
                 if (
-                    asked is not None
-                    and asked.healthy
-                    and asked.wave != wave
-                    and asked.seconds <= FAST_SECONDS
+                    store is not None
+                    and store.healthy
+                    and store.ask.wave != wave
+                    and store.seconds <= FAST_SECONDS
                     and candidate[0] == key[0]  # the same login: the same connection's
                     and candidate not in self._flying
                     and candidate not in self._ready
                 ):
-                    members.append((candidate, asked))
+                    members.append((candidate, store.ask))
                     if len(members) == self._batch:
                         break
                 candidate = self._next.get(candidate)
@@ -202,14 +208,14 @@ class ReadAhead:
 
     def _read(self, session: Session, batch: _Batch) -> tuple[dict[int, Row] | None, float]:
         """Every member's row by its place, and each one's share of the time; None when
-        the batch failed: its members are then read alone until each answered. The answers
-        of those not asking now are kept for their rounds."""
+        the batch failed (its time is then the sender's). Whatever happens, the batch
+        lands: its members' answers kept for their rounds, or its members marked to be
+        read alone, and the rounds waiting for it woken."""
         parts: list[str] = []
         every_arg: list[object] = []
-        for place, (_, asked) in enumerate(batch.members):
-            branch, branch_args = in_database(
-                asked.statement.branch(place), asked.args, asked.database
-            )
+        for place, (_, ask) in enumerate(batch.members):
+            statement = ask.statement
+            branch, branch_args = in_database(statement.branch(place), statement.args, ask.database)
             parts.append(branch)
             every_arg.extend(branch_args or ())
         sql = " UNION ALL ".join(parts)
@@ -224,68 +230,70 @@ class ReadAhead:
                 by_place = _by_place(session.query(sql, tuple(every_arg)), len(batch.members))
         except QueryError as error:
             if error.connection_lost:
-                self._land(batch, None, 0.0)
                 raise
-        seconds = (time.perf_counter() - started) / len(batch.members)
-        self._land(batch, by_place, seconds)
-        return by_place, seconds
+        finally:
+            seconds = time.perf_counter() - started
+            self._land(batch, by_place, seconds)
+        if by_place is None:
+            session.bill(seconds)
+            return None, seconds
+        self.batches += 1
+        return by_place, seconds / len(batch.members)
 
     def _land(self, batch: _Batch, by_place: dict[int, Row] | None, seconds: float) -> None:
         now = time.monotonic()
+        share = seconds / len(batch.members)
+        slow = seconds > FAST_SECONDS
         with self._lock:
-            if by_place is not None:
-                self.batches += 1
-            for place, (member, asked) in enumerate(batch.members):
+            for place, (member, ask) in enumerate(batch.members):
                 if self._flying.get(member) is batch:
                     del self._flying[member]
-                if by_place is None:
-                    known = self._asked.get(member)
-                    if known is not None:
-                        known.healthy = False
-                elif member != batch.asker:
-                    answer = _Answer(asked.statement, asked.args, [by_place[place]], seconds, now)
-                    self._ready[member] = answer
+                store = self._stores.get(member)
+                if store is not None and (by_place is None or slow):
+                    store.healthy = False
+                if by_place is not None and member != batch.sender:
+                    self._ready[member] = _Answer(ask.statement, [by_place[place]], share, now)
         batch.done.set()
 
     def _read_alone(
-        self, session: Session, key: Key, own: _Asked, sql: str
+        self, session: Session, key: Key, ask: _Ask, sql: str
     ) -> tuple[list[Row], float]:
         started = time.perf_counter()
         try:
-            rows = session.query(sql, own.args)
+            rows = session.query(sql, ask.statement.args)
         except QueryError:
-            self.forget(key)
+            self.isolate(key)
             raise
         seconds = time.perf_counter() - started
-        self._answered(key, own, seconds)
+        self._answered(key, ask, seconds, alone=True)
         return rows, seconds
 
-    def _answered(self, key: Key, own: _Asked, seconds: float) -> None:
-        """The store's statement answered in `seconds` (its share of a batch's): it may be
-        read with others from now on."""
-        now = time.monotonic()
+    def _answered(self, key: Key, ask: _Ask, seconds: float, *, alone: bool) -> None:
+        """The store's statement answered in `seconds` (its share of a batch's); read
+        `alone`, it may be read with others again."""
         with self._lock:
-            known = self._asked.get(key)
-            if known is None:
-                own.seconds, own.asked_at = seconds, now
-                self._asked[key] = own
-            else:
-                known.statement, known.args, known.database = own.statement, own.args, own.database
-                known.seconds, known.healthy = seconds, True
+            store = self._stores.get(key)
+            if store is None:
+                self._stores[key] = _Store(ask, seconds, time.monotonic())
+                return
+            store.ask, store.seconds = ask, seconds
+            if alone:
+                store.healthy = True
 
-    def _forget_old(self, now: float) -> None:
-        """Under the lock: drops stores not asked for `FORGET_SECONDS` and answers not
-        taken in time, at most once a minute."""
-        if now - self._forgotten_at < 60.0:
+    def _tidy(self, now: float) -> None:
+        """Under the lock, at most once a minute: forgets the stores not asked for
+        `FORGET_SECONDS` and the answers not taken in time."""
+        if now - self._tidied_at < 60.0:
             return
-        self._forgotten_at = now
-        old = [key for key, asked in self._asked.items() if now - asked.asked_at > FORGET_SECONDS]
-        for key in old:
-            del self._asked[key]
-            self._next.pop(key, None)
-        for key, answer in list(self._ready.items()):
-            if now - answer.at > MAX_AGE:
-                del self._ready[key]
+        self._tidied_at = now
+        for key in [
+            key for key, store in self._stores.items() if now - store.asked_at > FORGET_SECONDS
+        ]:
+            del self._stores[key]
+        for key in [key for key in self._next if key not in self._stores]:
+            del self._next[key]
+        for key in [key for key, answer in self._ready.items() if now - answer.at > MAX_AGE]:
+            del self._ready[key]
 
 
 def _by_place(rows: list[Row], members: int) -> dict[int, Row] | None:
@@ -299,4 +307,5 @@ def _by_place(rows: list[Row], members: int) -> dict[int, Row] | None:
 
 
 def _not_billed(_seconds: float) -> None:
-    """A batch's time is billed to its stores in shares, not to the store that sent it."""
+    """A batch's time is billed to its stores in shares as they take their answers, not
+    to the store that sent it."""

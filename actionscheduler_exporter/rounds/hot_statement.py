@@ -84,11 +84,11 @@ def read_hot_statement(
         if packed is not None and read_ahead is not None:
             key = (login_of(context.site), endpoint, tables.prefix)
             read, seconds = read_ahead.query(
-                session, key, statement, packed, statement.args, context.site.database, wave
+                session, key, statement, packed, context.site.database, wave
             )
             unpacked = statement.unpack(endpoint, read)
             if unpacked is None:
-                read_ahead.forget(key)
+                read_ahead.isolate(key)
             rows = [] if unpacked is None else [unpacked]
         elif packed is not None:
             unpacked = statement.unpack(endpoint, session.query(packed, statement.args))
