@@ -11,9 +11,10 @@ read (otherwise it sends its own).
 
 Which stores come next is learnt from the order they asked in before (the rounds run in
 the same order every scrape): those that asked after this store last time and have not
-asked in this wave of rounds (those a scrape started). A round whose store is being read in another
-round's batch reads the next stores' batch meanwhile, then takes its answer: the server's
-connections each read a batch side by side, as they read one store each without this.
+asked in this wave of rounds (those a scrape started). A round whose store is being read
+in another round's batch reads the next stores' batch meanwhile, then takes its answer:
+the server's connections each read a batch side by side, as they read one store each
+without this.
 
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
@@ -26,7 +27,6 @@ that when its round reports them.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -61,12 +61,11 @@ Key = tuple[object, ...]
 
 @dataclass(frozen=True)
 class _Ask:
-    """What a store's round asks for: its packed statement (with its arguments), the
-    database its tables are in, and the wave of rounds it asks in."""
+    """What a store's round asks for: its packed statement (with its arguments) and the
+    database its tables are in."""
 
     statement: PackedStatement
     database: str
-    wave: float
 
 
 @dataclass
@@ -76,6 +75,7 @@ class _Store:
     ask: _Ask
     seconds: float  # its statement's time, or its share of a batch's
     asked_at: float
+    wave: float  # the wave of rounds it last asked in
     # False after a failed or slow batch with it, until its statement answered alone.
     healthy: bool = True
 
@@ -123,7 +123,7 @@ class ReadAhead:
         with the stores that come next. `wave`: the same for the rounds one scrape started
         (their deadline's time). Raises QueryError as `Session.query` does for the
         store's own statement."""
-        ask = _Ask(statement, database, wave)
+        ask = _Ask(statement, database)
         asked_at, flying = self._note_ask(key, wave)
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
@@ -135,16 +135,16 @@ class ReadAhead:
             answer = self._ready.pop(key, None)
         if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
             session.bill(answer.seconds)
-            self._answered(key, ask, answer.seconds, alone=False)
+            self._answered(key, ask, answer.seconds, wave, alone=False)
             return answer.rows, answer.seconds
         batch = self._batch_from(key, ask, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)
             if by_place is not None:
                 session.bill(seconds)
-                self._answered(key, ask, seconds, alone=False)
+                self._answered(key, ask, seconds, wave, alone=False)
                 return [by_place[0]], seconds
-        return self._read_alone(session, key, ask, sql)
+        return self._read_alone(session, key, ask, sql, wave)
 
     def isolate(self, key: Key) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
@@ -161,8 +161,7 @@ class ReadAhead:
         with self._lock:
             store = self._stores.get(key)
             if store is not None:
-                store.asked_at = now
-                store.ask = dataclasses.replace(store.ask, wave=wave)
+                store.asked_at, store.wave = now, wave
             if self._previous is not None and self._previous != key:
                 self._next[self._previous] = key
             self._previous = key
@@ -189,7 +188,7 @@ class ReadAhead:
                 if (
                     store is not None
                     and store.healthy
-                    and store.ask.wave != wave
+                    and store.wave != wave
                     and store.seconds <= FAST_SECONDS
                     and candidate[0] == key[0]  # the same login: the same connection's
                     and candidate not in self._flying
@@ -256,7 +255,7 @@ class ReadAhead:
         batch.done.set()
 
     def _read_alone(
-        self, session: Session, key: Key, ask: _Ask, sql: str
+        self, session: Session, key: Key, ask: _Ask, sql: str, wave: float
     ) -> tuple[list[Row], float]:
         started = time.perf_counter()
         try:
@@ -265,16 +264,16 @@ class ReadAhead:
             self.isolate(key)
             raise
         seconds = time.perf_counter() - started
-        self._answered(key, ask, seconds, alone=True)
+        self._answered(key, ask, seconds, wave, alone=True)
         return rows, seconds
 
-    def _answered(self, key: Key, ask: _Ask, seconds: float, *, alone: bool) -> None:
-        """The store's statement answered in `seconds` (its share of a batch's); read
-        `alone`, it may be read with others again."""
+    def _answered(self, key: Key, ask: _Ask, seconds: float, wave: float, *, alone: bool) -> None:
+        """The store's statement answered in `seconds` (its share of a batch's) in `wave`;
+        read `alone`, it may be read with others again."""
         with self._lock:
             store = self._stores.get(key)
             if store is None:
-                self._stores[key] = _Store(ask, seconds, time.monotonic())
+                self._stores[key] = _Store(ask, seconds, time.monotonic(), wave)
                 return
             store.ask, store.seconds = ask, seconds
             if alone:

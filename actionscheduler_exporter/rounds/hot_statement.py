@@ -59,10 +59,9 @@ def read_hot_statement(
     """The prefix's statistics (`known_stats` when its network's listing read them) and
     the collectors' columns; once packed, through the server's `read_ahead` (the stores
     of a server read several at a time) when there is one, in the `wave` of rounds of
-    one scrape. Raises QueryError only when
-    the connection is lost. An answer that cannot be one (a killed statement's row of
-    NULLs, a statistics text cut short) is not used: everything is read apart, as after a
-    failed statement."""
+    one scrape. Raises QueryError only when the connection is lost. An answer that cannot
+    be one (a killed statement's row of NULLs, a statistics text cut short) is not used:
+    everything is read apart, as after a failed statement."""
     session, tables = context.session, context.tables
     parts: list[tuple[str, Columns]] = []
     for collector in collectors:
@@ -81,17 +80,17 @@ def read_hot_statement(
     seconds: float | None = None  # a share of a statement read for several stores
     try:
         packed = statement.packed(endpoint)
-        if packed is not None and read_ahead is not None:
-            key = (login_of(context.site), endpoint, tables.prefix)
-            read, seconds = read_ahead.query(
-                session, key, statement, packed, context.site.database, wave
-            )
-            unpacked = statement.unpack(endpoint, read)
-            if unpacked is None:
+        if packed is not None:
+            if read_ahead is None:
+                reply = session.query(packed, statement.args)
+            else:
+                key = (login_of(context.site), endpoint, tables.prefix)
+                reply, seconds = read_ahead.query(
+                    session, key, statement, packed, context.site.database, wave
+                )
+            unpacked = statement.unpack(endpoint, reply)
+            if unpacked is None and read_ahead is not None:
                 read_ahead.isolate(key)
-            rows = [] if unpacked is None else [unpacked]
-        elif packed is not None:
-            unpacked = statement.unpack(endpoint, session.query(packed, statement.args))
             rows = [] if unpacked is None else [unpacked]
         else:
             rows, types = session.query_typed(statement.sql, statement.args)
