@@ -3,6 +3,7 @@ MariaDB histories written as Action Scheduler writes them, in English and in Ger
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import pytest
@@ -115,6 +116,24 @@ def test_translated_runs_are_counted_as_in_english(
         )
     english, german = totals
     assert english == german
+
+
+def test_the_history_is_the_same_when_the_clock_ticks_while_it_is_written(
+    store_factory: Callable[[str], ActionSchedulerStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine a second passes between writing a run and Action Scheduler's
+    consistently-failing check; the history (and so what the tests above compare) must
+    not change with it. Here the database's clock moves a second at every reading."""
+    still = write_history(store_factory("still_"))
+    read_clock = ActionSchedulerStore.now
+    ticks = iter(range(1, 1_000_000))
+
+    def ticking(self: ActionSchedulerStore) -> dt.datetime:
+        moved = 0 if self._frozen is not None else next(ticks)
+        return read_clock(self) + dt.timedelta(seconds=moved)
+
+    monkeypatch.setattr(ActionSchedulerStore, "now", ticking)
+    assert write_history(store_factory("ticking_")) == still
 
 
 def test_a_site_learns_its_start_words_from_known_runners_in_a_later_scrape(

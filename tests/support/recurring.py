@@ -72,8 +72,11 @@ def _fail_until_stopped(
 
 def write_history(store: ActionSchedulerStore) -> Expected:
     """Written in one transaction: an exporter sees the whole history in one scrape, so
-    no alert takes its failures, written at once, for a rate."""
-    with store.transaction():
+    no alert takes its failures, written at once, for a rate. And at one frozen second:
+    Action Scheduler's consistently-failing check counts the hook's actions scheduled
+    strictly before now, so a clock that ticks between scheduling a run and checking it
+    (a loaded machine) would stop a hook one run earlier and change the history."""
+    with store.transaction(), store.frozen():
         return _write_history(store)
 
 
