@@ -29,7 +29,7 @@ import pymysql
 
 from bench.exporters import BASELINE, Running, exporter_for
 from bench.measure import metric_values, resident_mib
-from bench.server import ROOT
+from bench.server import ROOT, TABLE_CACHES
 from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
 from testbed.store_profile import StoreProfile
@@ -47,7 +47,8 @@ _TABLES = ("actions", "claims", "groups", "logs")
 def second_server() -> Iterator[Server]:
     """Another database server, so that 1,000 databases are spread over two."""
     server = start_private(
-        ROOT / ".bench" / "mariadb-2", extra_arguments=["--innodb-buffer-pool-size=512M"]
+        ROOT / ".bench" / "mariadb-2",
+        extra_arguments=["--innodb-buffer-pool-size=512M", *TABLE_CACHES],
     )
     try:
         yield server
