@@ -28,6 +28,7 @@ from bench.many_sites import (
     wait_heavy,
 )
 from bench.measure import Timings, metric_values, process_cpu_seconds, resident_mib
+from bench.replay import captured, replay_against_floor
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
 from testbed.store_profile import StoreProfile
@@ -135,6 +136,12 @@ def _many(
         floor.run()
         cpu = CpuAccount(server.process.pid, running.process.pid) if server.process else None
         ours, floors = _alternated(running.scrape, floor.run, MANY_STORES_ROUNDS, cpu)
+        # The same scrape's statements without the exporter: what their shape costs.
+        replayed = (
+            replay_against_floor(server, captured(server, running.scrape, USER), floor)
+            if server.process
+            else None
+        )
         up = sites_up(running.scrape())
         rss, peak = resident_mib(running.process.pid)
     return {
@@ -151,6 +158,7 @@ def _many(
         "rss_peak_mib": peak,
         "connections": max(v for k, v in most.items() if k != "_polls"),
         "cpu_s": cpu.per_call() if cpu else {},
+        "replayed": replayed.as_dict() if replayed else None,
     }
 
 
@@ -272,6 +280,30 @@ def cpu_table(report: dict[str, Any]) -> list[str]:
                     f"| {setup} | {name} | {_ms(cpu['floor_server_s'])} "
                     f"| {_ms(cpu['floor_client_s'])} | {_ms(cpu['scrape_server_s'])} "
                     f"| {_ms(cpu['scrape_client_s'])} |"
+                )
+    return lines
+
+
+def replay_table(report: dict[str, Any]) -> list[str]:
+    """The server's CPU for one scrape's statements sent again without the exporter."""
+    lines = [
+        "One scrape's statements sent again without the exporter, on as many connections,"
+        " in turn with the floor (bench/replay.py; wall median, the server's CPU mean):",
+        "",
+        "| case | exporter | statements | connections | replayed wall | replayed server CPU "
+        "| floor wall | floor server CPU | server CPU ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for setup, by_exporter in report.get("floor_many", {}).items():
+        for name, measured in by_exporter.items():
+            replayed = measured.get("replayed")
+            if replayed:
+                ratio = replayed["server_cpu_s"] / replayed["floor_server_cpu_s"]
+                lines.append(
+                    f"| {setup} | {name} | {replayed['statements']:,} "
+                    f"| {replayed['connections']} | {_ms(replayed['wall_s'])} "
+                    f"| {_ms(replayed['server_cpu_s'])} | {_ms(replayed['floor_wall_s'])} "
+                    f"| {_ms(replayed['floor_server_cpu_s'])} | {ratio:.2f}x |"
                 )
     return lines
 

@@ -30,6 +30,7 @@ from bench.floor_cases import (
     floor_targets,
     many_stores_floor_case,
     one_store_floor_case,
+    replay_table,
 )
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
@@ -186,7 +187,8 @@ def summary(report: dict[str, Any]) -> str:
         )
     if not report["stores"] and ("floor_stores" in report or "floor_many" in report):
         verdicts = _verdicts(floor_targets(report))
-        return "\n".join([heading, "", *floor_table(report), "", *cpu_table(report), "", *verdicts])
+        tables = [*floor_table(report), "", *cpu_table(report), "", *replay_table(report)]
+        return "\n".join([heading, "", *tables, "", *verdicts])
     if not report["stores"]:  # --many-sites-only
         verdicts = _verdicts(many_sites_targets(report))
         return "\n".join([heading, "", *many_sites_table(report["many_sites"]), "", *verdicts])
@@ -220,7 +222,7 @@ def summary(report: dict[str, Any]) -> str:
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
             f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
-    lines += ["", *floor_table(report), "", *cpu_table(report)]
+    lines += ["", *floor_table(report), "", *cpu_table(report), "", *replay_table(report)]
     lines += ["", *hot_cost_table(report["stores"])]
     if "due_split" in report:
         lines += [

@@ -1,0 +1,140 @@
+"""The statements of one scrape, sent again without the exporter that sent them.
+
+A thousand stores' scrape costs the database server more CPU than the floor does; this
+says how much of that is the statements themselves (their shape: packed answers, batches,
+what the floor does not read) and not the exporter's pace. The server's general log
+records one scrape's statements per connection (`Init DB` and `Query`, in order); they are
+then sent again on as many connections, each connection's in its order, alternated with
+the floor, and the server's CPU is counted for each (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from bench.floor import ManyStoresFloor
+from bench.measure import process_cpu_seconds
+from testbed.mariadb import Server
+
+ROUNDS = 10
+
+# (command, argument): `Init DB` (a switch of database) or `Query`.
+Command = tuple[str, str]
+
+
+@dataclass
+class Replayed:
+    statements: int  # per scrape, of every connection
+    connections: int
+    wall_s: float  # median of the rounds
+    server_cpu_s: float  # mean per round
+    floor_wall_s: float
+    floor_server_cpu_s: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return dict(vars(self))
+
+
+def captured(server: Server, scrape: Callable[[], object], user: str) -> list[list[Command]]:
+    """One scrape's commands from `user`'s connections, per connection, in order."""
+    with server.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SET GLOBAL log_output = 'TABLE'")
+        cursor.execute("TRUNCATE mysql.general_log")
+        cursor.execute("SET GLOBAL general_log = 1")
+        try:
+            scrape()
+        finally:
+            cursor.execute("SET GLOBAL general_log = 0")
+        cursor.execute(
+            "SELECT thread_id, command_type, argument FROM mysql.general_log"
+            " WHERE command_type IN ('Init DB', 'Query') AND user_host LIKE %s"
+            " ORDER BY event_time",
+            (f"{user}[%",),
+        )
+        rows = cursor.fetchall()
+        cursor.execute("TRUNCATE mysql.general_log")
+    by_connection: dict[int, list[Command]] = {}
+    for thread_id, command, argument in rows:
+        text = bytes(argument).decode() if isinstance(argument, bytes | bytearray) else argument
+        by_connection.setdefault(int(thread_id), []).append((str(command), str(text)))
+    return list(by_connection.values())
+
+
+def replay_against_floor(
+    server: Server, commands: list[list[Command]], floor: ManyStoresFloor
+) -> Replayed:
+    """The captured commands and the floor, in turn, `ROUNDS` times each."""
+    assert server.process is not None, "the server's CPU is counted: a private server"
+    pid = server.process.pid
+    walls: dict[str, list[float]] = {"replay": [], "floor": []}
+    cpus: dict[str, list[float]] = {"replay": [], "floor": []}
+    with _connections(server, len(commands)) as connections:
+        calls: dict[str, Callable[[], None]] = {
+            "replay": lambda: _send(connections, commands),
+            "floor": floor.run,
+        }
+        for warm_up in calls.values():
+            warm_up()  # once untimed: the tables open, the connections warm
+        for _ in range(ROUNDS):
+            for side, call in calls.items():
+                cpu = process_cpu_seconds(pid)
+                started = time.perf_counter()
+                call()
+                walls[side].append(time.perf_counter() - started)
+                cpus[side].append(process_cpu_seconds(pid) - cpu)
+    return Replayed(
+        statements=sum(1 for sent in commands for command, _ in sent if command == "Query"),
+        connections=len(commands),
+        wall_s=statistics.median(walls["replay"]),
+        server_cpu_s=statistics.fmean(cpus["replay"]),
+        floor_wall_s=statistics.median(walls["floor"]),
+        floor_server_cpu_s=statistics.fmean(cpus["floor"]),
+    )
+
+
+@contextlib.contextmanager
+def _connections(server: Server, count: int) -> Iterator[list[pymysql.connections.Connection[Any]]]:
+    connections = [server.connect() for _ in range(count)]
+    try:
+        yield connections
+    finally:
+        for connection in connections:
+            with contextlib.suppress(pymysql.Error):
+                connection.close()
+
+
+def _send(
+    connections: list[pymysql.connections.Connection[Any]], commands: list[list[Command]]
+) -> None:
+    """Each connection's commands on a connection of its own, side by side."""
+    errors: list[BaseException] = []
+
+    def send(connection: pymysql.connections.Connection[Any], sent: list[Command]) -> None:
+        try:
+            with connection.cursor() as cursor:
+                for command, argument in sent:
+                    if command == "Init DB":
+                        connection.select_db(argument)
+                    else:
+                        cursor.execute(argument)
+                        cursor.fetchall()
+        except BaseException as error:  # reported by _send, not lost in a thread
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=send, args=pair) for pair in zip(connections, commands, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
