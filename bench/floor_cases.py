@@ -137,8 +137,14 @@ def _many(
         cpu = CpuAccount(server.process.pid, running.process.pid) if server.process else None
         ours, floors = _alternated(running.scrape, floor.run, MANY_STORES_ROUNDS, cpu)
         # The same scrape's statements without the exporter: what their shape costs.
+        databases = {site["database"] for site in document["sites"]}
         replayed = (
-            replay_against_floor(server, captured(server, running.scrape, USER), floor)
+            replay_against_floor(
+                server,
+                captured(server, running.scrape, USER),
+                floor,
+                next(iter(databases)) if len(databases) == 1 else None,
+            )
             if server.process
             else None
         )

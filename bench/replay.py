@@ -69,14 +69,18 @@ def captured(server: Server, scrape: Callable[[], object], user: str) -> list[li
 
 
 def replay_against_floor(
-    server: Server, commands: list[list[Command]], floor: ManyStoresFloor
+    server: Server,
+    commands: list[list[Command]],
+    floor: ManyStoresFloor,
+    database: str | None = None,
 ) -> Replayed:
-    """The captured commands and the floor, in turn, `ROUNDS` times each."""
+    """The captured commands and the floor, in turn, `ROUNDS` times each; `database`: the
+    one the exporter's connections opened (a network's: its statements name no database)."""
     assert server.process is not None, "the server's CPU is counted: a private server"
     pid = server.process.pid
     walls: dict[str, list[float]] = {"replay": [], "floor": []}
     cpus: dict[str, list[float]] = {"replay": [], "floor": []}
-    with _connections(server, len(commands)) as connections:
+    with _connections(server, len(commands), database) as connections:
         calls: dict[str, Callable[[], None]] = {
             "replay": lambda: _send(connections, commands),
             "floor": floor.run,
@@ -101,8 +105,10 @@ def replay_against_floor(
 
 
 @contextlib.contextmanager
-def _connections(server: Server, count: int) -> Iterator[list[pymysql.connections.Connection[Any]]]:
-    connections = [server.connect() for _ in range(count)]
+def _connections(
+    server: Server, count: int, database: str | None
+) -> Iterator[list[pymysql.connections.Connection[Any]]]:
+    connections = [server.connect(database) for _ in range(count)]
     try:
         yield connections
     finally:
