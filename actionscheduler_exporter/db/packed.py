@@ -13,6 +13,12 @@ Only whole numbers, decimals, doubles and dates are packed: their text never hol
 separator, and is ASCII. A statement with any other column (a text of table statistics)
 stays in columns; so does one whose packed answer could not be read once (a server mode
 that makes `CONCAT` of NULL not NULL, as MariaDB's Oracle mode does).
+
+Several stores read in one statement (`db.read_ahead`) are read in columns, not packed:
+the descriptions are then the batch's, not each store's, and packing costs the server
+more than the floor's statements altogether (a tenth of a thousand stores' scrape,
+docs/performance.md). Their branches are joined only where their types match (`shape`),
+so that each column has the one type every store's statement has alone.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ Converter = Callable[[str], Any]
 Endpoint = tuple[str, int, str, str]
 # Per endpoint: the converters of its answer's columns, or None: not packed there.
 _Learnt = tuple[Converter, ...] | None
+# The types of an answer's columns (pymysql's FIELD_TYPE codes).
+Shape = tuple[int, ...]
 
 
 def in_columns(subqueries: Sequence[str]) -> str:
@@ -68,7 +76,15 @@ class PackedStatement:
     SQL in columns, and once an answer in columns from an endpoint showed the subqueries'
     types (`learn`), its SQL in one column for that endpoint (`packed`)."""
 
-    __slots__ = ("_learnt", "_packed_sql", "_packed_value", "_subqueries", "args")
+    __slots__ = (
+        "_columns",
+        "_learnt",
+        "_packed_sql",
+        "_packed_value",
+        "_shapes",
+        "_subqueries",
+        "args",
+    )
 
     def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
         self._subqueries = tuple(subqueries)
@@ -78,6 +94,8 @@ class PackedStatement:
         self._packed_value = ""  # the one column's expression
         self._packed_sql = ""
         self._learnt: dict[Endpoint, _Learnt] = {}
+        self._shapes: dict[Endpoint, Shape] = {}
+        self._columns = ""  # the columns of a branch, made when first one is
 
     @property
     def sql(self) -> str:
@@ -89,9 +107,16 @@ class PackedStatement:
         return self._packed_sql if self._learnt.get(endpoint) else None
 
     def branch(self, place: int) -> str:
-        """The packed SQL as one branch of a `UNION ALL` of several stores' statements,
-        tagged with its `place` (`db.read_ahead`); once packed."""
-        return f"SELECT {place}, {self._packed_value}"
+        """The SQL in columns as one branch of a `UNION ALL` of several stores' statements,
+        tagged with its `place` (`db.read_ahead`)."""
+        if not self._columns:
+            self._columns = in_columns(self._subqueries).removeprefix("SELECT ")
+        return f"SELECT {place}, {self._columns}"
+
+    def shape(self, endpoint: Endpoint) -> Shape | None:
+        """The types of its answer's columns at the endpoint, once packed there: branches
+        of one `UNION ALL` have the same (None: not packed, not read with others)."""
+        return self._shapes.get(endpoint) if self._learnt.get(endpoint) else None
 
     def learn(self, endpoint: Endpoint, type_codes: Sequence[int]) -> None:
         """The types of an answer in columns from the endpoint: from now on the statement
@@ -108,6 +133,7 @@ class PackedStatement:
             self._packed_value = f"CONCAT_WS('{_SEPARATOR}', {parts})"
             self._packed_sql = f"SELECT {self._packed_value} AS p"
         self._learnt[endpoint] = tuple(decoders.get(code, _as_is) for code in type_codes)
+        self._shapes[endpoint] = tuple(type_codes)
 
     def unpack(self, endpoint: Endpoint, rows: list[Row]) -> Row | None:
         """The values of a packed answer, as the driver would have made them in columns;

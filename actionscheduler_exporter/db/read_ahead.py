@@ -5,9 +5,10 @@ and each costs the driver's parsing of its answer (in Python) and the server's w
 statement, whatever its size (docs/performance.md). Once a store's hot statement is
 packed (`db.packed`), it is the same text from one round to the next while the store is
 quiet: the store that asks first reads the answers of the next stores too, in one
-`UNION ALL` of their packed statements, each branch tagged with its place; each of those
-stores then takes its answer when its own round asks, if its statement is still the one
-read (otherwise it sends its own).
+`UNION ALL` of their statements in columns, each branch tagged with its place (stores
+whose answers have the same types: `PackedStatement.shape`); each of those stores then
+takes its answer when its own round asks, if its statement is still the one read
+(otherwise it sends its own).
 
 Which stores come next is learnt from the order they asked in before (the rounds run in
 the same order every scrape): those that asked after this store last time and have not
@@ -31,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.session import Row, Session
@@ -61,11 +62,12 @@ Key = tuple[object, ...]
 
 @dataclass(frozen=True)
 class _Ask:
-    """What a store's round asks for: its packed statement (with its arguments) and the
-    database its tables are in."""
+    """What a store's round asks for: its packed statement (with its arguments), the
+    database its tables are in, and where it was learnt (`PackedStatement.shape`)."""
 
     statement: PackedStatement
     database: str
+    endpoint: Endpoint
 
 
 @dataclass
@@ -84,13 +86,14 @@ class _Store:
 class _Batch:
     members: list[tuple[Key, _Ask]]  # as they were when the batch was made
     sender: Key | None  # the store of the round that sends it, if it is a member
+    width: int  # the columns of each member's answer
     done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
 class _Answer:
     statement: PackedStatement
-    rows: list[Row]
+    row: Row  # in columns
     seconds: float  # the store's share of the batch's time
     at: float
 
@@ -117,13 +120,14 @@ class ReadAhead:
         sql: str,
         database: str,
         wave: float,
-    ) -> tuple[list[Row], float]:
-        """The rows of the store's packed statement `sql` (sent with `statement.args`)
-        and the seconds counted as its own: read ahead by another store's round, or now,
-        with the stores that come next. `wave`: the same for the rounds one scrape started
-        (their deadline's time). Raises QueryError as `Session.query` does for the
-        store's own statement."""
-        ask = _Ask(statement, database)
+    ) -> tuple[Row | None, float]:
+        """The values of the store's packed statement `sql` (sent with `statement.args`),
+        as in columns, and the seconds counted as its own: read ahead by another store's
+        round, or now, with the stores that come next. None: an answer that could not be
+        one (then the store is read alone until it answers). `wave`: the same for the
+        rounds one scrape started (their deadline's time). Raises QueryError as
+        `Session.query` does for the store's own statement."""
+        ask = _Ask(statement, database, session.endpoint)
         asked_at, flying = self._note_ask(key, wave)
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
@@ -136,15 +140,19 @@ class ReadAhead:
         if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
             session.bill(answer.seconds)
             self._answered(key, ask, answer.seconds, wave, alone=False)
-            return answer.rows, answer.seconds
+            return answer.row, answer.seconds
         batch = self._batch_from(key, ask, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)
             if by_place is not None:
                 session.bill(seconds)
                 self._answered(key, ask, seconds, wave, alone=False)
-                return [by_place[0]], seconds
-        return self._read_alone(session, key, ask, sql, wave)
+                return by_place[0], seconds
+        rows, seconds = self._read_alone(session, key, ask, sql, wave)
+        values = statement.unpack(session.endpoint, rows)
+        if values is None:
+            self.isolate(key)
+        return values, seconds
 
     def isolate(self, key: Key) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
@@ -169,13 +177,17 @@ class ReadAhead:
 
     def _batch_from(self, key: Key, own: _Ask | None, wave: float) -> _Batch | None:
         """The store (`own`, when it is read too) and up to `BATCH - 1` of those that asked
-        after it last time and not in this wave, whose last statement answered quickly,
-        marked as being read; None when there are none."""
+        after it last time and not in this wave, whose last statement answered quickly
+        with answers of the same types, marked as being read; None when there are none."""
         now = time.monotonic()
         with self._lock:
             self._tidy(now)
             known = self._stores.get(key)
             if known is None or not known.healthy or known.seconds > FAST_SECONDS:
+                return None
+            ask = own or known.ask
+            shape = ask.statement.shape(ask.endpoint)
+            if shape is None:
                 return None
             members: list[tuple[Key, _Ask]] = [(key, own)] if own is not None else []
             seen = {key}
@@ -191,6 +203,7 @@ class ReadAhead:
                     and store.wave != wave
                     and store.seconds <= FAST_SECONDS
                     and candidate[0] == key[0]  # the same login: the same connection's
+                    and store.ask.statement.shape(store.ask.endpoint) == shape
                     and candidate not in self._flying
                     and candidate not in self._ready
                 ):
@@ -200,7 +213,7 @@ class ReadAhead:
                 candidate = self._next.get(candidate)
             if len(members) < 2:
                 return None
-            batch = _Batch(members, key if own is not None else None)
+            batch = _Batch(members, key if own is not None else None, len(shape))
             for member, _ in members:
                 self._flying[member] = batch
             return batch
@@ -226,7 +239,8 @@ class ReadAhead:
         by_place: dict[int, Row] | None = None
         try:
             with session.billed_to(_not_billed):
-                by_place = _by_place(session.query(sql, tuple(every_arg)), len(batch.members))
+                rows = session.query(sql, tuple(every_arg))
+                by_place = _by_place(rows, len(batch.members), batch.width)
         except QueryError as error:
             if error.connection_lost:
                 raise
@@ -251,7 +265,7 @@ class ReadAhead:
                 if store is not None and (by_place is None or slow):
                     store.healthy = False
                 if by_place is not None and member != batch.sender:
-                    self._ready[member] = _Answer(ask.statement, [by_place[place]], share, now)
+                    self._ready[member] = _Answer(ask.statement, by_place[place], share, now)
         batch.done.set()
 
     def _read_alone(
@@ -295,13 +309,14 @@ class ReadAhead:
             del self._ready[key]
 
 
-def _by_place(rows: list[Row], members: int) -> dict[int, Row] | None:
-    """Each branch's one-column row by its place; None unless every branch answered once."""
+def _by_place(rows: list[Row], members: int, width: int) -> dict[int, Row] | None:
+    """Each branch's values by its place; None unless every branch answered once, with
+    `width` values."""
     found: dict[int, Row] = {}
     for row in rows:
-        if len(row) != 2 or not isinstance(row[0], int) or row[0] in found:
+        if len(row) != width + 1 or not isinstance(row[0], int) or row[0] in found:
             return None
-        found[row[0]] = (row[1],)
+        found[row[0]] = tuple(row[1:])
     return found if len(found) == members and all(p in found for p in range(members)) else None
 
 

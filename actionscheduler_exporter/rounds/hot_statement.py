@@ -82,16 +82,13 @@ def read_hot_statement(
         packed = statement.packed(endpoint)
         if packed is not None:
             if read_ahead is None:
-                reply = session.query(packed, statement.args)
+                values = statement.unpack(endpoint, session.query(packed, statement.args))
             else:
                 key = (login_of(context.site), endpoint, tables.prefix)
-                reply, seconds = read_ahead.query(
+                values, seconds = read_ahead.query(
                     session, key, statement, packed, context.site.database, wave
                 )
-            unpacked = statement.unpack(endpoint, reply)
-            if unpacked is None and read_ahead is not None:
-                read_ahead.isolate(key)
-            rows = [] if unpacked is None else [unpacked]
+            rows = [] if values is None else [values]
         else:
             rows, types = session.query_typed(statement.sql, statement.args)
             if len(rows) == 1:
