@@ -15,6 +15,7 @@ claimed, running count and oldest, active claims, claim rows, newest log id), se
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -96,33 +97,43 @@ class ManyStoresFloor:
         work: queue.SimpleQueue[str] = queue.SimpleQueue()
         for statement in self._statements:
             work.put(statement)
-        errors: list[BaseException] = []
 
         def drain(connection: pymysql.connections.Connection[Any]) -> None:
-            try:
-                with connection.cursor() as cursor:
-                    while True:
-                        try:
-                            sql = work.get_nowait()
-                        except queue.Empty:
-                            return
-                        cursor.execute(sql)
-                        cursor.fetchall()
-            except BaseException as error:  # reported by run, not lost in a thread
-                errors.append(error)
+            with connection.cursor() as cursor:
+                while True:
+                    try:
+                        sql = work.get_nowait()
+                    except queue.Empty:
+                        return
+                    cursor.execute(sql)
+                    cursor.fetchall()
 
-        threads = [threading.Thread(target=drain, args=(c,)) for c in self._connections]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        side_by_side([functools.partial(drain, c) for c in self._connections])
 
     def close(self) -> None:
         for connection in self._connections:
             with contextlib.suppress(pymysql.Error):
                 connection.close()
+
+
+def side_by_side(calls: Sequence[Callable[[], object]]) -> None:
+    """Each call in a thread of its own, all at once; the first error is raised here, not
+    lost in its thread."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ the floor, and the server's CPU is counted for each (docs/performance.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from typing import Any
 
 import pymysql
 
-from bench.floor import ManyStoresFloor
+from bench.floor import ManyStoresFloor, side_by_side
 from bench.measure import process_cpu_seconds
 from testbed.mariadb import Server
 
@@ -121,26 +121,16 @@ def _send(
     connections: list[pymysql.connections.Connection[Any]], commands: list[list[Command]]
 ) -> None:
     """Each connection's commands on a connection of its own, side by side."""
-    errors: list[BaseException] = []
 
     def send(connection: pymysql.connections.Connection[Any], sent: list[Command]) -> None:
-        try:
-            with connection.cursor() as cursor:
-                for command, argument in sent:
-                    if command == "Init DB":
-                        connection.select_db(argument)
-                    else:
-                        cursor.execute(argument)
-                        cursor.fetchall()
-        except BaseException as error:  # reported by _send, not lost in a thread
-            errors.append(error)
+        with connection.cursor() as cursor:
+            for command, argument in sent:
+                if command == "Init DB":
+                    connection.select_db(argument)
+                else:
+                    cursor.execute(argument)
+                    cursor.fetchall()
 
-    threads = [
-        threading.Thread(target=send, args=pair) for pair in zip(connections, commands, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
+    side_by_side(
+        [functools.partial(send, c, sent) for c, sent in zip(connections, commands, strict=True)]
+    )
