@@ -304,7 +304,8 @@ def replay_table(report: dict[str, Any]) -> list[str]:
         for name, measured in by_exporter.items():
             replayed = measured.get("replayed")
             if replayed:
-                ratio = replayed["server_cpu_s"] / replayed["floor_server_cpu_s"]
+                floor_cpu = replayed["floor_server_cpu_s"]
+                ratio = replayed["server_cpu_s"] / floor_cpu if floor_cpu else float("nan")
                 lines.append(
                     f"| {setup} | {name} | {replayed['statements']:,} "
                     f"| {replayed['connections']} | {_ms(replayed['wall_s'])} "

@@ -6,6 +6,12 @@ what the floor does not read) and not the exporter's pace. The server's general 
 records one scrape's statements per connection (`Init DB` and `Query`, in order); they are
 then sent again on as many connections, each connection's in its order, alternated with
 the floor, and the server's CPU is counted for each (docs/performance.md).
+
+Only on the benchmark's own server (it sets the general log globally). What it does not
+copy: statements a round sends after the scrape answered, the sessions' own settings
+(`max_statement_time`, read-only) and the exporter's user (the replay is the server's
+root); a connection's first database is the one given (a network's), later ones follow
+its `Init DB`s.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class Replayed:
 
 def captured(server: Server, scrape: Callable[[], object], user: str) -> list[list[Command]]:
     """One scrape's commands from `user`'s connections, per connection, in order."""
+    assert server.process is not None, "the general log is set globally: a private server"
     with server.connect() as connection, connection.cursor() as cursor:
         cursor.execute("SET GLOBAL log_output = 'TABLE'")
         cursor.execute("TRUNCATE mysql.general_log")
@@ -55,9 +62,9 @@ def captured(server: Server, scrape: Callable[[], object], user: str) -> list[li
             cursor.execute("SET GLOBAL general_log = 0")
         cursor.execute(
             "SELECT thread_id, command_type, argument FROM mysql.general_log"
-            " WHERE command_type IN ('Init DB', 'Query') AND user_host LIKE %s"
-            " ORDER BY event_time",
-            (f"{user}[%",),
+            " WHERE command_type IN ('Init DB', 'Query')"
+            " AND SUBSTRING_INDEX(user_host, '[', 1) = %s ORDER BY event_time",
+            (user,),
         )
         rows = cursor.fetchall()
         cursor.execute("TRUNCATE mysql.general_log")
@@ -65,6 +72,8 @@ def captured(server: Server, scrape: Callable[[], object], user: str) -> list[li
     for thread_id, command, argument in rows:
         text = bytes(argument).decode() if isinstance(argument, bytes | bytearray) else argument
         by_connection.setdefault(int(thread_id), []).append((str(command), str(text)))
+    if not by_connection:
+        raise RuntimeError(f"the general log recorded no statement of {user} in a scrape")
     return list(by_connection.values())
 
 
@@ -87,8 +96,10 @@ def replay_against_floor(
         }
         for warm_up in calls.values():
             warm_up()  # once untimed: the tables open, the connections warm
-        for _ in range(ROUNDS):
-            for side, call in calls.items():
+        for index in range(ROUNDS):
+            # Each side first in every other round: neither always meets the other's wake.
+            order = list(calls.items())
+            for side, call in order if index % 2 == 0 else reversed(order):
                 cpu = process_cpu_seconds(pid)
                 started = time.perf_counter()
                 call()

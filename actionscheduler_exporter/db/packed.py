@@ -15,10 +15,10 @@ stays in columns; so does one whose packed answer could not be read once (a serv
 that makes `CONCAT` of NULL not NULL, as MariaDB's Oracle mode does).
 
 Several stores read in one statement (`db.read_ahead`) are read in columns, not packed:
-the descriptions are then the batch's, not each store's, and packing costs the server
-more than the floor's statements altogether (a tenth of a thousand stores' scrape,
-docs/performance.md). Their branches are joined only where their types match (`shape`),
-so that each column has the one type every store's statement has alone.
+the descriptions are then the batch's, not each store's, and packed branches cost the
+server 40 to 70 ms more CPU per scrape of a thousand stores, about a tenth
+(docs/performance.md). Their branches are joined only where the types learnt match
+(`shape`), and a batch's answer is used only where the union's own types are those.
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ class PackedStatement:
         "_columns",
         "_learnt",
         "_packed_sql",
-        "_packed_value",
         "_shapes",
         "_subqueries",
         "args",
@@ -91,7 +90,6 @@ class PackedStatement:
         self.args = args
         # Made when first learnt: a statement with the tables' statistics is never
         # packed, and a network keeps a statement per subsite.
-        self._packed_value = ""  # the one column's expression
         self._packed_sql = ""
         self._learnt: dict[Endpoint, _Learnt] = {}
         self._shapes: dict[Endpoint, Shape] = {}
@@ -126,12 +124,12 @@ class PackedStatement:
         if not (type_codes and all(code in _PACKABLE for code in type_codes)):
             self._learnt[endpoint] = None
             return
-        if not self._packed_value:
+        if not self._packed_sql:
             parts = ", ".join(
                 f"COALESCE(CONCAT('{_VALUE}', ({query})), '')" for query in self._subqueries
             )
-            self._packed_value = f"CONCAT_WS('{_SEPARATOR}', {parts})"
-            self._packed_sql = f"SELECT {self._packed_value} AS p"
+            # Whole before it is seen: another database's round may learn it meanwhile.
+            self._packed_sql = f"SELECT CONCAT_WS('{_SEPARATOR}', {parts}) AS p"
         self._learnt[endpoint] = tuple(decoders.get(code, _as_is) for code in type_codes)
         self._shapes[endpoint] = tuple(type_codes)
 

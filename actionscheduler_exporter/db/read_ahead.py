@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
+from actionscheduler_exporter.db.packed import Endpoint, PackedStatement, Shape
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.session import Row, Session
@@ -86,7 +86,7 @@ class _Store:
 class _Batch:
     members: list[tuple[Key, _Ask]]  # as they were when the batch was made
     sender: Key | None  # the store of the round that sends it, if it is a member
-    width: int  # the columns of each member's answer
+    shape: Shape  # the types of each member's answer
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -123,10 +123,11 @@ class ReadAhead:
     ) -> tuple[Row | None, float]:
         """The values of the store's packed statement `sql` (sent with `statement.args`),
         as in columns, and the seconds counted as its own: read ahead by another store's
-        round, or now, with the stores that come next. None: an answer that could not be
-        one (then the store is read alone until it answers). `wave`: the same for the
-        rounds one scrape started (their deadline's time). Raises QueryError as
-        `Session.query` does for the store's own statement."""
+        round, or now, with the stores that come next. None: its packed answer, read
+        alone, could not be one (the statement is then sent in columns there, outside the
+        read-ahead: `PackedStatement.unpack`). `wave`: the same for the rounds one scrape
+        started (their deadline's time). Raises QueryError as `Session.query` does for
+        the store's own statement."""
         ask = _Ask(statement, database, session.endpoint)
         asked_at, flying = self._note_ask(key, wave)
         if flying is not None:
@@ -213,7 +214,7 @@ class ReadAhead:
                 candidate = self._next.get(candidate)
             if len(members) < 2:
                 return None
-            batch = _Batch(members, key if own is not None else None, len(shape))
+            batch = _Batch(members, key if own is not None else None, shape)
             for member, _ in members:
                 self._flying[member] = batch
             return batch
@@ -239,8 +240,11 @@ class ReadAhead:
         by_place: dict[int, Row] | None = None
         try:
             with session.billed_to(_not_billed):
-                rows = session.query(sql, tuple(every_arg))
-                by_place = _by_place(rows, len(batch.members), batch.width)
+                rows, types = session.query_typed(sql, tuple(every_arg))
+                # The types of the union itself: a signed and an unsigned whole number,
+                # one code apart, make a decimal of both.
+                if types[1:] == batch.shape:
+                    by_place = _by_place(rows, len(batch.members), len(batch.shape))
         except QueryError as error:
             if error.connection_lost:
                 raise
