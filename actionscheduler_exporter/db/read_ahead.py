@@ -32,7 +32,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from actionscheduler_exporter.db.packed import Endpoint, PackedStatement, Shape
+from actionscheduler_exporter.db.packed import PackedStatement, Shape
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.session import Row, Session
@@ -63,11 +63,11 @@ Key = tuple[object, ...]
 @dataclass(frozen=True)
 class _Ask:
     """What a store's round asks for: its packed statement (with its arguments), the
-    database its tables are in, and where it was learnt (`PackedStatement.shape`)."""
+    database its tables are in, and the types of its answer (`PackedStatement.shape`)."""
 
     statement: PackedStatement
     database: str
-    endpoint: Endpoint
+    shape: Shape | None
 
 
 @dataclass
@@ -128,7 +128,7 @@ class ReadAhead:
         read-ahead: `PackedStatement.unpack`). `wave`: the same for the rounds one scrape
         started (their deadline's time). Raises QueryError as `Session.query` does for
         the store's own statement."""
-        ask = _Ask(statement, database, session.endpoint)
+        ask = _Ask(statement, database, statement.shape(session.endpoint))
         asked_at, flying = self._note_ask(key, wave)
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
@@ -186,8 +186,7 @@ class ReadAhead:
             known = self._stores.get(key)
             if known is None or not known.healthy or known.seconds > FAST_SECONDS:
                 return None
-            ask = own or known.ask
-            shape = ask.statement.shape(ask.endpoint)
+            shape = (own or known.ask).shape
             if shape is None:
                 return None
             members: list[tuple[Key, _Ask]] = [(key, own)] if own is not None else []
@@ -204,7 +203,7 @@ class ReadAhead:
                     and store.wave != wave
                     and store.seconds <= FAST_SECONDS
                     and candidate[0] == key[0]  # the same login: the same connection's
-                    and store.ask.statement.shape(store.ask.endpoint) == shape
+                    and store.ask.shape == shape
                     and candidate not in self._flying
                     and candidate not in self._ready
                 ):
