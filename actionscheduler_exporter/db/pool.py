@@ -131,11 +131,12 @@ class ServerPool:
         with self._lock:
             self._in_use += 1
             stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
-            self._idle = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
-            matching = [p for p in self._idle if p.login == login]
-            chosen = matching[-1] if matching else None
+            fresh = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
+            # The most recently returned of the login; taken out by identity (a Pooled's
+            # generated == compares every field).
+            chosen = next((p for p in reversed(fresh) if p.login == login), None)
+            self._idle = [p for p in fresh if p is not chosen]
             if chosen is not None:
-                self._idle.remove(chosen)
                 chosen.reused = True
         for pooled in stale:
             pooled.close()

@@ -13,7 +13,7 @@ marks it down; a collector that waited for a locked table skips the rest of its 
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import threading
 from collections.abc import Collection, Iterator
 from concurrent.futures import wait
@@ -25,7 +25,7 @@ from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import sample
+from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.hot_statement import (
     HotStatement,
     read_apart,
@@ -197,8 +197,7 @@ class DatabaseRound:
             return
         stats = statement.stats
         if stats is not None:
-            exists = [sample(catalog.TABLE_EXISTS, table in stats, table=table) for table in TABLES]
-            report.add(exists)
+            report.add(_tables_exist(tuple(table in stats for table in TABLES)))
             missing = [tables.name(table) for table in TABLES if table not in stats]
             if len(missing) == len(TABLES) and not database_visible(session):
                 # As a new connection to it fails; a borrowed one, opened for another
@@ -215,9 +214,15 @@ class DatabaseRound:
                 self._fail(report, Failure("missing_table", problem))
                 return
         # Statistics that could not be read fail their collector alone (`stats_error`).
-        context = dataclasses.replace(
-            context,
-            table_stats=stats or {},
+        # Made anew rather than by dataclasses.replace, which reads the class's fields on
+        # every call (a thousand stores' rounds make a thousand of these per scrape).
+        context = DatabaseContext(
+            session,
+            tables,
+            state.site,
+            stats or {},
+            totals=totals,
+            earlier=earlier,
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
         )
@@ -300,7 +305,7 @@ class DatabaseRound:
                 with context.session.billed_to(meter):
                     reading = self._read(collector, context, report)
             if collector.reports_duration and (share := statement.share(collector.name)):
-                reading = dataclasses.replace(reading, duration=reading.duration + share)
+                reading = reading.lengthened(share)
             if reading.ok:
                 earlier[collector.name] = reading
             elif reading.failure == "lock":
@@ -343,3 +348,13 @@ class DatabaseRound:
     def _all_fail(self, failure: Failure, started: float) -> None:
         for label in self._state.known_labels():
             self._fail(PrefixReport(label, started), failure)
+
+
+@functools.lru_cache(maxsize=16)
+def _tables_exist(present: tuple[bool, ...]) -> tuple[Sample, ...]:
+    """`table_exists` of each table (`TABLES`' order), made once per answer: the same
+    in nearly every round of every store."""
+    return tuple(
+        sample(catalog.TABLE_EXISTS, found, table=table)
+        for table, found in zip(TABLES, present, strict=True)
+    )

@@ -8,6 +8,7 @@ every source not read by then as such.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.metrics.samples import Sample
@@ -42,7 +43,7 @@ class PrefixReport:
             if problem:
                 self.problems.append(problem)
 
-    def add(self, samples: list[Sample]) -> None:
+    def add(self, samples: Iterable[Sample]) -> None:
         with self._lock:
             self.samples += samples
 

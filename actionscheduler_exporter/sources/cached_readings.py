@@ -22,6 +22,7 @@ class CachedReadings:
         self._clock = clock
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, str], tuple[float, Reading]] = {}
+        self._retained: frozenset[str] = frozenset()  # the prefixes of the last `retain`
 
     def get(self, prefix: str, source: str) -> Reading | None:
         """The kept reading, while its interval has not passed."""
@@ -35,15 +36,21 @@ class CachedReadings:
         due = self._clock() + interval * stagger(site, prefix, source)
         with self._lock:
             self._kept[(prefix, source)] = (due, reading)
+            if prefix not in self._retained:
+                self._retained = frozenset()  # the next `retain` looks again
 
     def drop(self, prefix: str, source: str) -> None:
         with self._lock:
             self._kept.pop((prefix, source), None)
 
     def retain(self, prefixes: Iterable[str]) -> None:
-        """Forgets the prefixes that are gone (a subsite deleted)."""
-        wanted = set(prefixes)
+        """Forgets the prefixes that are gone (a subsite deleted); asked every round, and
+        looks only when the prefixes changed."""
+        wanted = frozenset(prefixes)
         with self._lock:
+            if wanted == self._retained:
+                return
+            self._retained = wanted
             self._kept = {key: kept for key, kept in self._kept.items() if key[0] in wanted}
 
 

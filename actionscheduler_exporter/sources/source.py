@@ -111,6 +111,13 @@ class Reading:
     problem: str = ""  # why the last attempt failed
     failure: str = ""  # its error kind (`SourceError.kind`)
 
+    def lengthened(self, seconds: float) -> Reading:
+        """This reading with `seconds` more to its duration (its share of a statement)."""
+        return Reading(
+            self.samples, self.ok, self.duration + seconds, self.read_at, self.problem,
+            self.failure,
+        )  # fmt: skip
+
     def failed(self, duration: float, problem: str, kind: str = "") -> Reading:
         """This reading after a failed attempt: the last good values stay, marked."""
         return Reading(self.samples, False, duration, self.read_at, problem, kind)

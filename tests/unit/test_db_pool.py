@@ -64,3 +64,20 @@ def test_a_connection_handed_back_after_the_pool_closed_is_closed() -> None:
     pool.release(running)
     assert closed(running)
     assert pool.open_connections() == 0
+
+
+def test_the_most_recently_returned_connection_of_the_login_is_taken() -> None:
+    """Of the idle connections, the last one handed back with the site's login is taken
+    (the others stay idle, in their order); another login's is left alone."""
+    site = SiteConfig(name="shop", database="wp")
+    other = SiteConfig(name="other", database="wp", user="someone-else")
+    pool = ServerPool("db:3306", 4)
+    older = pool.acquire(site, 1.0, lambda: pooled(site))
+    newer = pool.acquire(site, 1.0, lambda: pooled(site))
+    stranger = pool.acquire(other, 1.0, lambda: pooled(other))
+    for connection in (older, newer, stranger):
+        pool.release(connection)
+    assert pool.acquire(site, 1.0, lambda: pooled(site)) is newer
+    assert pool.acquire(site, 1.0, lambda: pooled(site)) is older
+    fresh = pool.acquire(site, 1.0, lambda: pooled(site))
+    assert fresh not in (older, newer, stranger) and not fresh.reused

@@ -14,10 +14,11 @@ from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.background import BackgroundRefresh
+from actionscheduler_exporter.sources.cached_readings import CachedReadings
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.site_wide import SiteWideSource
-from actionscheduler_exporter.sources.source import Freshness, Source
+from actionscheduler_exporter.sources.source import Freshness, Reading, Source
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.in_flight import InFlight
@@ -255,3 +256,19 @@ def test_a_closed_source_no_longer_counts_as_lacking_its_first_value(clock: Fake
         assert Owner().refresh.latest(30.0) == 1  # alone: waited for
     finally:
         queue.shutdown(wait=True)
+
+
+def test_cached_readings_forget_the_prefixes_a_round_no_longer_has(clock: FakeClock) -> None:
+    """`retain` runs every round and looks only when the prefixes changed; a reading kept
+    for a prefix outside the last retained ones makes the next `retain` look again."""
+    cache = CachedReadings(clock)
+    good = Reading((sample(catalog.UP, 1),), True, 0.1, clock())
+    for prefix in ("wp_", "wp_2_"):
+        cache.keep("shop", prefix, "status", 60, good)
+    cache.retain(["wp_", "wp_2_"])
+    assert cache.get("wp_", "status") is good and cache.get("wp_2_", "status") is good
+    cache.retain(["wp_"])  # a subsite deleted
+    assert cache.get("wp_2_", "status") is None and cache.get("wp_", "status") is good
+    cache.keep("shop", "wp_3_", "status", 60, good)  # out of turn: not a round's prefix
+    cache.retain(["wp_"])
+    assert cache.get("wp_3_", "status") is None and cache.get("wp_", "status") is good
