@@ -28,9 +28,10 @@ class Deadline:
 
     @property
     def at(self) -> float:
-        """The clock time of the deadline."""
-        with self._lock:
-            return self._at
+        """The clock time of the deadline. Read without the lock: reading an attribute is
+        atomic, and only `extend`'s read-then-write needs it (asked several times per
+        store and round)."""
+        return self._at
 
     def left(self) -> float:
         """Seconds until the deadline (0 once it has passed)."""

@@ -423,3 +423,22 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
         assert three.wave(5.0) == 2  # the fast two together, the slow one alone
     finally:
         three.close()
+
+
+def test_stores_of_another_login_are_not_read_in_one_statement(
+    proxy: SlowProxy, stores: list[str]
+) -> None:
+    """A batch goes on the connection of the store that sends it: only stores of the same
+    login are read with it (equal logins of different sites' settings count as one). The
+    second store's login differs (its statement timeout): the first and the third are read
+    together, the second alone, each with its own value."""
+    three = ThreeStores(proxy, stores)
+    session, (login, endpoint, prefix) = three.sessions[1]
+    assert isinstance(login, tuple)
+    three.sessions[1] = (session, ((*login[:-1], 99.0), endpoint, prefix))
+    try:
+        assert three.wave(1.0) == 3
+        assert three.wave(2.0) == 2
+        assert three.read_ahead.batches == 1
+    finally:
+        three.close()

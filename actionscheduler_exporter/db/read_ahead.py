@@ -60,6 +60,20 @@ _MYSQL_LOCK_WAIT = "SELECT /*+ SET_VAR(lock_wait_timeout = 1) */ "
 Key = tuple[object, ...]
 
 
+class _StoreId:
+    """A store as the read-ahead knows it: made once per `Key`, then hashed and compared
+    by identity at every step of a batch's making (the key, with the login's TLS
+    settings in it, took a Python call to hash each time: a tenth of the read-ahead's
+    time for a thousand stores). `login` is shared by the stores of one login."""
+
+    __slots__ = ("asked_at", "key", "login")
+
+    def __init__(self, key: Key, login: object) -> None:
+        self.key = key
+        self.login = login
+        self.asked_at = time.monotonic()
+
+
 @dataclass(frozen=True)
 class _Ask:
     """What a store's round asks for: its packed statement (with its arguments), the
@@ -84,8 +98,8 @@ class _Store:
 
 @dataclass
 class _Batch:
-    members: list[tuple[Key, _Ask]]  # as they were when the batch was made
-    sender: Key | None  # the store of the round that sends it, if it is a member
+    members: list[tuple[_StoreId, _Ask]]  # as they were when the batch was made
+    sender: _StoreId | None  # the store of the round that sends it, if it is a member
     shape: Shape  # the types of each member's answer
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -104,11 +118,13 @@ class ReadAhead:
     def __init__(self, batch: int = BATCH) -> None:
         self._batch = batch
         self._lock = threading.Lock()
-        self._stores: dict[Key, _Store] = {}
-        self._next: dict[Key, Key] = {}  # the store that asked after this one, last time
-        self._previous: Key | None = None
-        self._ready: dict[Key, _Answer] = {}
-        self._flying: dict[Key, _Batch] = {}
+        self._ids: dict[Key, _StoreId] = {}
+        self._logins: dict[object, object] = {}  # each login once, for `_StoreId.login`
+        self._stores: dict[_StoreId, _Store] = {}
+        self._next: dict[_StoreId, _StoreId] = {}  # who asked after this one, last time
+        self._previous: _StoreId | None = None
+        self._ready: dict[_StoreId, _Answer] = {}
+        self._flying: dict[_StoreId, _Batch] = {}
         self._tidied_at = time.monotonic()
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
 
@@ -129,45 +145,63 @@ class ReadAhead:
         started (their deadline's time). Raises QueryError as `Session.query` does for
         the store's own statement."""
         ask = _Ask(statement, database, statement.shape(session.endpoint))
-        asked_at, flying = self._note_ask(key, wave)
+        store = self._id_of(key)
+        asked_at, flying = self._note_ask(store, wave)
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
-            ahead = self._batch_from(key, None, wave)
+            ahead = self._batch_from(store, None, wave)
             if ahead is not None:
                 self._read(session, ahead)
             flying.done.wait(session.timeout)
         with self._lock:
-            answer = self._ready.pop(key, None)
+            answer = self._ready.pop(store, None)
         if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
             session.bill(answer.seconds)
-            self._answered(key, ask, answer.seconds, wave, alone=False)
+            self._answered(store, ask, answer.seconds, wave, alone=False)
             return answer.row, answer.seconds
-        batch = self._batch_from(key, ask, wave)
+        batch = self._batch_from(store, ask, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)
             if by_place is not None:
                 session.bill(seconds)
-                self._answered(key, ask, seconds, wave, alone=False)
+                self._answered(store, ask, seconds, wave, alone=False)
                 return by_place[0], seconds
-        rows, seconds = self._read_alone(session, key, ask, sql, wave)
+        rows, seconds = self._read_alone(session, store, ask, sql, wave)
         values = statement.unpack(session.endpoint, rows)
         if values is None:
-            self.isolate(key)
+            self._isolate(store)
         return values, seconds
 
     def isolate(self, key: Key) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
         error): it is read alone until it answers again."""
+        store = self._ids.get(key)
+        if store is not None:
+            self._isolate(store)
+
+    def _isolate(self, key: _StoreId) -> None:
         with self._lock:
             store = self._stores.get(key)
             if store is not None:
                 store.healthy = False
 
-    def _note_ask(self, key: Key, wave: float) -> tuple[float, _Batch | None]:
+    def _id_of(self, key: Key) -> _StoreId:
+        """The store's `_StoreId`, made at its first ask; `key[0]` is its login."""
+        store = self._ids.get(key)
+        if store is None:
+            with self._lock:
+                store = self._ids.get(key)
+                if store is None:
+                    login = self._logins.setdefault(key[0], key[0])
+                    store = self._ids[key] = _StoreId(key, login)
+        return store
+
+    def _note_ask(self, key: _StoreId, wave: float) -> tuple[float, _Batch | None]:
         """Notes the ask (when, in which wave, after which store); its time, and the batch
         reading the store now, if another round sent one."""
         now = time.monotonic()
         with self._lock:
+            key.asked_at = now
             store = self._stores.get(key)
             if store is not None:
                 store.asked_at, store.wave = now, wave
@@ -176,7 +210,7 @@ class ReadAhead:
             self._previous = key
             return now, self._flying.get(key)
 
-    def _batch_from(self, key: Key, own: _Ask | None, wave: float) -> _Batch | None:
+    def _batch_from(self, key: _StoreId, own: _Ask | None, wave: float) -> _Batch | None:
         """The store (`own`, when it is read too) and up to `BATCH - 1` of those that asked
         after it last time and not in this wave, whose last statement answered quickly
         with answers of the same types, marked as being read; None when there are none."""
@@ -189,7 +223,7 @@ class ReadAhead:
             shape = (own or known.ask).shape
             if shape is None:
                 return None
-            members: list[tuple[Key, _Ask]] = [(key, own)] if own is not None else []
+            members: list[tuple[_StoreId, _Ask]] = [(key, own)] if own is not None else []
             seen = {key}
             candidate = self._next.get(key)
             steps = 0
@@ -202,7 +236,7 @@ class ReadAhead:
                     and store.healthy
                     and store.wave != wave
                     and store.seconds <= FAST_SECONDS
-                    and candidate[0] == key[0]  # the same login: the same connection's
+                    and candidate.login is key.login  # the same login: the same connection's
                     and store.ask.shape == shape
                     and candidate not in self._flying
                     and candidate not in self._ready
@@ -272,19 +306,21 @@ class ReadAhead:
         batch.done.set()
 
     def _read_alone(
-        self, session: Session, key: Key, ask: _Ask, sql: str, wave: float
+        self, session: Session, key: _StoreId, ask: _Ask, sql: str, wave: float
     ) -> tuple[list[Row], float]:
         started = time.perf_counter()
         try:
             rows = session.query(sql, ask.statement.args)
         except QueryError:
-            self.isolate(key)
+            self._isolate(key)
             raise
         seconds = time.perf_counter() - started
         self._answered(key, ask, seconds, wave, alone=True)
         return rows, seconds
 
-    def _answered(self, key: Key, ask: _Ask, seconds: float, wave: float, *, alone: bool) -> None:
+    def _answered(
+        self, key: _StoreId, ask: _Ask, seconds: float, wave: float, *, alone: bool
+    ) -> None:
         """The store's statement answered in `seconds` (its share of a batch's) in `wave`;
         read `alone`, it may be read with others again."""
         with self._lock:
@@ -306,6 +342,13 @@ class ReadAhead:
             key for key, store in self._stores.items() if now - store.asked_at > FORGET_SECONDS
         ]:
             del self._stores[key]
+        # Those that asked and never answered too (a database gone), and their logins.
+        for gone in [
+            raw for raw, known in self._ids.items() if now - known.asked_at > FORGET_SECONDS
+        ]:
+            del self._ids[gone]
+        logins = {known.login for known in self._ids.values()}
+        self._logins = {login: login for login in self._logins if login in logins}
         for key in [key for key in self._next if key not in self._stores]:
             del self._next[key]
         for key in [key for key, answer in self._ready.items() if now - answer.at > MAX_AGE]:
