@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import secrets
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db import read_ahead
 from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.pool import login_of
-from actionscheduler_exporter.db.read_ahead import ReadAhead
+from actionscheduler_exporter.db.read_ahead import FORGET_SECONDS, ReadAhead
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.metrics import catalog
@@ -442,3 +443,19 @@ def test_stores_of_another_login_are_not_read_in_one_statement(
         assert three.read_ahead.batches == 1
     finally:
         three.close()
+
+
+def test_stores_that_stopped_asking_are_forgotten_with_their_logins() -> None:
+    """The read-ahead's own bookkeeping, without a server: a store that has not asked for
+    `FORGET_SECONDS` is forgotten, and so is a login no store has left; one still asking
+    keeps its id, the same object at every ask."""
+    read_ahead = ReadAhead()
+    gone, kept = ("login-a", ("db", 3306), "wp_"), ("login-b", ("db", 3306), "wp_")
+    first, _ = read_ahead._note_ask(gone, 1.0)
+    second, _ = read_ahead._note_ask(kept, 1.0)
+    assert read_ahead._note_ask(kept, 2.0)[0] is second and first is not second
+    first.asked_at -= FORGET_SECONDS + 1
+    read_ahead._tidied_at -= 61
+    read_ahead._tidy(time.monotonic())
+    assert list(read_ahead._ids) == [kept] and list(read_ahead._logins) == ["login-b"]
+    assert read_ahead._note_ask(gone, 3.0)[0] is not first  # asks again: a new id

@@ -132,7 +132,7 @@ class ServerPool:
             self._in_use += 1
             stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
             fresh = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
-            # The most recently returned of the login; taken out by identity (a Pooled's
+            # The most recently returned of the login, taken out by identity (a Pooled's
             # generated == compares every field).
             chosen = next((p for p in reversed(fresh) if p.login == login), None)
             self._idle = [p for p in fresh if p is not chosen]

@@ -61,17 +61,18 @@ Key = tuple[object, ...]
 
 
 class _StoreId:
-    """A store as the read-ahead knows it: made once per `Key`, then hashed and compared
-    by identity at every step of a batch's making (the key, with the login's TLS
-    settings in it, took a Python call to hash each time: a tenth of the read-ahead's
-    time for a thousand stores). `login` is shared by the stores of one login."""
+    """A store as the read-ahead knows it: made at its first ask and kept while it asks,
+    then hashed and compared by identity at every step of a batch's making (the key, with
+    the login's TLS settings in it, took a Python call to hash each time: a tenth of the
+    read-ahead's time for a thousand stores). `login` is shared by the stores of one
+    login; `asked_at`: when it last asked."""
 
     __slots__ = ("asked_at", "key", "login")
 
-    def __init__(self, key: Key, login: object) -> None:
+    def __init__(self, key: Key, login: object, asked_at: float) -> None:
         self.key = key
         self.login = login
-        self.asked_at = time.monotonic()
+        self.asked_at = asked_at
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,6 @@ class _Store:
 
     ask: _Ask
     seconds: float  # its statement's time, or its share of a batch's
-    asked_at: float
     wave: float  # the wave of rounds it last asked in
     # False after a failed or slow batch with it, until its statement answered alone.
     healthy: bool = True
@@ -145,8 +145,8 @@ class ReadAhead:
         started (their deadline's time). Raises QueryError as `Session.query` does for
         the store's own statement."""
         ask = _Ask(statement, database, statement.shape(session.endpoint))
-        store = self._id_of(key)
-        asked_at, flying = self._note_ask(store, wave)
+        store, flying = self._note_ask(key, wave)
+        asked_at = store.asked_at
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
             ahead = self._batch_from(store, None, wave)
@@ -172,43 +172,33 @@ class ReadAhead:
             self._isolate(store)
         return values, seconds
 
-    def isolate(self, key: Key) -> None:
+    def _isolate(self, key: _StoreId) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
         error): it is read alone until it answers again."""
-        store = self._ids.get(key)
-        if store is not None:
-            self._isolate(store)
-
-    def _isolate(self, key: _StoreId) -> None:
         with self._lock:
             store = self._stores.get(key)
             if store is not None:
                 store.healthy = False
 
-    def _id_of(self, key: Key) -> _StoreId:
-        """The store's `_StoreId`, made at its first ask; `key[0]` is its login."""
-        store = self._ids.get(key)
-        if store is None:
-            with self._lock:
-                store = self._ids.get(key)
-                if store is None:
-                    login = self._logins.setdefault(key[0], key[0])
-                    store = self._ids[key] = _StoreId(key, login)
-        return store
-
-    def _note_ask(self, key: _StoreId, wave: float) -> tuple[float, _Batch | None]:
-        """Notes the ask (when, in which wave, after which store); its time, and the batch
-        reading the store now, if another round sent one."""
+    def _note_ask(self, key: Key, wave: float) -> tuple[_StoreId, _Batch | None]:
+        """Notes the ask (when, in which wave, after which store): the store's id (made at
+        its first ask, `key[0]` its login; the same while it asks, as `_tidy` forgets only
+        those that stopped), and the batch reading the store now, if another round sent
+        one."""
         now = time.monotonic()
         with self._lock:
-            key.asked_at = now
-            store = self._stores.get(key)
-            if store is not None:
-                store.asked_at, store.wave = now, wave
-            if self._previous is not None and self._previous != key:
-                self._next[self._previous] = key
-            self._previous = key
-            return now, self._flying.get(key)
+            store = self._ids.get(key)
+            if store is None:
+                login = self._logins.setdefault(key[0], key[0])
+                store = self._ids[key] = _StoreId(key, login, now)
+            store.asked_at = now
+            known = self._stores.get(store)
+            if known is not None:
+                known.wave = wave
+            if self._previous is not None and self._previous is not store:
+                self._next[self._previous] = store
+            self._previous = store
+            return store, self._flying.get(store)
 
     def _batch_from(self, key: _StoreId, own: _Ask | None, wave: float) -> _Batch | None:
         """The store (`own`, when it is read too) and up to `BATCH - 1` of those that asked
@@ -326,7 +316,7 @@ class ReadAhead:
         with self._lock:
             store = self._stores.get(key)
             if store is None:
-                self._stores[key] = _Store(ask, seconds, time.monotonic(), wave)
+                self._stores[key] = _Store(ask, seconds, wave)
                 return
             store.ask, store.seconds = ask, seconds
             if alone:
@@ -338,15 +328,13 @@ class ReadAhead:
         if now - self._tidied_at < 60.0:
             return
         self._tidied_at = now
-        for key in [
-            key for key, store in self._stores.items() if now - store.asked_at > FORGET_SECONDS
+        for raw, known in [
+            (raw, known)
+            for raw, known in self._ids.items()
+            if now - known.asked_at > FORGET_SECONDS
         ]:
-            del self._stores[key]
-        # Those that asked and never answered too (a database gone), and their logins.
-        for gone in [
-            raw for raw, known in self._ids.items() if now - known.asked_at > FORGET_SECONDS
-        ]:
-            del self._ids[gone]
+            del self._ids[raw]
+            self._stores.pop(known, None)
         logins = {known.login for known in self._ids.values()}
         self._logins = {login: login for login in self._logins if login in logins}
         for key in [key for key in self._next if key not in self._stores]:

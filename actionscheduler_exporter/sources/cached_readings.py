@@ -22,7 +22,8 @@ class CachedReadings:
         self._clock = clock
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, str], tuple[float, Reading]] = {}
-        self._retained: frozenset[str] = frozenset()  # the prefixes of the last `retain`
+        # The prefixes of the last `retain`; None: the next one looks at every reading.
+        self._retained: frozenset[str] | None = None
 
     def get(self, prefix: str, source: str) -> Reading | None:
         """The kept reading, while its interval has not passed."""
@@ -36,8 +37,8 @@ class CachedReadings:
         due = self._clock() + interval * stagger(site, prefix, source)
         with self._lock:
             self._kept[(prefix, source)] = (due, reading)
-            if prefix not in self._retained:
-                self._retained = frozenset()  # the next `retain` looks again
+            if self._retained is not None and prefix not in self._retained:
+                self._retained = None
 
     def drop(self, prefix: str, source: str) -> None:
         with self._lock:

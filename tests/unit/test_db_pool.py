@@ -79,5 +79,6 @@ def test_the_most_recently_returned_connection_of_the_login_is_taken() -> None:
         pool.release(connection)
     assert pool.acquire(site, 1.0, lambda: pooled(site)) is newer
     assert pool.acquire(site, 1.0, lambda: pooled(site)) is older
+    assert pool.idle_connections() == [stranger] and not closed(stranger)
     fresh = pool.acquire(site, 1.0, lambda: pooled(site))
     assert fresh not in (older, newer, stranger) and not fresh.reused

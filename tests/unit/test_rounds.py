@@ -20,7 +20,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.database_round import TABLE_STATS_INTERVAL
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
-from actionscheduler_exporter.sources.database import check_order
+from actionscheduler_exporter.sources.database import DatabaseContext, check_order
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.fake_session import TABLE_STATS, FakeSession, Script, healthy_store
@@ -423,3 +423,13 @@ def test_anomalies_are_read_about_every_minute_and_left_out_of_the_statement_bet
         session.sent.clear()
         read_round(every_round, clock)
         assert "NOT EXISTS" in session.sent[0]
+
+
+def test_the_rounds_context_is_rebuilt_with_every_field() -> None:
+    """A round makes its collectors' context again after the hot statement, naming each
+    field (`DatabaseRound._read_prefix`; dataclasses.replace reads the class's fields on
+    every call): a new field must be passed there too."""
+    assert [f.name for f in dataclasses.fields(DatabaseContext)] == [
+        "session", "tables", "site", "table_stats", "totals", "earlier", "prefetched",
+        "stats_error",
+    ]  # fmt: skip

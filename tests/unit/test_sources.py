@@ -3,6 +3,7 @@ a clock the test moves (no sleeps)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterable
 
@@ -272,3 +273,16 @@ def test_cached_readings_forget_the_prefixes_a_round_no_longer_has(clock: FakeCl
     cache.keep("shop", "wp_3_", "status", 60, good)  # out of turn: not a round's prefix
     cache.retain(["wp_"])
     assert cache.get("wp_3_", "status") is None and cache.get("wp_", "status") is good
+    cache.keep("shop", "wp_2_", "status", 60, good)
+    cache.retain([])  # every subsite gone
+    assert cache.get("wp_", "status") is None and cache.get("wp_2_", "status") is None
+
+
+def test_a_readings_copies_carry_every_field() -> None:
+    """`Reading.failed` and `Reading.lengthened` name every field (faster than
+    dataclasses.replace, asked per collector and round): a new field must be added there."""
+    assert [f.name for f in dataclasses.fields(Reading)] == [
+        "samples", "ok", "duration", "read_at", "problem", "failure",
+    ]  # fmt: skip
+    reading = Reading((sample(catalog.UP, 1),), True, 0.5, 7.0, "slow", "lock")
+    assert reading.lengthened(0.25) == dataclasses.replace(reading, duration=0.75)
