@@ -67,10 +67,9 @@ class _StoreId:
     read-ahead's time for a thousand stores). `login` is shared by the stores of one
     login; `asked_at`: when it last asked."""
 
-    __slots__ = ("asked_at", "key", "login")
+    __slots__ = ("asked_at", "login")
 
-    def __init__(self, key: Key, login: object, asked_at: float) -> None:
-        self.key = key
+    def __init__(self, login: object, asked_at: float) -> None:
         self.login = login
         self.asked_at = asked_at
 
@@ -190,7 +189,7 @@ class ReadAhead:
             store = self._ids.get(key)
             if store is None:
                 login = self._logins.setdefault(key[0], key[0])
-                store = self._ids[key] = _StoreId(key, login, now)
+                store = self._ids[key] = _StoreId(login, now)
             store.asked_at = now
             known = self._stores.get(store)
             if known is not None:
@@ -328,13 +327,10 @@ class ReadAhead:
         if now - self._tidied_at < 60.0:
             return
         self._tidied_at = now
-        for raw, known in [
-            (raw, known)
-            for raw, known in self._ids.items()
-            if now - known.asked_at > FORGET_SECONDS
-        ]:
-            del self._ids[raw]
-            self._stores.pop(known, None)
+        for raw, known in list(self._ids.items()):
+            if now - known.asked_at > FORGET_SECONDS:
+                del self._ids[raw]
+                self._stores.pop(known, None)
         logins = {known.login for known in self._ids.values()}
         self._logins = {login: login for login in self._logins if login in logins}
         for key in [key for key in self._next if key not in self._stores]:
