@@ -97,6 +97,44 @@ def test_bad_requests_get_clear_answers(
     assert status == 400 and "must be positive" in body
 
 
+def test_the_telemetry_path_refuses_other_methods_and_reads_the_first_header(
+    store: ActionSchedulerStore, exporter_http: StartExporter
+) -> None:
+    """/metrics is answered in front of FastAPI's routing (performance.md): its other
+    methods are refused as a route's are, and a header sent twice counts once, as for
+    Starlette's readers."""
+    running = exporter_http()
+    connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=30)
+    try:
+        for method in ("POST", "PUT", "DELETE"):
+            connection.request(method, "/metrics", body=b"x")
+            refused = connection.getresponse()
+            assert refused.status == 405 and refused.getheader("Allow") == "GET, HEAD"
+            assert refused.read() == b"Method Not Allowed\n"
+        connection.putrequest("GET", "/metrics?name=ignored")
+        connection.putheader("Accept", "application/openmetrics-text; version=1.0.0")
+        connection.putheader("Accept", "text/plain; version=0.0.4")
+        connection.putheader("X-Prometheus-Scrape-Timeout-Seconds", "never")
+        connection.putheader("X-Prometheus-Scrape-Timeout-Seconds", "5")
+        connection.endheaders()
+        first = connection.getresponse()
+        assert first.status == 400 and b"must be a number" in first.read()
+        connection.putrequest("GET", "/metrics")
+        connection.putheader("Accept", "application/openmetrics-text; version=1.0.0")
+        connection.putheader("Accept", "text/plain; version=0.0.4")
+        connection.endheaders()
+        answered = connection.getresponse()
+        body = answered.read()
+        assert answered.status == 200 and body.endswith(b"# EOF\n")
+        assert answered.getheader("Content-Length") == str(len(body))
+        assert answered.getheader("Content-Type", "").startswith("application/openmetrics-text")
+    finally:
+        connection.close()
+    # Every other path is still FastAPI's.
+    assert running.get("/metrics/extra")[0] == 404
+    assert running.get("/healthz")[:3:2] == (200, "ok\n")
+
+
 def test_head_and_gzip_as_prometheus_asks(
     store: ActionSchedulerStore, exporter_http: StartExporter
 ) -> None:
