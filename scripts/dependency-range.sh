@@ -29,6 +29,6 @@ for end in lowest newest; do
     fi
     "$venv/bin/pip" install $pip_flags --no-deps -e .
     echo "dependency-range: $end:" \
-        "$("$venv/bin/pip" freeze | grep -iE '^(fastapi|uvicorn|starlette|pymysql|pyyaml|bcrypt|prometheus.client)==' | tr '\n' ' ')"
+        "$("$venv/bin/pip" freeze | grep -iE '^(fastapi|uvicorn|httptools|starlette|pymysql|pyyaml|bcrypt|prometheus.client)==' | tr '\n' ' ')"
     "$venv/bin/pytest" -q -p no:cacheprovider $tests
 done

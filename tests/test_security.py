@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import http.client
 import logging
 import os
 import secrets
@@ -454,6 +455,63 @@ def test_a_request_in_several_packets_within_the_timeout_is_served(
         connection.sendall(b"GET /healthz HTTP/1.1\r\n")
         connection.sendall(b"Host: 127.0.0.1\r\n\r\n")
         assert connection.recv(1024).startswith(b"HTTP/1.1 200")
+
+
+def test_endless_headers_are_refused_and_the_exporter_serves_on(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    """httptools sets no bound on a request's headers: the guard refuses more than h11
+    would (16 KiB) with a 431 and closes, instead of holding them in memory."""
+    _, port = serve("--web.header-timeout", "30")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        with contextlib.suppress(OSError):  # reset once it closes mid-send
+            for index in range(2_000):
+                connection.sendall(b"X-Filler-%d: %s\r\n" % (index, b"a" * 100))
+        with contextlib.suppress(OSError):
+            while chunk := connection.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 431 ")
+        assert answer.endswith(b"Request header fields too large\n")
+    # A scraper's request of a few hundred bytes, and one near the bound, are served.
+    near = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        near.request("GET", "/healthz", headers={f"X-Filler-{i}": "a" * 100 for i in range(120)})
+        assert near.getresponse().read() == b"ok\n"
+    finally:
+        near.close()
+    assert get(f"http://127.0.0.1:{port}/metrics", None)[0] == 200
+
+
+def test_a_kept_alive_connection_idle_after_its_answer_is_closed_on_time(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+) -> None:
+    """The header timer is armed once per connection and looks again when it fires: a
+    connection that was answered and then sends half a request is closed once that wait
+    passes the timeout, while one that keeps asking in time stays open past it."""
+    _, port = serve("--web.header-timeout", "2")
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    busy = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        for connection in (idle, busy):
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().read() == b"ok\n"
+        assert idle.sock is not None
+        idle.sock.sendall(b"GET /heal")
+        started = time.monotonic()
+        idle_closed_at: float | None = None
+        # Asking every 50 ms, until one more timeout has passed after the idle one closed.
+        while idle_closed_at is None or time.monotonic() < idle_closed_at + 3:
+            busy.request("GET", "/healthz")
+            assert busy.getresponse().read() == b"ok\n"
+            if idle_closed_at is None and closed(idle.sock):
+                idle_closed_at = time.monotonic()
+            assert time.monotonic() - started < 60, "the idle connection was never closed"
+            threading.Event().wait(0.05)
+    finally:
+        idle.close()
+        busy.close()
 
 
 def test_sighup_reloads_the_configuration_and_keeps_it_when_the_new_one_is_wrong(

@@ -1,10 +1,10 @@
 """What the connection guard (guarded_http.py) builds on, checked before it is imported.
 
-The guard subclasses uvicorn's `H11Protocol` and drives CPython's `asyncio.sslproto`
-itself: neither is a public API. pyproject.toml bounds the versions that are tested
-(`make test` runs the HTTP tests at both ends of each range); a version outside them,
-or a Python that changed its TLS layer, fails here at start with a sentence that says
-what is missing, instead of a traceback at the first connection.
+The guard subclasses uvicorn's `HttpToolsProtocol` (httptools' parser) and drives
+CPython's `asyncio.sslproto` itself: neither is a public API. pyproject.toml bounds the
+versions that are tested (`make test` runs the HTTP tests at both ends of each range); a
+version outside them, or a Python that changed its TLS layer, fails here at start with a
+sentence that says what is missing, instead of a traceback at the first connection.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import inspect
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_MAX_CONNECTIONS = 256
 
-# The methods of H11Protocol the guard overrides or calls.
-_H11_METHODS = ("connection_made", "connection_lost", "data_received", "handle_events",
-                "on_response_complete")  # fmt: skip
+# The methods of HttpToolsProtocol the guard overrides or calls.
+_PROTOCOL_METHODS = ("connection_made", "connection_lost", "data_received",
+                     "on_headers_complete", "on_response_complete")  # fmt: skip
 # The arguments the guard gives asyncio's SSLProtocol.
 _SSLPROTO_ARGUMENTS = ("loop", "app_protocol", "sslcontext", "waiter", "server_side",
                        "ssl_handshake_timeout")  # fmt: skip
@@ -31,15 +31,17 @@ def problem() -> str | None:
         "(pip install -c constraints.txt actionscheduler-exporter)"
     )
     try:
-        h11 = importlib.import_module("uvicorn.protocols.http.h11_impl")
+        module = importlib.import_module("uvicorn.protocols.http.httptools_impl")
     except ImportError as error:
         return f"uvicorn's HTTP/1.1 protocol cannot be imported ({error}): {hint}"
-    protocol = getattr(h11, "H11Protocol", None)
+    protocol = getattr(module, "HttpToolsProtocol", None)
     if protocol is None:
-        return f"uvicorn has no H11Protocol in uvicorn.protocols.http.h11_impl: {hint}"
-    missing = [name for name in _H11_METHODS if not callable(getattr(protocol, name, None))]
+        return f"uvicorn has no HttpToolsProtocol in uvicorn.protocols.http.httptools_impl: {hint}"
+    missing = [name for name in _PROTOCOL_METHODS if not callable(getattr(protocol, name, None))]
     if missing:
-        return f"uvicorn's H11Protocol lacks {', '.join(missing)}, which the guard uses: {hint}"
+        return (
+            f"uvicorn's HttpToolsProtocol lacks {', '.join(missing)}, which the guard uses: {hint}"
+        )
     server = getattr(importlib.import_module("uvicorn"), "Server", None)
     if server is None or "sockets" not in inspect.signature(server.run).parameters:
         return f"uvicorn's Server.run takes no sockets, which the exporter listens on: {hint}"

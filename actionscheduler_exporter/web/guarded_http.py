@@ -1,9 +1,14 @@
-"""uvicorn's HTTP/1.1 protocol with two guards a scraper never notices and slow clients do.
+"""uvicorn's HTTP/1.1 protocol (httptools' parser) with guards a scraper never notices
+and slow or hostile clients do.
 
 - A request's line and headers must arrive within `header_timeout` seconds of the
   connection (or of the previous response on a kept-alive one): a client that sends a
   partial request and waits (slowloris) is closed, instead of holding a file descriptor
-  and memory for good.
+  and memory for good. One timer per connection, armed when it starts waiting and
+  checked when it fires, not re-armed per request (a small store's scrape is a few
+  hundred microseconds of the exporter's CPU: docs/performance.md).
+- A request's line and headers may take at most `MAX_HEADER_BYTES`: a client that sends
+  headers without end is answered 431 and closed (httptools sets no such bound).
 - At most `max_connections` connections at once, so the exporter never runs out of file
   descriptors ("accept(): out of system resource") and a flood cannot grow its memory
   without bound. At the cap the connection that has waited longest for its request line
@@ -30,7 +35,7 @@ import time
 from asyncio import sslproto
 from typing import Any, cast
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.web.guard_support import (
@@ -43,6 +48,14 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_HEADER_TIMEOUT", "DEFAULT_MAX_CONNECTIONS", "guarded_protocol"]
 WARNING_INTERVAL = 10.0
+# What h11, uvicorn's other parser, allows a request's line and headers (its
+# max_incomplete_event_size): a scraper's request is a few hundred bytes.
+MAX_HEADER_BYTES = 16 * 1024
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; "
+    b"charset=utf-8\r\ncontent-length: 32\r\nconnection: close\r\n\r\n"
+    b"Request header fields too large\n"
+)
 
 
 class _Refusals:
@@ -64,22 +77,22 @@ class _Refusals:
 
 def guarded_protocol(
     header_timeout: float, max_connections: int, tls: TLSHolder | None = None
-) -> type[H11Protocol]:
+) -> type[HttpToolsProtocol]:
     """The protocol class to give uvicorn as `http=`, with these limits; while `tls`
     holds TLS settings, it does the TLS handshake itself (then give uvicorn no TLS
     settings of its own)."""
 
-    class GuardedH11Protocol(_Guarded):
+    class GuardedProtocol(_Guarded):
         pass
 
-    GuardedH11Protocol.header_timeout = header_timeout
-    GuardedH11Protocol.max_connections = max_connections
-    GuardedH11Protocol.refusals = _Refusals()
-    GuardedH11Protocol.tls = tls
-    return GuardedH11Protocol
+    GuardedProtocol.header_timeout = header_timeout
+    GuardedProtocol.max_connections = max_connections
+    GuardedProtocol.refusals = _Refusals()
+    GuardedProtocol.tls = tls
+    return GuardedProtocol
 
 
-class _Guarded(H11Protocol):
+class _Guarded(HttpToolsProtocol):
     header_timeout = DEFAULT_HEADER_TIMEOUT
     max_connections = DEFAULT_MAX_CONNECTIONS
     refusals = _Refusals()
@@ -88,8 +101,9 @@ class _Guarded(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
-        self._waiting_cycle: object = None
-        self._waiting_since = 0.0
+        # Since when it waits for a request's line and headers; None while one is answered.
+        self._waiting_since: float | None = None
+        self._header_bytes = 0  # of the request it waits for, so far
         self._encrypted = False  # the TLS handshake handed the connection over
         self._server_tls: ServerTLS | None = None  # the settings of its handshake
 
@@ -113,7 +127,7 @@ class _Guarded(H11Protocol):
                 return
             self.refusals.count(len(self.connections) - 1, "the oldest one waiting for headers")
             oldest.transport.close()
-        self._arm_header_timer()  # bounds the TLS handshake too
+        self._wait_for_headers()  # bounds the TLS handshake too
         self._server_tls = self.tls.current if self.tls is not None else None
         if self._server_tls is not None:
             self._start_tls(transport, self._server_tls.context)
@@ -154,37 +168,53 @@ class _Guarded(H11Protocol):
             for other in self.connections
             if isinstance(other, _Guarded)
             and other is not self
-            and other._header_timer is not None
+            and other._waiting_since is not None
             and not other.transport.is_closing()
         ]
-        return min(waiting, key=lambda other: other._waiting_since, default=None)
+        return min(waiting, key=lambda other: other._waiting_since or 0.0, default=None)
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self.cycle is not self._waiting_cycle:  # a request arrived whole
-            self._cancel_header_timer()
+    def data_received(self, data: bytes) -> None:
+        if self._waiting_since is not None:
+            self._header_bytes += len(data)
+        super().data_received(data)
+        too_large = self._waiting_since is not None and self._header_bytes > MAX_HEADER_BYTES
+        if too_large and not self.transport.is_closing():
+            # Still no end of the headers: answered and closed, as h11 would refuse them.
+            self.transport.write(_TOO_LARGE)
+            self.transport.close()
+
+    def on_headers_complete(self) -> None:
+        self._waiting_since = None  # a request arrived whole
+        super().on_headers_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing():
-            self._arm_header_timer()
+            self._wait_for_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_header_timer()
-        super().connection_lost(exc)
-
-    def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        self._waiting_cycle = self.cycle
-        self._waiting_since = self.loop.time()
-        self._header_timer = self.loop.call_later(self.header_timeout, self._header_timed_out)
-
-    def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        super().connection_lost(exc)
 
-    def _header_timed_out(self) -> None:
+    def _wait_for_headers(self) -> None:
+        """From now on the next request's line and headers must come within the timeout.
+        The timer, once armed, stays: it looks again when it fires."""
+        self._waiting_since = self.loop.time()
+        self._header_bytes = 0
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(
+                self._waiting_since + self.header_timeout, self._header_timer_fired
+            )
+
+    def _header_timer_fired(self) -> None:
         self._header_timer = None
-        if not self.transport.is_closing():
+        since = self._waiting_since
+        if since is None or self.transport.is_closing():
+            return  # a request is answered: its response's end starts the next wait
+        due = since + self.header_timeout
+        if self.loop.time() >= due:
             self.transport.close()
+        else:  # it waited for an earlier request: what is left of this wait
+            self._header_timer = self.loop.call_at(due, self._header_timer_fired)

@@ -19,7 +19,7 @@ from actionscheduler_exporter.web.webconfig import WebConfig
 if TYPE_CHECKING:  # the server's own modules load when it serves, not for `check`
     import socket
 
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     from actionscheduler_exporter.web.tls import TLSHolder
 
@@ -31,7 +31,7 @@ EXIT_UNHEALTHY = 1
 def serve(
     config: ExporterConfig,
     web: WebConfig,
-    protocol: Callable[[TLSHolder], type[H11Protocol]],
+    protocol: Callable[[TLSHolder], type[HttpToolsProtocol]],
     reload: Callable[[], tuple[ExporterConfig, WebConfig]] | None = None,
     telemetry_path: str = "/metrics",
     addresses: list[tuple[str, int]] | None = None,

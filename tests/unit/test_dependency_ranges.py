@@ -34,7 +34,7 @@ def test_every_runtime_dependency_has_a_tested_range() -> None:
         ranges[name] = (lowest, bound)
         pinned = pins[name.replace("_", "-")]
         assert _version(lowest) <= _version(pinned) < _version(bound), (name, pinned)
-    # The guard subclasses uvicorn's H11Protocol: bounded by the minor version tested.
+    # The guard subclasses uvicorn's HttpToolsProtocol: bounded by the minor version tested.
     lowest, bound = ranges["uvicorn"]
     assert _version(bound)[:2] == (
         _version(pins["uvicorn"])[0],

@@ -9,7 +9,7 @@ import os
 import ssl
 
 import pytest
-from uvicorn.protocols.http import h11_impl
+from uvicorn.protocols.http import httptools_impl
 
 from actionscheduler_exporter import cli, flags
 from actionscheduler_exporter.config import ConfigError, load_environment
@@ -56,14 +56,15 @@ def test_the_guard_finds_what_it_needs_here() -> None:
 def test_a_missing_uvicorn_internal_is_named_at_start(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 39, item 6: the guard subclasses uvicorn's H11Protocol; a uvicorn without
-    what it overrides fails at start with a sentence, not at the first connection."""
-    monkeypatch.delattr(h11_impl.H11Protocol, "on_response_complete")
+    """Issue 39, item 6: the guard subclasses uvicorn's HttpToolsProtocol; a uvicorn
+    without what it overrides fails at start with a sentence, not at the first
+    connection."""
+    monkeypatch.delattr(httptools_impl.HttpToolsProtocol, "on_response_complete")
     problem = guard_support.problem()
-    assert problem is not None and "H11Protocol lacks on_response_complete" in problem
+    assert problem is not None and "HttpToolsProtocol lacks on_response_complete" in problem
     monkeypatch.setenv("AS_EXPORTER_DSN", "mysql://u@h/d")
     assert cli.main(["serve"]) == cli.EXIT_CONFIG
-    assert "cannot serve: uvicorn's H11Protocol lacks on_response_complete" in (
+    assert "cannot serve: uvicorn's HttpToolsProtocol lacks on_response_complete" in (
         capsys.readouterr().err
     )
 
@@ -85,9 +86,9 @@ def test_a_changed_asyncio_signature_is_named(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_a_missing_uvicorn_module_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delattr(h11_impl, "H11Protocol")
+    monkeypatch.delattr(httptools_impl, "HttpToolsProtocol")
     problem = guard_support.problem()
-    assert problem is not None and "uvicorn has no H11Protocol" in problem
+    assert problem is not None and "uvicorn has no HttpToolsProtocol" in problem
 
 
 def test_toolkit_spellings_and_the_old_ones() -> None:
