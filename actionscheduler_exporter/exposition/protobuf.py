@@ -15,8 +15,7 @@ import functools
 import struct
 from collections.abc import Iterable, Sequence
 
-from prometheus_client.metrics_core import Metric
-
+from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels
@@ -204,19 +203,11 @@ def encode(
     return b"".join(out)
 
 
-def encode_families(families: Iterable[Metric]) -> bytes:
-    """Families that prometheus-client built (the process's own metrics)."""
+def encode_process(samples: Iterable[ProcessSample]) -> bytes:
+    """The process's own metrics, each a family of one sample without labels."""
     out: list[bytes] = []
-    for family in families:
-        kind = _TYPES.get(family.type, _UNTYPED)
-        if kind == _HISTOGRAM:
-            kind = _UNTYPED  # none are: the process collector has counters and gauges
-        name = family.name + "_total" if kind == _COUNTER else family.name
-        metrics = [
-            _value_metric(_label_pairs(tuple(item.labels.items())), kind, item.value)
-            for item in family.samples
-            if item.name == name  # a counter's _created stays out, as in the text format
-        ]
-        if metrics:
-            out.append(_family(name, family.documentation, kind, metrics))
+    for item in samples:
+        kind = _TYPES[item.kind]
+        name = item.name + "_total" if kind == _COUNTER else item.name
+        out.append(_family(name, item.help, kind, [_value_metric(b"", kind, item.value)]))
     return b"".join(out)

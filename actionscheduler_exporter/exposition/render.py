@@ -8,10 +8,9 @@ from __future__ import annotations
 import platform
 from collections.abc import Sequence
 
-from prometheus_client import ProcessCollector
-
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
+from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -27,7 +26,6 @@ _PROTOBUF_OPTIONS = {"proto": "io.prometheus.client.MetricFamily", "encoding": "
 # The text formats have no native histograms: families that exist only as one stay out.
 _TEXT_FAMILIES = tuple(metric for metric in catalog.ALL if metric not in catalog.NATIVE_ONLY)
 
-_PROCESS = ProcessCollector(registry=None)
 BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
 
 
@@ -70,11 +68,11 @@ def render(
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
         binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
-        return binary + protobuf.encode_families(_PROCESS.collect()), content_type
+        return binary + protobuf.encode_process(process_samples()), content_type
     openmetrics = content_type == OPENMETRICS
     parts = [
         writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics),
-        writer.encode_families(_PROCESS.collect(), openmetrics=openmetrics).encode(),
+        writer.encode_process(process_samples(), openmetrics=openmetrics).encode(),
     ]
     if openmetrics:
         parts.append(b"# EOF\n")

@@ -5,8 +5,8 @@ scrape (what that cost: docs/performance.md). Here the same output
 is written from the catalog's definitions, and each label set is escaped once: the sets
 repeat from scrape to scrape (sites, hooks, groups), their values change. The tests parse
 both formats with prometheus-client's parsers and compare them with its own encoders.
-The process's own metrics (CPU, memory, file descriptors) come from prometheus-client's
-ProcessCollector and are written here too, so there is one path for every format.
+The process's own metrics (CPU, memory, file descriptors: `exposition.process`) are
+written here too, so there is one path for every format.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
-from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -149,18 +149,17 @@ def _escape(text: str, *, quote: bool) -> str:
     return text.replace('"', '\\"') if quote else text
 
 
-def encode_families(families: Iterable[Metric], *, openmetrics: bool) -> str:
-    """Families that prometheus-client built (the process's own metrics)."""
-    out: list[str] = []
-    for family in families:
-        name = family.name
-        if not openmetrics and family.type == "counter":
-            name += "_total"  # the text format names a counter family by its sample
-        kind = family.type if openmetrics else _TEXT_TYPES.get(family.type, "untyped")
-        out.append(f"# HELP {name} {_escape(family.documentation, quote=openmetrics)}\n")
-        out.append(f"# TYPE {name} {kind}\n")
-        for item in family.samples:
-            own = _pairs(tuple(item.labels.items()))
-            labels = "{" + own + "}" if own else ""
-            out.append(f"{item.name}{labels} {_number(item.value)}\n")
-    return "".join(out)
+def encode_process(samples: Iterable[ProcessSample], *, openmetrics: bool) -> str:
+    """The process's own metrics, each a family of one sample without labels."""
+    return "".join(
+        _process_header(item.name, item.help, item.kind, openmetrics)
+        + f"{item.name}{'_total' if item.kind == 'counter' else ''} {_number(item.value)}\n"
+        for item in samples
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _process_header(name: str, help_text: str, kind: str, openmetrics: bool) -> str:
+    if not openmetrics and kind == "counter":
+        name += "_total"  # the text format names a counter family by its sample
+    return f"# HELP {name} {_escape(help_text, quote=openmetrics)}\n# TYPE {name} {kind}\n"

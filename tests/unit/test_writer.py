@@ -8,6 +8,8 @@ import dataclasses
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
@@ -90,3 +92,40 @@ def test_a_sample_with_labels_not_declared_is_refused() -> None:
     with pytest.raises(ValueError, match="not declared"):
         sample(catalog.UP, 1, hook="x")
     assert sample(catalog.FAILED_BY_HOOK, 2, hook="h").labels == (("hook", "h"),)
+
+
+def _process_families(
+    body: bytes, content_type: str
+) -> dict[str, tuple[str, str, dict[str, float]]]:
+    parse = text_string_to_metric_families if "openmetrics" in content_type else parse_text
+    return {
+        family.name: (family.type, family.documentation, {s.name: s.value for s in family.samples})
+        for family in parse(body.decode())
+        if family.name.startswith("process_")
+    }
+
+
+@pytest.mark.parametrize("accept", [None, PROMETHEUS_ACCEPT])
+def test_the_process_metrics_are_what_prometheus_clients_collector_reports(
+    accept: str | None,
+) -> None:
+    """`exposition.process` reads them more cheaply than prometheus-client's
+    ProcessCollector: the same families, types, help and samples, values alike."""
+    body, content_type = render([], accept)
+    ours = _process_families(body, content_type)
+    reference = _process_families(*render_with_library([], accept))
+    assert len(ours) == 6 and ours.keys() == reference.keys()
+    for name, (kind, help_text, values) in ours.items():
+        other_kind, other_help, other_values = reference[name]
+        assert (kind, help_text, values.keys()) == (other_kind, other_help, other_values.keys())
+    value = {name: next(iter(values.values())) for name, (_, _, values) in ours.items()}
+    expected = {name: next(iter(values.values())) for name, (_, _, values) in reference.items()}
+    for exact in ("process_start_time_seconds", "process_max_fds"):
+        assert value[exact] == expected[exact]
+    for moving, within in (
+        ("process_virtual_memory_bytes", 64 << 20),
+        ("process_resident_memory_bytes", 64 << 20),
+        ("process_cpu_seconds", 5.0),
+        ("process_open_fds", 5),
+    ):
+        assert abs(value[moving] - expected[moving]) <= within, moving

@@ -1,0 +1,91 @@
+"""The process's own metrics (`process_*`), with the names, help and values of
+prometheus-client's ProcessCollector (and of the Go clients), read more cheaply.
+
+The collector builds six metric families and reads /proc/self/limits on every scrape:
+about 55 µs, then 30 µs more to write them, a twentieth of a small store's scrape
+(docs/performance.md). Here /proc/self/stat is read once per scrape, the open
+descriptors are counted, their limit is the soft RLIMIT_NOFILE (the line the collector
+parses from /proc/self/limits), and the start time is read once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from typing import NamedTuple
+
+_TICKS = float(os.sysconf("SC_CLK_TCK"))
+_PAGE_SIZE = resource.getpagesize()
+
+
+class ProcessSample(NamedTuple):
+    name: str  # the family's name; a counter's sample adds "_total"
+    help: str
+    kind: str  # "gauge" or "counter"
+    value: float
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat", "rb") as stat:
+            for line in stat:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+_BOOT_TIME = _boot_time()
+
+
+def process_samples() -> list[ProcessSample]:
+    """Each sample the process collector would give now; none where /proc cannot be read
+    (not Linux), as it gives none."""
+    if _BOOT_TIME is None:
+        return []
+    found: list[ProcessSample] = []
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            # The command name may hold spaces and parentheses: fields count after its end.
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        fields = []
+    if fields:
+        found += [
+            ProcessSample(
+                "process_virtual_memory_bytes", "Virtual memory size in bytes.", "gauge",
+                float(fields[20]),
+            ),
+            ProcessSample(
+                "process_resident_memory_bytes", "Resident memory size in bytes.", "gauge",
+                float(fields[21]) * _PAGE_SIZE,
+            ),
+            ProcessSample(
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.", "gauge",
+                float(fields[19]) / _TICKS + _BOOT_TIME,
+            ),
+            ProcessSample(
+                "process_cpu_seconds", "Total user and system CPU time spent in seconds.",
+                "counter", (float(fields[11]) + float(fields[12])) / _TICKS,
+            ),
+        ]  # fmt: skip
+    try:
+        open_fds = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return found
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return [
+        *found,
+        ProcessSample(
+            "process_open_fds", "Number of open file descriptors.", "gauge", float(open_fds)
+        ),
+        ProcessSample(
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            "gauge",
+            math.inf if soft == resource.RLIM_INFINITY else float(soft),
+        ),
+    ]
