@@ -65,7 +65,12 @@ class PendingScrape:
 
         for future in running:
             future.add_done_callback(ended)
-        await asyncio.wait([all_ended], timeout=self.deadlines.rounds.left())
+        # The deadline resolves the same future (asyncio.wait takes twice the time).
+        timer = loop.call_later(max(0.0, self.deadlines.rounds.left()), _resolve, all_ended)
+        try:
+            await all_ended
+        finally:
+            timer.cancel()
 
     def results(self) -> list[SiteResult]:
         """What the rounds found, through each site's one `finish`: a round still running
