@@ -514,6 +514,40 @@ def test_a_kept_alive_connection_idle_after_its_answer_is_closed_on_time(
         busy.close()
 
 
+def test_a_pipelined_scrape_is_answered_past_the_header_timeout(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+    mariadb: Server,
+    database: str,
+) -> None:
+    """A request read while the one before it was answered is under way once that answer
+    ends: no wait for headers starts then, however long it takes (a scrape held by a
+    locked table here, past a header timeout of a second)."""
+    locker = mariadb.connect(database)
+    lock_tables(locker, ["wp_actionscheduler_claims"])
+    _, port = serve("--web.header-timeout", "1")
+    observer = mariadb.connect()
+    answer = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+            connection.sendall(
+                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"X-Prometheus-Scrape-Timeout-Seconds: 6\r\n\r\n"
+            )
+            assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
+            started = time.monotonic()
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    answer += chunk
+                    if answer.count(b"HTTP/1.1 200") == 2 and b"actionscheduler_up" in answer:
+                        break
+    finally:
+        locker.close()
+        observer.close()
+    assert time.monotonic() - started > 1, "the scrape did not wait past the header timeout"
+    assert answer.count(b"HTTP/1.1 200") == 2 and b"actionscheduler_up" in answer
+
+
 def test_sighup_reloads_the_configuration_and_keeps_it_when_the_new_one_is_wrong(
     tmp_path: Path, mariadb: Server, database: str, store: ActionSchedulerStore
 ) -> None:

@@ -188,8 +188,10 @@ class _Guarded(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_response_complete(self) -> None:
+        # A pipelined request read meanwhile starts now: no wait for headers begins.
+        pipelined = bool(self.pipeline)
         super().on_response_complete()
-        if not self.transport.is_closing():
+        if not pipelined and not self.transport.is_closing():
             self._wait_for_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
