@@ -484,6 +484,40 @@ def test_endless_headers_are_refused_and_the_exporter_serves_on(
     assert get(f"http://127.0.0.1:{port}/metrics", None)[0] == 200
 
 
+def test_endless_headers_behind_a_scrape_under_way_close_the_connection(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+    mariadb: Server,
+    database: str,
+) -> None:
+    """The bound holds for a request pipelined behind one being answered (a scrape held by
+    a locked table here): the connection is closed at once, not read without end until
+    the scrape's answer."""
+    locker = mariadb.connect(database)
+    lock_tables(locker, ["wp_actionscheduler_claims"])
+    _, port = serve("--web.header-timeout", "30")
+    observer = mariadb.connect()
+    answer = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+            connection.sendall(
+                b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"X-Prometheus-Scrape-Timeout-Seconds: 20\r\n\r\n"
+                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            )
+            assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
+            with contextlib.suppress(OSError):  # reset once it closes mid-send
+                for index in range(2_000):
+                    connection.sendall(b"X-Filler-%d: %s\r\n" % (index, b"a" * 100))
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    answer += chunk
+    finally:
+        locker.close()
+        observer.close()
+    # Closed while the scrape waited for the lock: neither its answer nor a 431 came.
+    assert b"HTTP/1.1" not in answer
+
+
 def test_a_kept_alive_connection_idle_after_its_answer_is_closed_on_time(
     serve: Callable[..., tuple[subprocess.Popen[str], int]],
 ) -> None:

@@ -20,10 +20,15 @@ _PAGE_SIZE = resource.getpagesize()
 
 
 class ProcessSample(NamedTuple):
-    name: str  # the family's name; a counter's sample adds "_total"
+    name: str  # the family's name
     help: str
     kind: str  # "gauge" or "counter"
     value: float
+
+    @property
+    def sample_name(self) -> str:
+        """A counter's sample adds "_total" to its family's name."""
+        return self.name + "_total" if self.kind == "counter" else self.name
 
 
 def _boot_time() -> float | None:

@@ -208,6 +208,6 @@ def encode_process(samples: Iterable[ProcessSample]) -> bytes:
     out: list[bytes] = []
     for item in samples:
         kind = _TYPES[item.kind]
-        name = item.name + "_total" if kind == _COUNTER else item.name
-        out.append(_family(name, item.help, kind, [_value_metric(b"", kind, item.value)]))
+        metric = _value_metric(b"", kind, item.value)
+        out.append(_family(item.sample_name, item.help, kind, [metric]))
     return b"".join(out)

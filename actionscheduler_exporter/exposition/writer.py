@@ -153,7 +153,7 @@ def encode_process(samples: Iterable[ProcessSample], *, openmetrics: bool) -> st
     """The process's own metrics, each a family of one sample without labels."""
     return "".join(
         _process_header(item.name, item.help, item.kind, openmetrics)
-        + f"{item.name}{'_total' if item.kind == 'counter' else ''} {_number(item.value)}\n"
+        + f"{item.sample_name} {_number(item.value)}\n"
         for item in samples
     )
 

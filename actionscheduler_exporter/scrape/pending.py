@@ -66,7 +66,7 @@ class PendingScrape:
         for future in running:
             future.add_done_callback(ended)
         # The deadline resolves the same future (asyncio.wait takes twice the time).
-        timer = loop.call_later(max(0.0, self.deadlines.rounds.left()), _resolve, all_ended)
+        timer = loop.call_later(self.deadlines.rounds.left(), _resolve, all_ended)
         try:
             await all_ended
         finally:

@@ -103,7 +103,8 @@ class _Guarded(HttpToolsProtocol):
         self._header_timer: asyncio.TimerHandle | None = None
         # Since when it waits for a request's line and headers; None while one is answered.
         self._waiting_since: float | None = None
-        self._header_bytes = 0  # of the request it waits for, so far
+        self._in_head = False  # between a request's first byte and its headers' end
+        self._header_bytes = 0  # of that request, so far
         self._encrypted = False  # the TLS handshake handed the connection over
         self._server_tls: ServerTLS | None = None  # the settings of its handshake
 
@@ -171,19 +172,29 @@ class _Guarded(HttpToolsProtocol):
             and other._waiting_since is not None
             and not other.transport.is_closing()
         ]
-        return min(waiting, key=lambda other: other._waiting_since or 0.0, default=None)
+        return min(waiting, key=lambda other: cast(float, other._waiting_since), default=None)
 
     def data_received(self, data: bytes) -> None:
-        if self._waiting_since is not None:
+        # Counted from a request's first byte to the end of its headers, whether it is
+        # awaited or comes pipelined behind one being answered. The read that starts a
+        # request is not counted (it may end the one before): 16 KiB and one read at most.
+        if self._in_head:
             self._header_bytes += len(data)
         super().data_received(data)
-        too_large = self._waiting_since is not None and self._header_bytes > MAX_HEADER_BYTES
+        too_large = self._in_head and self._header_bytes > MAX_HEADER_BYTES
         if too_large and not self.transport.is_closing():
-            # Still no end of the headers: answered and closed, as h11 would refuse them.
-            self.transport.write(_TOO_LARGE)
+            # Still no end of the headers: refused as h11 would (an answer under way
+            # is not cut into: then the connection is closed alone).
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.write(_TOO_LARGE)
             self.transport.close()
 
+    def on_message_begin(self) -> None:
+        self._in_head, self._header_bytes = True, 0
+        super().on_message_begin()
+
     def on_headers_complete(self) -> None:
+        self._in_head, self._header_bytes = False, 0
         self._waiting_since = None  # a request arrived whole
         super().on_headers_complete()
 
@@ -204,7 +215,6 @@ class _Guarded(HttpToolsProtocol):
         """From now on the next request's line and headers must come within the timeout.
         The timer, once armed, stays: it looks again when it fires."""
         self._waiting_since = self.loop.time()
-        self._header_bytes = 0
         if self._header_timer is None:
             self._header_timer = self.loop.call_at(
                 self._waiting_since + self.header_timeout, self._header_timer_fired

@@ -100,6 +100,16 @@ def test_every_family_of_the_text_format_decodes_with_the_same_samples() -> None
     assert without_process(decoded_samples(body)) == without_process(text_samples(text))
     names = [family.name for family in decode(body)]
     assert "process_cpu_seconds_total" in names and "process_resident_memory_bytes" in names
+    # The process's own, whose values move: the same families, types, help and samples.
+    assert _process_shape(decoded_samples(body)) == _process_shape(text_samples(text))
+
+
+def _process_shape(families: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: (kind, help_text, sorted(item[:2] for item in samples))
+        for name, (kind, help_text, samples) in families.items()
+        if name.startswith("process_")
+    }
 
 
 def native_buckets(histogram: Any) -> dict[int, int]:
