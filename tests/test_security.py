@@ -457,6 +457,50 @@ def test_a_request_in_several_packets_within_the_timeout_is_served(
         assert connection.recv(1024).startswith(b"HTTP/1.1 200")
 
 
+def send_endless_headers(connection: socket.socket) -> None:
+    """Header lines of about 230 kB in all, or until the exporter closes the connection."""
+    with contextlib.suppress(OSError):  # reset once it closes mid-send
+        for index in range(2_000):
+            connection.sendall(b"X-Filler-%d: %s\r\n" % (index, b"a" * 100))
+
+
+def read_until_closed(
+    connection: socket.socket, until: Callable[[bytes], bool] = lambda _: False
+) -> bytes:
+    """What the exporter sends until it closes the connection (or `until` what came)."""
+    answer = b""
+    with contextlib.suppress(OSError):
+        while chunk := connection.recv(65536):
+            answer += chunk
+            if until(answer):
+                break
+    return answer
+
+
+@contextlib.contextmanager
+def scrape_held_by_a_lock(
+    serve: Callable[..., tuple[subprocess.Popen[str], int]],
+    mariadb: Server,
+    database: str,
+    header_timeout: str,
+    pipelined: bytes,
+) -> Iterator[socket.socket]:
+    """A connection that sent `pipelined`, a scrape among its requests, once the scrape
+    waits for a table locked meanwhile; the lock ends with the block."""
+    locker = mariadb.connect(database)
+    lock_tables(locker, ["wp_actionscheduler_claims"])
+    _, port = serve("--web.header-timeout", header_timeout)
+    observer = mariadb.connect()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+            connection.sendall(pipelined)
+            assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
+            yield connection
+    finally:
+        locker.close()
+        observer.close()
+
+
 def test_endless_headers_are_refused_and_the_exporter_serves_on(
     serve: Callable[..., tuple[subprocess.Popen[str], int]],
 ) -> None:
@@ -465,13 +509,8 @@ def test_endless_headers_are_refused_and_the_exporter_serves_on(
     _, port = serve("--web.header-timeout", "30")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
         connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        answer = b""
-        with contextlib.suppress(OSError):  # reset once it closes mid-send
-            for index in range(2_000):
-                connection.sendall(b"X-Filler-%d: %s\r\n" % (index, b"a" * 100))
-        with contextlib.suppress(OSError):
-            while chunk := connection.recv(4096):
-                answer += chunk
+        send_endless_headers(connection)
+        answer = read_until_closed(connection)
         assert answer.startswith(b"HTTP/1.1 431 ")
         assert answer.endswith(b"Request header fields too large\n")
     # A scraper's request of a few hundred bytes, and one near the bound, are served.
@@ -492,28 +531,14 @@ def test_endless_headers_behind_a_scrape_under_way_close_the_connection(
     """The bound holds for a request pipelined behind one being answered (a scrape held by
     a locked table here): the connection is closed at once, not read without end until
     the scrape's answer."""
-    locker = mariadb.connect(database)
-    lock_tables(locker, ["wp_actionscheduler_claims"])
-    _, port = serve("--web.header-timeout", "30")
-    observer = mariadb.connect()
-    answer = b""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
-            connection.sendall(
-                b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"X-Prometheus-Scrape-Timeout-Seconds: 20\r\n\r\n"
-                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            )
-            assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
-            with contextlib.suppress(OSError):  # reset once it closes mid-send
-                for index in range(2_000):
-                    connection.sendall(b"X-Filler-%d: %s\r\n" % (index, b"a" * 100))
-            with contextlib.suppress(OSError):
-                while chunk := connection.recv(65536):
-                    answer += chunk
-    finally:
-        locker.close()
-        observer.close()
+    pipelined = (
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"X-Prometheus-Scrape-Timeout-Seconds: 20\r\n\r\n"
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    )
+    with scrape_held_by_a_lock(serve, mariadb, database, "30", pipelined) as connection:
+        send_endless_headers(connection)
+        answer = read_until_closed(connection)
     # Closed while the scrape waited for the lock: neither its answer nor a 431 came.
     assert b"HTTP/1.1" not in answer
 
@@ -556,28 +581,17 @@ def test_a_pipelined_scrape_is_answered_past_the_header_timeout(
     """A request read while the one before it was answered is under way once that answer
     ends: no wait for headers starts then, however long it takes (a scrape held by a
     locked table here, past a header timeout of a second)."""
-    locker = mariadb.connect(database)
-    lock_tables(locker, ["wp_actionscheduler_claims"])
-    _, port = serve("--web.header-timeout", "1")
-    observer = mariadb.connect()
-    answer = b""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
-            connection.sendall(
-                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"X-Prometheus-Scrape-Timeout-Seconds: 6\r\n\r\n"
-            )
-            assert wait_until(lambda: lock_waits(observer, database) >= 1, 20)
-            started = time.monotonic()
-            with contextlib.suppress(OSError):
-                while chunk := connection.recv(65536):
-                    answer += chunk
-                    if answer.count(b"HTTP/1.1 200") == 2 and b"actionscheduler_up" in answer:
-                        break
-    finally:
-        locker.close()
-        observer.close()
+    pipelined = (
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"X-Prometheus-Scrape-Timeout-Seconds: 6\r\n\r\n"
+    )
+    with scrape_held_by_a_lock(serve, mariadb, database, "1", pipelined) as connection:
+        started = time.monotonic()
+        answer = read_until_closed(
+            connection,
+            until=lambda got: got.count(b"HTTP/1.1 200") == 2 and b"actionscheduler_up" in got,
+        )
     assert time.monotonic() - started > 1, "the scrape did not wait past the header timeout"
     assert answer.count(b"HTTP/1.1 200") == 2 and b"actionscheduler_up" in answer
 
