@@ -152,14 +152,14 @@ def _escape(text: str, *, quote: bool) -> str:
 def encode_process(samples: Iterable[ProcessSample], *, openmetrics: bool) -> str:
     """The process's own metrics, each a family of one sample without labels."""
     return "".join(
-        _process_header(item.name, item.help, item.kind, openmetrics)
+        # The text format names a counter's family by its sample, OpenMetrics does not.
+        _process_header(item.name if openmetrics else item.sample_name, item.help, item.kind,
+                        openmetrics)
         + f"{item.sample_name} {_number(item.value)}\n"
         for item in samples
-    )
+    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=32)
 def _process_header(name: str, help_text: str, kind: str, openmetrics: bool) -> str:
-    if not openmetrics and kind == "counter":
-        name += "_total"  # the text format names a counter family by its sample
     return f"# HELP {name} {_escape(help_text, quote=openmetrics)}\n# TYPE {name} {kind}\n"

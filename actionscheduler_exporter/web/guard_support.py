@@ -17,7 +17,8 @@ DEFAULT_MAX_CONNECTIONS = 256
 
 # The methods of HttpToolsProtocol the guard overrides or calls.
 _PROTOCOL_METHODS = ("connection_made", "connection_lost", "data_received",
-                     "on_headers_complete", "on_response_complete")  # fmt: skip
+                     "on_message_begin", "on_headers_complete",
+                     "on_response_complete")  # fmt: skip
 # The arguments the guard gives asyncio's SSLProtocol.
 _SSLPROTO_ARGUMENTS = ("loop", "app_protocol", "sslcontext", "waiter", "server_side",
                        "ssl_handshake_timeout")  # fmt: skip

@@ -2,7 +2,7 @@
 
 A scrape is the one request that comes every few seconds. Through FastAPI's routing it
 went through six layers of middleware, a route match, dependency solving, a Request and a
-Response object: about a fifth of the CPU of a small store's scrape (docs/performance.md).
+Response object: a sixth of the CPU of a small store's scrape (docs/performance.md).
 Here the scrape's three headers are read from the ASGI scope and the answer is sent in
 two messages; every other path goes on to the FastAPI app (`app.py`).
 """
