@@ -426,6 +426,24 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
         three.close()
 
 
+def test_stores_slowed_all_alike_stay_read_together(proxy: SlowProxy, stores: list[str]) -> None:
+    """A server slowed as a whole (a loaded machine; here each store's statement sleeps
+    30 ms): a batch of three takes longer than `FAST_SECONDS` though no store of it is
+    slow, no longer than its stores took alone. The three stay in one statement, wave
+    after wave, instead of being read apart every other wave."""
+    statement = PackedStatement(
+        (f"SELECT SLEEP(0.03) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
+        ("pending",),
+    )
+    three = ThreeStores(proxy, stores, statements=[statement] * 3)
+    try:
+        assert three.wave(1.0) == 3
+        assert [three.wave(float(wave)) for wave in range(2, 6)] == [1, 1, 1, 1]
+        assert three.read_ahead.batches == 4
+    finally:
+        three.close()
+
+
 def test_stores_of_another_login_are_not_read_in_one_statement(
     proxy: SlowProxy, stores: list[str]
 ) -> None:

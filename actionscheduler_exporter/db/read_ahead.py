@@ -19,11 +19,13 @@ without this.
 
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
-its own until it answered alone; so is every store of a batch that took longer than a
-store may: a missing, locked or slow database delays the stores read with it once, by
-the batch's lock wait of one second at most. An answer is used only if it was read at
-most `MAX_AGE` seconds before its store asked: a store's values are never older than
-that when its round reports them.
+its own until it answered alone; so is every store of a batch that took several times
+what its stores took the last time: a missing, locked or slow database delays the stores
+read with it once, by the batch's lock wait of one second at most. A machine that slows
+down as a whole slows every batch with its stores, and keeps them together.
+
+An answer is used only if it was read at most `MAX_AGE` seconds before its store asked:
+a store's values are never older than that when its round reports them.
 """
 
 from __future__ import annotations
@@ -44,9 +46,15 @@ BATCH = 16
 # scrape, not the next one's.
 MAX_AGE = 0.5
 # A store whose last statement took longer is read alone: a slow store must not hold back
-# the ones read with it. A batch that takes longer has its stores read alone once, each
-# then timed on its own (a store's share of a batch hides which one was slow).
+# the ones read with it.
 FAST_SECONDS = 0.05
+# A batch is slow when it took longer than this many times its stores' last times added
+# up, and longer than FAST_SECONDS: one of them grew slow or waited for a lock. Its stores
+# are then read alone once, each timed on its own (a store's share of a batch hides which
+# one was slow). Not an absolute bound: on a loaded machine a batch of sixteen passed
+# 50 ms as a whole while none of its stores was slow, and breaking the batches apart sent
+# the server three times the statements just when it had the least to spare.
+SLOW_BATCH_FACTOR = 4.0
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
 # A batch waits for a locked table one second at most, then each store is read alone,
@@ -100,6 +108,7 @@ class _Batch:
     members: list[tuple[_StoreId, _Ask]]  # as they were when the batch was made
     sender: _StoreId | None  # the store of the round that sends it, if it is a member
     shape: Shape  # the types of each member's answer
+    usual: float  # its members' last times added up: what the batch should take
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -213,6 +222,7 @@ class ReadAhead:
             if shape is None:
                 return None
             members: list[tuple[_StoreId, _Ask]] = [(key, own)] if own is not None else []
+            usual = known.seconds if own is not None else 0.0
             seen = {key}
             candidate = self._next.get(key)
             steps = 0
@@ -231,12 +241,13 @@ class ReadAhead:
                     and candidate not in self._ready
                 ):
                     members.append((candidate, store.ask))
+                    usual += store.seconds
                     if len(members) == self._batch:
                         break
                 candidate = self._next.get(candidate)
             if len(members) < 2:
                 return None
-            batch = _Batch(members, key if own is not None else None, shape)
+            batch = _Batch(members, key if own is not None else None, shape, usual)
             for member, _ in members:
                 self._flying[member] = batch
             return batch
@@ -282,7 +293,7 @@ class ReadAhead:
     def _land(self, batch: _Batch, by_place: dict[int, Row] | None, seconds: float) -> None:
         now = time.monotonic()
         share = seconds / len(batch.members)
-        slow = seconds > FAST_SECONDS
+        slow = seconds > max(FAST_SECONDS, SLOW_BATCH_FACTOR * batch.usual)
         with self._lock:
             for place, (member, ask) in enumerate(batch.members):
                 if self._flying.get(member) is batch:
