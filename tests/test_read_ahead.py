@@ -444,6 +444,42 @@ def test_stores_slowed_all_alike_stay_read_together(proxy: SlowProxy, stores: li
         three.close()
 
 
+def test_a_store_slowing_a_little_at_each_scrape_is_found_in_its_batch(
+    proxy: SlowProxy, stores: list[str], mariadb: Server
+) -> None:
+    """A store whose statement takes 30 ms longer at each wave (per finished action of a
+    hook `slow_down`: its due count stays its own). Its batch never takes four times what
+    it took the wave before, but soon four times what its stores took alone and longer
+    than `FAST_SECONDS`: the batch is read apart, and from then on the slowing store is
+    read alone and the others together."""
+    plain = PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",))
+    slowing = PackedStatement(
+        (
+            f"SELECT SLEEP(0.03 * (SELECT COUNT(*) FROM {ACTIONS} WHERE hook = %s))"
+            f" + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",
+        ),
+        ("slow_down", "pending"),
+    )
+    three = ThreeStores(proxy, stores, statements=[plain, slowing, plain])
+    store = ActionSchedulerStore(mariadb.connect(stores[1]), "wp_")
+    try:
+        assert three.wave(1.0) == 3
+        assert three.wave(2.0) == 1
+        sent = []
+        for wave in range(3, 16):
+            store.create("slow_down", status="complete")
+            sent.append(three.wave(float(wave)))
+            if sent[-2:] == [2, 2]:
+                break
+        assert sent[-2:] == [2, 2], sent
+        # Read apart once, each store timed on its own, by the time the store took 120 ms
+        # (its batch's shares would have let it grow to 150 ms and more in a batch).
+        assert 3 in sent[:4], sent
+    finally:
+        store.connection.close()
+        three.close()
+
+
 def test_stores_of_another_login_are_not_read_in_one_statement(
     proxy: SlowProxy, stores: list[str]
 ) -> None:

@@ -20,9 +20,10 @@ without this.
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
 its own until it answered alone; so is every store of a batch that took several times
-what its stores took the last time: a missing, locked or slow database delays the stores
-read with it once, by the batch's lock wait of one second at most. A machine that slows
-down as a whole slows every batch with its stores, and keeps them together.
+what its stores took when they were last read alone: a missing, locked or slow database
+delays the stores read with it once, by the batch's lock wait of one second at most. A
+machine that slows down as a whole slows every batch with its stores, and keeps them
+together.
 
 An answer is used only if it was read at most `MAX_AGE` seconds before its store asked:
 a store's values are never older than that when its round reports them.
@@ -48,12 +49,14 @@ MAX_AGE = 0.5
 # A store whose last statement took longer is read alone: a slow store must not hold back
 # the ones read with it.
 FAST_SECONDS = 0.05
-# A batch is slow when it took longer than this many times its stores' last times added
-# up, and longer than FAST_SECONDS: one of them grew slow or waited for a lock. Its stores
-# are then read alone once, each timed on its own (a store's share of a batch hides which
-# one was slow). Not an absolute bound: on a loaded machine a batch of sixteen passed
-# 50 ms as a whole while none of its stores was slow, and breaking the batches apart sent
-# the server three times the statements just when it had the least to spare.
+# A batch is slow when it took longer than FAST_SECONDS and than this many times what its
+# stores took when each was last read alone, added up: one of them grew slow or waited
+# for a lock. Its stores are then read alone once, each timed on its own (a store's share
+# of a batch hides which one was slow). Not 50 ms alone: on a loaded machine a batch of
+# sixteen took longer while none of its stores was slow, and was read apart every other
+# scrape, sending the server more statements when it had the least to spare. Not their
+# last shares either: a store that slows down a little at each scrape would raise its
+# batch's shares with it, and never be found.
 SLOW_BATCH_FACTOR = 4.0
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
@@ -98,6 +101,7 @@ class _Store:
 
     ask: _Ask
     seconds: float  # its statement's time, or its share of a batch's
+    alone: float  # its statement's time when it was last read alone
     wave: float  # the wave of rounds it last asked in
     # False after a failed or slow batch with it, until its statement answered alone.
     healthy: bool = True
@@ -108,7 +112,7 @@ class _Batch:
     members: list[tuple[_StoreId, _Ask]]  # as they were when the batch was made
     sender: _StoreId | None  # the store of the round that sends it, if it is a member
     shape: Shape  # the types of each member's answer
-    usual: float  # its members' last times added up: what the batch should take
+    usual: float  # its members' times alone added up: what the batch should take at most
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -222,7 +226,7 @@ class ReadAhead:
             if shape is None:
                 return None
             members: list[tuple[_StoreId, _Ask]] = [(key, own)] if own is not None else []
-            usual = known.seconds if own is not None else 0.0
+            usual = known.alone if own is not None else 0.0
             seen = {key}
             candidate = self._next.get(key)
             steps = 0
@@ -241,7 +245,7 @@ class ReadAhead:
                     and candidate not in self._ready
                 ):
                     members.append((candidate, store.ask))
-                    usual += store.seconds
+                    usual += store.alone
                     if len(members) == self._batch:
                         break
                 candidate = self._next.get(candidate)
@@ -326,10 +330,11 @@ class ReadAhead:
         with self._lock:
             store = self._stores.get(key)
             if store is None:
-                self._stores[key] = _Store(ask, seconds, wave)
+                self._stores[key] = _Store(ask, seconds, seconds, wave)
                 return
             store.ask, store.seconds = ask, seconds
             if alone:
+                store.alone = seconds
                 store.healthy = True
 
     def _tidy(self, now: float) -> None:
