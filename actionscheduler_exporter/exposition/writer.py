@@ -99,7 +99,10 @@ def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
 def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
     """Adds a site's lines to their families' lists. The hot loop of a large scrape: the
     number is formatted inline (`_number`), and 4 in 5 values are small whole numbers
-    written once in `_WHOLE`."""
+    written once in `_WHOLE`. A sample written for the same site before is marked, and
+    the second time keeps its line (`Sample.written`): the heavy tier's samples and the
+    cached readings' are the same objects from scrape to scrape, a sample made anew is
+    marked once and let go of."""
     site_pairs = _site_pairs(result.label, result.labels)
     bare, labelled = site_pairs + "} ", site_pairs + ","
     whole = _WHOLE
@@ -108,6 +111,10 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
         lines = families.get(metric.name)
         if lines is None:
             lines = families[metric.name] = []
+        written = item.written
+        if type(written) is tuple and written[0] is site_pairs:
+            lines.append(written[1])
+            continue
         suffix = item.suffix
         name = metric.sample_name + suffix if suffix else metric.sample_name
         value = item.value
@@ -115,9 +122,11 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
         if number is None or (not value and _negative_zero(value)):
             number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
         if item.labels:
-            lines.append(f"{name}{labelled}{_pairs(item.labels)}}} {number}\n")
+            line = f"{name}{labelled}{_pairs(item.labels)}}} {number}\n"
         else:
-            lines.append(f"{name}{bare}{number}\n")
+            line = f"{name}{bare}{number}\n"
+        lines.append(line)
+        item.written = (site_pairs, line) if written is site_pairs else site_pairs
 
 
 @functools.lru_cache(maxsize=512)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
 
@@ -18,6 +18,13 @@ class Sample:
     value: float
     labels: Labels = ()
     suffix: str = ""  # _bucket, _sum or _count for histograms
+    # The text formats' line of the sample under a site's label text, once the sample was
+    # written twice for that site: a sample kept from scrape to scrape (the heavy tier's,
+    # a cached reading's) is then not written again (`exposition.writer`). Not part of
+    # what the sample is; the sample itself never changes, so neither does its line.
+    written: tuple[str, str] | str | None = field(
+        default=None, compare=False, hash=False, repr=False, kw_only=True
+    )
 
     @property
     def name(self) -> str:

@@ -84,6 +84,26 @@ def test_a_sites_numbers_are_written_as_go_writes_them(value: float) -> None:
     assert body.splitlines()[-1] == f'actionscheduler_up{{site="shop"}} {written}'
 
 
+def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> None:
+    """The heavy tier's and the cached readings' samples are the same objects at every
+    scrape, and sites may share one (the two sites of `results` share all of theirs). A
+    sample's line is kept the second time it is written for a site, and taken from then
+    on: every writing reads as the first, in both text formats, each site's lines under
+    its own label, whether one site is written or two in turn."""
+    both = results()
+    one = both[:1]
+
+    def written(found: list[SiteResult], openmetrics: bool) -> bytes:
+        return writer.encode(found, catalog.ALL, [], openmetrics=openmetrics)
+
+    for openmetrics in (False, True):
+        for found in (both, one, both, one):
+            first = written(found, openmetrics)
+            assert [written(found, openmetrics) for _ in range(3)] == [first] * 3
+    assert sum(type(item.written) is tuple for item in one[0].samples) == len(one[0].samples)
+    assert b'site="other shop"' in written(both, False)
+
+
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
     with pytest.raises(ValueError, match="not declared"):
         sample(catalog.FAILED_BY_HOOK, 1, group="x")
