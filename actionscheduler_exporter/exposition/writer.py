@@ -69,8 +69,9 @@ def encode(
     texts are then encoded at once, and let go of."""
     texts: dict[str, list[str]] = {}  # per family, its lines joined so far
     lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
+    keep = KEPT_LINES
     for index, result in enumerate(results, 1):
-        _site_lines(result, lines)
+        keep = _site_lines(result, lines, keep)
         if index % _SITES_PER_JOIN == 0:
             _join(lines, texts)
     for metric, extra_labels, value in extra:
@@ -87,6 +88,11 @@ def encode(
 
 
 _SITES_PER_JOIN = 64
+# Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
+# samples are nine in ten the same objects from scrape to scrape, and a thousand stores'
+# lines kept would hold 27 MiB. These hold under 4 MiB: a hundred stores' lines, and
+# the rest of a thousand stores' written anew.
+KEPT_LINES = 20_000
 
 
 def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
@@ -96,13 +102,14 @@ def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
             family.clear()
 
 
-def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
-    """Adds a site's lines to their families' lists. The hot loop of a large scrape: the
-    number is formatted inline (`_number`), and 4 in 5 values are small whole numbers
-    written once in `_WHOLE`. A sample written for the same site before is marked, and
-    the second time keeps its line (`Sample.written`): the heavy tier's samples and the
-    cached readings' are the same objects from scrape to scrape, a sample made anew is
-    marked once and let go of."""
+def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -> int:
+    """Adds a site's lines to their families' lists; `keep`: how many more lines the
+    scrape may keep on their samples, returned less those this site's keep. The hot loop
+    of a large scrape: the number is formatted inline (`_number`), and 4 in 5 values are
+    small whole numbers written once in `_WHOLE`. A sample written for the same site
+    before is marked, and the second time keeps its line (`Sample.written`): the heavy
+    tier's samples and the cached readings' are the same objects from scrape to scrape,
+    a sample made anew is marked once and let go of."""
     site_pairs = _site_pairs(result.label, result.labels)
     bare, labelled = site_pairs + "} ", site_pairs + ","
     whole = _WHOLE
@@ -114,6 +121,7 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
         written = item.written
         if type(written) is tuple and written[0] is site_pairs:
             lines.append(written[1])
+            keep -= 1
             continue
         suffix = item.suffix
         name = metric.sample_name + suffix if suffix else metric.sample_name
@@ -126,7 +134,12 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]]) -> None:
         else:
             line = f"{name}{bare}{number}\n"
         lines.append(line)
-        item.written = (site_pairs, line) if written is site_pairs else site_pairs
+        if written is site_pairs and keep > 0:
+            item.written = (site_pairs, line)
+            keep -= 1
+        else:
+            item.written = site_pairs
+    return keep
 
 
 @functools.lru_cache(maxsize=512)

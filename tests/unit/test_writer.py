@@ -104,6 +104,16 @@ def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> 
     assert b'site="other shop"' in written(both, False)
 
 
+def test_a_scrape_keeps_lines_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines kept hold memory: past `KEPT_LINES` in a scrape, samples are written anew
+    each time, and read the same."""
+    monkeypatch.setattr(writer, "KEPT_LINES", 5)
+    one = results()[:1]
+    bodies = [writer.encode(one, catalog.ALL, [], openmetrics=False) for _ in range(4)]
+    assert bodies == [bodies[0]] * 4
+    assert sum(type(item.written) is tuple for item in one[0].samples) == 5
+
+
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
     with pytest.raises(ValueError, match="not declared"):
         sample(catalog.FAILED_BY_HOOK, 1, group="x")
