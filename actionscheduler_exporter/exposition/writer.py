@@ -134,11 +134,12 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
         else:
             line = f"{name}{bare}{number}\n"
         lines.append(line)
-        if written is site_pairs and keep > 0:
-            item.written = (site_pairs, line)
-            keep -= 1
-        else:
-            item.written = site_pairs
+        if keep > 0:  # past the bound, no sample is marked: none would keep its line
+            if written is site_pairs:
+                item.written = (site_pairs, line)
+                keep -= 1
+            else:
+                item.written = site_pairs
     return keep
 
 
