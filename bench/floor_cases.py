@@ -189,12 +189,15 @@ def _alternated(
     rounds: int,
     cpu: CpuAccount | None = None,
 ) -> dict[str, tuple[Timings, Timings]]:
-    """Each round, for each exporter in turn: the floor, then a scrape; whatever slows the
-    machine slows all of them. Each exporter's scrapes and the floor's passes before them.
-    With `cpu` (one exporter's process), the CPU time each side used is counted too."""
+    """Each round, for each exporter in turn (in the other order every other round): the
+    floor, then a scrape; whatever slows the machine slows all of them. Each exporter's
+    scrapes and the floor's passes before them. With `cpu` (one exporter's process), the
+    CPU time each side used is counted too."""
     times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in exporters}
+    order = list(exporters.items())
     for _ in range(rounds):
-        for name, scrape in exporters.items():
+        order.reverse()  # none always right after another's scrape
+        for name, scrape in order:
             ours, floors = times[name]
             for call, samples, side in ((floor, floors, "floor"), (scrape, ours, "scrape")):
                 before = cpu.read() if cpu else None

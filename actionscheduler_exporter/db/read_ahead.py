@@ -20,10 +20,10 @@ without this.
 Only stores whose own statement answered quickly the last time are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
 its own until it answered alone; so is every store of a batch that took several times
-what its stores took when they were last read alone: a missing, locked or slow database
-delays the stores read with it once, by the batch's lock wait of one second at most. A
-machine that slows down as a whole slows every batch with its stores, and keeps them
-together.
+what its stores took when they were last read alone (or a quarter of a second): a
+missing, locked or slow database delays the stores read with it once, by the batch's lock
+wait of one second at most. A machine that slows down as a whole slows every batch with
+its stores, and keeps them together.
 
 An answer is used only if it was read at most `MAX_AGE` seconds before its store asked:
 a store's values are never older than that when its round reports them.
@@ -58,6 +58,8 @@ FAST_SECONDS = 0.05
 # last shares either: a store that slows down a little at each scrape would raise its
 # batch's shares with it, and never be found.
 SLOW_BATCH_FACTOR = 4.0
+# However long its stores took alone, a batch that takes longer holds them back too long.
+SLOW_BATCH_SECONDS = 0.25
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
 # A batch waits for a locked table one second at most, then each store is read alone,
@@ -112,7 +114,7 @@ class _Batch:
     members: list[tuple[_StoreId, _Ask]]  # as they were when the batch was made
     sender: _StoreId | None  # the store of the round that sends it, if it is a member
     shape: Shape  # the types of each member's answer
-    usual: float  # its members' times alone added up: what the batch should take at most
+    usual: float  # its members' last times alone, added up
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -297,7 +299,7 @@ class ReadAhead:
     def _land(self, batch: _Batch, by_place: dict[int, Row] | None, seconds: float) -> None:
         now = time.monotonic()
         share = seconds / len(batch.members)
-        slow = seconds > max(FAST_SECONDS, SLOW_BATCH_FACTOR * batch.usual)
+        slow = seconds > max(FAST_SECONDS, min(SLOW_BATCH_FACTOR * batch.usual, SLOW_BATCH_SECONDS))
         with self._lock:
             for place, (member, ask) in enumerate(batch.members):
                 if self._flying.get(member) is batch:

@@ -89,10 +89,12 @@ def encode(
 
 _SITES_PER_JOIN = 64
 # Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
-# samples are nine in ten the same objects from scrape to scrape, and a thousand stores'
-# lines kept would hold 27 MiB. These hold under 4 MiB: a hundred stores' lines, and
-# the rest of a thousand stores' written anew.
-KEPT_LINES = 20_000
+# samples are nine in ten the same objects from scrape to scrape (a quiet store writes
+# 190 lines, the 10M store 290, a busy one 880). A thousand stores' lines kept held
+# 27 MiB and took the exporter past its 150 MB, and 20,000 of them still 10 MiB more of
+# its memory (held among the scrape's passing objects): a few dozen stores' lines are
+# kept, a thousand stores' are written anew.
+KEPT_LINES = 5_000
 
 
 def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
@@ -109,7 +111,9 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
     small whole numbers written once in `_WHOLE`. A sample written for the same site
     before is marked, and the second time keeps its line (`Sample.written`): the heavy
     tier's samples and the cached readings' are the same objects from scrape to scrape,
-    a sample made anew is marked once and let go of."""
+    a sample made anew is marked once and let go of. Past the bound, a kept line is let
+    go of too: the lines kept at the end of a scrape are at most `KEPT_LINES`, whichever
+    sites' samples were made anew meanwhile."""
     site_pairs = _site_pairs(result.label, result.labels)
     bare, labelled = site_pairs + "} ", site_pairs + ","
     whole = _WHOLE
@@ -119,10 +123,12 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
         if lines is None:
             lines = families[metric.name] = []
         written = item.written
-        if type(written) is tuple and written[0] is site_pairs:
-            lines.append(written[1])
-            keep -= 1
-            continue
+        if type(written) is tuple:
+            if keep > 0 and written[0] is site_pairs:
+                lines.append(written[1])
+                keep -= 1
+                continue
+            item.written = written = None
         suffix = item.suffix
         name = metric.sample_name + suffix if suffix else metric.sample_name
         value = item.value

@@ -11,19 +11,21 @@ Labels = tuple[tuple[str, str], ...]
 
 # Slots: a scrape of a thousand sites builds a couple of hundred thousand samples. Not
 # frozen, which would make each in two and a half times the time (`object.__setattr__`
-# per field): a sample is never changed once made, and hashes by its fields.
+# per field): what a sample is (its metric, value, labels and suffix) never changes once
+# made, and it hashes by that.
 @dataclass(slots=True, unsafe_hash=True)
 class Sample:
     metric: MetricDef
     value: float
     labels: Labels = ()
     suffix: str = ""  # _bucket, _sum or _count for histograms
-    # The text formats' line of the sample under a site's label text, once the sample was
-    # written twice for that site: a sample kept from scrape to scrape (the heavy tier's,
-    # a cached reading's) is then not written again (`exposition.writer`). Not part of
-    # what the sample is; the sample itself never changes, so neither does its line.
+    # What the text writer knows of the sample (`exposition.writer`): the label text of
+    # the site it was written for (str), then, written again for that site, that text
+    # and its line (a sample kept from scrape to scrape, the heavy tier's or a cached
+    # reading's, is then not written again). Not part of what the sample is, which never
+    # changes: neither does its line. Not copied by `dataclasses.replace`.
     written: tuple[str, str] | str | None = field(
-        default=None, compare=False, hash=False, repr=False, kw_only=True
+        default=None, init=False, compare=False, hash=False, repr=False
     )
 
     @property

@@ -84,6 +84,12 @@ def test_a_sites_numbers_are_written_as_go_writes_them(value: float) -> None:
     assert body.splitlines()[-1] == f'actionscheduler_up{{site="shop"}} {written}'
 
 
+def anew(result: SiteResult) -> SiteResult:
+    """The result with samples of the same values, never written (`Sample.written` is not
+    copied)."""
+    return dataclasses.replace(result, samples=[dataclasses.replace(s) for s in result.samples])
+
+
 def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> None:
     """The heavy tier's and the cached readings' samples are the same objects at every
     scrape, and sites may share one (the two sites of `results` share all of theirs). A
@@ -97,9 +103,9 @@ def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> 
         return writer.encode(found, catalog.ALL, [], openmetrics=openmetrics)
 
     for openmetrics in (False, True):
-        for found in (both, one, both, one):
-            first = written(found, openmetrics)
-            assert [written(found, openmetrics) for _ in range(3)] == [first] * 3
+        for found in (both, one):
+            first = written([anew(result) for result in found], openmetrics)
+            assert [written(found, openmetrics) for _ in range(4)] == [first] * 4
     assert sum(type(item.written) is tuple for item in one[0].samples) == len(one[0].samples)
     assert b'site="other shop"' in written(both, False)
 
@@ -112,6 +118,25 @@ def test_a_scrape_keeps_lines_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -
     bodies = [writer.encode(one, catalog.ALL, [], openmetrics=False) for _ in range(4)]
     assert bodies == [bodies[0]] * 4
     assert sum(type(item.written) is tuple for item in one[0].samples) == 5
+
+
+def test_kept_lines_stay_within_the_bound_when_samples_are_made_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A site whose samples are made anew (its collectors read again) only marks them,
+    and the room it leaves goes to the sites after it; the scrape after, its new samples
+    keep their lines first and the sites after it let theirs go: at the end of every
+    scrape at most `KEPT_LINES` samples hold a line, and the writing reads the same."""
+    monkeypatch.setattr(writer, "KEPT_LINES", 10)
+    first, second = (anew(result) for result in results())
+    expected = writer.encode([first, second], catalog.ALL, [], openmetrics=False)
+    for scrape in range(8):
+        if scrape % 3 == 0:
+            first = anew(first)
+        body = writer.encode([first, second], catalog.ALL, [], openmetrics=False)
+        assert body == expected
+        samples = [*first.samples, *second.samples]
+        assert sum(type(item.written) is tuple for item in samples) <= 10
 
 
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
