@@ -90,6 +90,15 @@ def anew(result: SiteResult) -> SiteResult:
     return dataclasses.replace(result, samples=[dataclasses.replace(s) for s in result.samples])
 
 
+def text_of(found: list[SiteResult], openmetrics: bool = False) -> bytes:
+    return writer.encode(found, catalog.ALL, [], openmetrics=openmetrics)
+
+
+def kept(found: list[SiteResult]) -> int:
+    """How many of the sites' samples keep a line."""
+    return sum(type(item.written) is tuple for result in found for item in result.samples)
+
+
 def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> None:
     """The heavy tier's and the cached readings' samples are the same objects at every
     scrape, and sites may share one (the two sites of `results` share all of theirs). A
@@ -98,16 +107,12 @@ def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> 
     its own label, whether one site is written or two in turn."""
     both = results()
     one = both[:1]
-
-    def written(found: list[SiteResult], openmetrics: bool) -> bytes:
-        return writer.encode(found, catalog.ALL, [], openmetrics=openmetrics)
-
     for openmetrics in (False, True):
         for found in (both, one):
-            first = written([anew(result) for result in found], openmetrics)
-            assert [written(found, openmetrics) for _ in range(4)] == [first] * 4
-    assert sum(type(item.written) is tuple for item in one[0].samples) == len(one[0].samples)
-    assert b'site="other shop"' in written(both, False)
+            first = text_of([anew(result) for result in found], openmetrics)
+            assert [text_of(found, openmetrics) for _ in range(4)] == [first] * 4
+    assert kept(one) == len(one[0].samples)
+    assert b'site="other shop"' in text_of(both)
 
 
 def test_a_scrape_keeps_lines_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,9 +120,9 @@ def test_a_scrape_keeps_lines_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -
     each time, and read the same."""
     monkeypatch.setattr(writer, "KEPT_LINES", 5)
     one = results()[:1]
-    bodies = [writer.encode(one, catalog.ALL, [], openmetrics=False) for _ in range(4)]
+    bodies = [text_of(one) for _ in range(4)]
     assert bodies == [bodies[0]] * 4
-    assert sum(type(item.written) is tuple for item in one[0].samples) == 5
+    assert kept(one) == 5
 
 
 def test_kept_lines_stay_within_the_bound_when_samples_are_made_anew(
@@ -129,14 +134,12 @@ def test_kept_lines_stay_within_the_bound_when_samples_are_made_anew(
     scrape at most `KEPT_LINES` samples hold a line, and the writing reads the same."""
     monkeypatch.setattr(writer, "KEPT_LINES", 10)
     first, second = (anew(result) for result in results())
-    expected = writer.encode([first, second], catalog.ALL, [], openmetrics=False)
+    expected = text_of([first, second])
     for scrape in range(8):
         if scrape % 3 == 0:
             first = anew(first)
-        body = writer.encode([first, second], catalog.ALL, [], openmetrics=False)
-        assert body == expected
-        samples = [*first.samples, *second.samples]
-        assert sum(type(item.written) is tuple for item in samples) <= 10
+        assert text_of([first, second]) == expected
+        assert kept([first, second]) <= 10
 
 
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
