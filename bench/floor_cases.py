@@ -1,11 +1,16 @@
 """The exporter against the floor (`bench.floor`), timed in turn in one run: one store of
 each size, and a thousand stores in two forms (a database each, or subsites of one
-network). With `AS_BENCH_BASELINE`, the baseline checkout's exporter is timed against the
-same floor in the same run, right after.
+network). With `AS_BENCH_BASELINE`, the baseline checkout's exporter runs at the same
+time, its scrapes interleaved with this one's and with the floor's.
 
 The exporters run with their default configuration (the due split re-read every 30 s, as
 a site has it unless told otherwise): the floor reads no split, and what the floor does
-not read an exporter may read less often.
+not read an exporter may read less often. This benchmark scrapes a thousand stores every
+second or so, where Prometheus scrapes every 30 s or minute: at that pace a 30 s split is
+re-read at most scrapes (every scrape from a 37.5 s interval on, three stores in four at
+30 s), and the benchmark's own pace re-reads a tenth of them. The thousand databases are
+measured once more with the split read at every scrape (`due_split_interval: 0`), as at
+Prometheus' pace: for information, beside the targets, which are judged at the defaults.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from bench.exporters import BASELINE, Running, bench_site, exporter_for
 from bench.floor import many_stores_floor, many_stores_statement, one_store_statements, replay_one
 from bench.many_sites import (
+    BASELINE_USER,
     NETWORK,
     PASSWORD,
     SITES,
@@ -40,6 +46,8 @@ ONE_STORE_ROUNDS = 300
 MANY_STORES_ROUNDS = 20
 WARM_UP = 5
 CONNECTIONS = 4  # connections_per_server's default: the floor's budget too
+# The thousand databases with each store's due split read at every scrape (see above).
+AT_PROMETHEUS_PACE = f"{SITES} databases, split at every scrape"
 
 
 def _exporters() -> list[tuple[str, Path | None]]:
@@ -101,111 +109,139 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
         "password": PASSWORD,
         "heavy_interval": "1h",
     }
+    databases = [many_stores_statement(f"one_db_{index}", PREFIX) for index in range(SITES)]
     setups: dict[str, tuple[dict[str, Any], list[str]]] = {
-        f"{SITES} databases": (
-            {
-                "sites": [
-                    {**site, "name": f"db{index}", "database": f"one_db_{index}"}
-                    for index in range(SITES)
-                ]
-            },
-            [many_stores_statement(f"one_db_{index}", PREFIX) for index in range(SITES)],
-        ),
+        f"{SITES} databases": (_databases(site), databases),
         f"{SITES} subsites": (
             {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]},
             [many_stores_statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
         ),
+        AT_PROMETHEUS_PACE: (_databases({**site, "due_split_interval": 0}), databases),
     }
     measured: dict[str, Any] = {}
     for setup, (document, statements) in setups.items():
-        for name, source in _exporters():
-            print(f"  {setup}: {name} against the floor ...", flush=True)
-            measured.setdefault(setup, {})[name] = _many(
-                server, document, statements, workdir, name, source
-            )
-            print(f"  {setup}: {name}: {_line(measured[setup][name])}", flush=True)
+        print(f"  {setup}: against the floor ...", flush=True)
+        measured[setup] = _many(server, document, statements, workdir)
+        for name, result in measured[setup].items():
+            print(f"  {setup}: {name}: {_line(result)}", flush=True)
     return measured
 
 
+def _databases(site: dict[str, Any]) -> dict[str, Any]:
+    """A site entry for each of the thousand databases."""
+    return {
+        "sites": [
+            {**site, "name": f"db{index}", "database": f"one_db_{index}"} for index in range(SITES)
+        ]
+    }
+
+
 def _many(
-    server: Server,
-    document: dict[str, Any],
-    statements: list[str],
-    workdir: Path,
-    name: str,
-    source: Path | None,
-) -> dict[str, Any]:
+    server: Server, document: dict[str, Any], statements: list[str], workdir: Path
+) -> dict[str, dict[str, Any]]:
+    """Every exporter (this checkout's, and the baseline's) running at once, each as its
+    own database user (its connections counted apart), their scrapes interleaved with the
+    floor's as in the one-store case: one after the other, a quiet or a loaded moment of
+    the machine decided their comparison (2.02 against 1.85 times the floor one way, 1.78
+    against 1.96 the other, in one run)."""
+    users = {"exporter": USER, "baseline": BASELINE_USER}
     with (
         many_stores_floor(server.connect, statements, CONNECTIONS) as floor,
-        connections_watched([server]) as most,
-        exporter_for(document, workdir, name=name, source=source) as running,
+        contextlib.ExitStack() as stack,
     ):
-        # The server as a shop's is when an exporter starts: its tables opened once. The
-        # exporter timed first in a pair otherwise opened all of them for both.
-        floor.run()
-        started = time.perf_counter()
-        first = running.scrape()
-        first_s = time.perf_counter() - started
-        first_up = sites_up(first)
-        heavy_s = wait_heavy(running, len(statements))
-        floor.run()
-        cpu = CpuAccount(server.process.pid, running.process.pid) if server.process else None
-        ours, floors = _alternated({name: running.scrape}, floor.run, MANY_STORES_ROUNDS, cpu)[name]
-        # The same scrape's statements without the exporter: what their shape costs.
-        databases = {site["database"] for site in document["sites"]}
-        replayed = (
-            replay_against_floor(
-                server,
-                captured(server, running.scrape, USER),
-                floor,
-                next(iter(databases)) if len(databases) == 1 else None,
+        running: dict[str, Running] = {}
+        most: dict[str, dict[str, int]] = {}
+        for name, source in _exporters():
+            most[name] = stack.enter_context(connections_watched([server], users[name]))
+            own = {"sites": [{**site, "user": users[name]} for site in document["sites"]]}
+            running[name] = stack.enter_context(
+                exporter_for(own, workdir, name=name, source=source)
             )
+        first: dict[str, tuple[float, int, float | None]] = {}
+        for name, exporter in running.items():
+            # The server as a shop's is when an exporter starts: its tables opened once.
+            # The exporter timed first otherwise opened all of them for the next.
+            floor.run()
+            started = time.perf_counter()
+            answer = exporter.scrape()
+            first[name] = (
+                time.perf_counter() - started,
+                sites_up(answer),
+                wait_heavy(exporter, len(statements)),
+            )
+        floor.run()
+        cpu = (
+            {name: CpuAccount(server.process.pid, r.process.pid) for name, r in running.items()}
             if server.process
             else None
         )
-        up = sites_up(running.scrape())
-        rss, peak = resident_mib(running.process.pid)
-    return {
-        "sites": len(statements),
-        "first_scrape_s": first_s,
-        "first_scrape_sites_up": first_up,
-        "heavy_all_refreshed_s": heavy_s,
-        "sites_up": up,
-        "scrape": ours.as_dict(),
-        "floor": floors.as_dict(),
-        "ratio_median": ours.median / floors.median,
-        "ratio_p95": ours.p95 / floors.p95,
-        "rss_mib": rss,
-        "rss_peak_mib": peak,
-        "connections": max(v for k, v in most.items() if k != "_polls"),
-        "cpu_s": cpu.per_call() if cpu else {},
-        "replayed": replayed.as_dict() if replayed else None,
-    }
+        timed = _alternated(
+            {name: exporter.scrape for name, exporter in running.items()},
+            floor.run,
+            MANY_STORES_ROUNDS,
+            cpu,
+        )
+        measured: dict[str, dict[str, Any]] = {}
+        for name, exporter in running.items():
+            ours, floors = timed[name]
+            # The same scrape's statements without the exporter: what their shape costs.
+            databases = {site["database"] for site in document["sites"]}
+            replayed = (
+                replay_against_floor(
+                    server,
+                    captured(server, exporter.scrape, users[name]),
+                    floor,
+                    next(iter(databases)) if len(databases) == 1 else None,
+                )
+                if server.process
+                else None
+            )
+            up = sites_up(exporter.scrape())
+            rss, peak = resident_mib(exporter.process.pid)
+            first_s, first_up, heavy_s = first[name]
+            measured[name] = {
+                "sites": len(statements),
+                "first_scrape_s": first_s,
+                "first_scrape_sites_up": first_up,
+                "heavy_all_refreshed_s": heavy_s,
+                "sites_up": up,
+                "scrape": ours.as_dict(),
+                "floor": floors.as_dict(),
+                "ratio_median": ours.median / floors.median,
+                "ratio_p95": ours.p95 / floors.p95,
+                "rss_mib": rss,
+                "rss_peak_mib": peak,
+                "connections": max(v for k, v in most[name].items() if k != "_polls"),
+                "cpu_s": cpu[name].per_call() if cpu else {},
+                "replayed": replayed.as_dict() if replayed else None,
+            }
+    return measured
 
 
 def _alternated(
     exporters: Mapping[str, Callable[[], object]],
     floor: Callable[[], object],
     rounds: int,
-    cpu: CpuAccount | None = None,
+    cpu: Mapping[str, CpuAccount] | None = None,
 ) -> dict[str, tuple[Timings, Timings]]:
     """Each round, for each exporter in turn (in the other order every other round): the
     floor, then a scrape; whatever slows the machine slows all of them. Each exporter's
-    scrapes and the floor's passes before them. With `cpu` (one exporter's process), the
-    CPU time each side used is counted too."""
+    scrapes and the floor's passes before them. With `cpu` (an account per exporter's
+    process), the CPU time each side used is counted too."""
     times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in exporters}
     order = list(exporters.items())
     for _ in range(rounds):
         order.reverse()  # none always right after another's scrape
         for name, scrape in order:
             ours, floors = times[name]
+            account = cpu[name] if cpu else None
             for call, samples, side in ((floor, floors, "floor"), (scrape, ours, "scrape")):
-                before = cpu.read() if cpu else None
+                before = account.read() if account else None
                 started = time.perf_counter()
                 call()
                 samples.append(time.perf_counter() - started)
-                if cpu and before:
-                    cpu.add(side, before)
+                if account and before:
+                    account.add(side, before)
     return {
         name: (Timings(tuple(ours)), Timings(tuple(floors)))
         for name, (ours, floors) in times.items()
@@ -364,6 +400,8 @@ def floor_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         ]
     for setup, by_exporter in report.get("floor_many", {}).items():
         ours = by_exporter["exporter"]
+        if setup == AT_PROMETHEUS_PACE:
+            continue  # in the tables: the targets are judged at the defaults
         checks += [
             (
                 f"{setup}: median <= 1.2 x the floor",

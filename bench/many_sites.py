@@ -39,6 +39,8 @@ TEMPLATE = StoreProfile(300, due=10)
 NETWORK = "many_network"
 DATABASE_PATTERN = "many\\_db\\_%"
 USER, PASSWORD = "as_bench", "as-bench"
+# The baseline's own user, when two exporters run at once: each one's connections counted.
+BASELINE_USER = "as_bench_baseline"
 STEADY_SCRAPES = 20
 _TABLES = ("actions", "claims", "groups", "logs")
 
@@ -245,8 +247,8 @@ def wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float 
 
 
 @contextlib.contextmanager
-def connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
-    """The most connections of the exporter's user seen on each server, polled."""
+def connections_watched(servers: list[Server], user: str = USER) -> Iterator[dict[str, int]]:
+    """The most connections of the exporter's `user` seen on each server, polled."""
     most = {f"{server.host}:{server.port}": 0 for server in servers}
     most["_polls"] = 0  # the watcher's own statements, left out of the exporter's count
     stop = threading.Event()
@@ -259,7 +261,7 @@ def connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
                     with connection.cursor() as cursor:
                         cursor.execute(
                             "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s",
-                            (USER,),
+                            (user,),
                         )
                         key = f"{server.host}:{server.port}"
                         most[key] = max(most[key], int(cursor.fetchone()[0]))
@@ -280,8 +282,9 @@ def connections_watched(servers: list[Server]) -> Iterator[dict[str, int]]:
 
 def _grant_reader(connection: pymysql.connections.Connection[Any]) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'")
-        cursor.execute(f"GRANT SELECT ON *.* TO '{USER}'@'%'")
+        for user in (USER, BASELINE_USER):
+            cursor.execute(f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{PASSWORD}'")
+            cursor.execute(f"GRANT SELECT ON *.* TO '{user}'@'%'")
 
 
 def _copies(
