@@ -181,17 +181,16 @@ def _many(
             MANY_STORES_ROUNDS,
             cpu,
         )
+        # The same scrape's statements without the exporter: what their shape costs,
+        # replayed in the network's database when there is one.
+        databases = {site["database"] for site in document["sites"]}
+        replay_in = next(iter(databases)) if len(databases) == 1 else None
         measured: dict[str, dict[str, Any]] = {}
         for name, exporter in running.items():
             ours, floors = timed[name]
-            # The same scrape's statements without the exporter: what their shape costs.
-            databases = {site["database"] for site in document["sites"]}
             replayed = (
                 replay_against_floor(
-                    server,
-                    captured(server, exporter.scrape, users[name]),
-                    floor,
-                    next(iter(databases)) if len(databases) == 1 else None,
+                    server, captured(server, exporter.scrape, users[name]), floor, replay_in
                 )
                 if server.process
                 else None
