@@ -14,6 +14,9 @@ DEMO_VENV := .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # The other Pythons the fast tier and the database tests run on, where this machine has them.
 OTHER_PYTHONS ?= 3.12 3.13
+# Test processes of the full suite (pytest-xdist, a test file per process at a time): most
+# of its time is spent waiting on Prometheus, Alertmanager and MariaDB, not on the CPU.
+TEST_WORKERS ?= 2
 
 .PHONY: demo check test lint format typecheck unit all-tests other-pythons dependency-ranges tools chart-files \
 	docs constraints bench clean
@@ -53,11 +56,18 @@ unit: $(STAMP)
 
 check: lint typecheck unit
 
-# Everything, against real MariaDB, Prometheus, Alertmanager and the Helm engine.
+# Everything, against real MariaDB, Prometheus, Alertmanager and the Helm engine. A file's
+# tests stay in one process (`loadfile`): its module fixtures (the image, a Prometheus) are
+# made once.
 all-tests: $(STAMP) tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: check all-tests other-pythons dependency-ranges
+# Lint and types first; then the full suite beside the other Pythons' and the dependency
+# ranges' tiers (mostly installs), each tier's output printed whole when it ends. The full
+# suite holds the fast tier (`tests/unit`), so `check`'s run of it is not repeated.
+test: lint typecheck
+	$(MAKE) --no-print-directory --jobs=3 --output-sync=target all-tests other-pythons \
+		dependency-ranges
 
 other-pythons:
 	scripts/other-pythons.sh $(OTHER_PYTHONS)
