@@ -322,6 +322,18 @@ class ActionSchedulerStore:
             self.delete_action(action_id)
         return len(ids)
 
+    def reschedule(self, action_id: int, when: dt.datetime) -> None:
+        """A direct update of the action's date (a plugin's or a DBA's SQL), which Action
+        Scheduler does not log."""
+        self._execute(
+            f"UPDATE {self.actions} SET scheduled_date_gmt = %s, scheduled_date_local = %s"
+            " WHERE action_id = %s",
+            (when, when, action_id),
+        )
+
+    def newest_action_id(self) -> int:
+        return self._ids(f"SELECT MAX(action_id) FROM {self.actions}", ())[0]
+
     def delete_action(self, action_id: int) -> None:
         """DBStore::delete_action(), then DBLogger's clear_deleted_action_logs() on the
         `action_scheduler_deleted_action` it fires: the row, then its log rows."""

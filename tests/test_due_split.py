@@ -3,10 +3,12 @@ moves, folded, capped, and the groups' own alert thresholds."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 import pytest
 
+from actionscheduler_exporter.collectors.due_split import RENEWED_AT_MOST
 from actionscheduler_exporter.config.model import GroupConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -19,6 +21,7 @@ from tests.conftest import Scrape, SiteFactory
 from tests.support.clock import FakeClock
 from tests.support.scenarios import AGE_SLACK, NASTY_HOOKS
 from tests.support.truth import compute
+from tests.support.waiting import wait_until
 
 SiteScrape = Callable[..., SiteResult]
 
@@ -225,6 +228,76 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
         assert read(0) == {} and sent() == 0  # nothing due: current, without a statement
         store.create("wc_export_report", group="reports", args=[99])
         assert read(1) == {"reports": 1} and sent() == 1  # a new backlog: split at once
+    finally:
+        site_round.close()
+
+
+def test_an_unchanged_backlog_is_renewed_without_a_statement_and_its_ages_keep_growing(
+    store: ActionSchedulerStore, site: SiteFactory
+) -> None:
+    """Past the interval, a backlog that is the one split (as many due, the same oldest,
+    no log row since) is renewed: no statement, the counts as they were, the ages those a
+    split read now finds; another oldest, a log row written since, or RENEWED_AT_MOST
+    since the last statement: read again."""
+    clock = FakeClock()
+    config = site(due_split_interval=60.0)
+    session = hot_sql.RecordingSession(config)
+    site_round = MonitoredSite(config, clock, session=session)
+
+    def read() -> tuple[int, SiteResult]:
+        session.statements.clear()
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 60, clock)), Deadline(clock(), clock)
+        )
+        assert result.up, result.problems
+        return len([sql for sql, _ in session.statements if "AS oldest" in sql]), result
+
+    try:
+        with store.seconds_ago(600):
+            first = store.create("wc_export_report", group="reports", args=[1])
+        with store.seconds_ago(300):
+            store.create("woocommerce_deliver_webhook_async", group="webhooks", args=[2])
+        with store.seconds_ago(200):
+            store.create("wc_export_report", group="reports", args=[3])
+        # Due in an hour; its "action created" stays the newest log row.
+        later = store.create(
+            "woocommerce_deliver_webhook_async",
+            group="webhooks",
+            scheduled=store.now() + dt.timedelta(hours=1),
+        )
+        sent, result = read()
+        assert sent == 1
+        assert_split_is_true(result, store)
+        # The first split of a backlog is read again once, with what tells a change.
+        clock.advance(80)  # past the interval's longest stagger (75 s)
+        assert read()[0] == 1
+        split_at = store.now()
+        assert wait_until(lambda: (store.now() - split_at).total_seconds() >= 2, timeout=30)
+        clock.advance(80)
+        sent, result = read()
+        assert sent == 0  # renewed
+        assert_split_is_true(result, store)  # its ages too: grown by the seconds since
+        # As many due and no log row since, but another oldest: the oldest deleted (its
+        # log rows with it), and the later action made due by a direct update.
+        store.delete_action(first)
+        store.reschedule(later, store.now() - dt.timedelta(seconds=100))
+        clock.advance(80)
+        sent, result = read()
+        assert sent == 1
+        assert_split_is_true(result, store)
+        clock.advance(80)
+        store.log(store.newest_action_id(), "a plugin's note")  # a log row since
+        assert read()[0] == 1
+        clock.advance(80)
+        assert read()[0] == 0
+        # However quiet, a split is read again RENEWED_AT_MOST after its last statement.
+        since = 80.0  # the renewal above
+        while since + 80 < RENEWED_AT_MOST:
+            clock.advance(80)
+            since += 80
+            assert read()[0] == 0
+        clock.advance(80)
+        assert read()[0] == 1
     finally:
         site_round.close()
 

@@ -27,7 +27,7 @@ def site_sources(site: SiteConfig, clock: Clock = time.monotonic) -> SiteSources
     first."""
     database = (
         DueCollector(),
-        DueSplitCollector(),
+        DueSplitCollector(clock),
         InProgressCollector(),
         ClaimsCollector(),
         AnomaliesCollector(),

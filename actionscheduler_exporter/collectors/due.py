@@ -87,3 +87,14 @@ def due_total(reading: Reading | None) -> int | None:
     if reading is None or not reading.ok:
         return None
     return int(sum(item.value for item in reading.samples if item.metric is catalog.DUE_ACTIONS))
+
+
+def oldest_due_age(reading: Reading | None) -> float | None:
+    """The oldest due action's age, from a reading of the due collector (None: not read
+    this round)."""
+    if reading is None or not reading.ok:
+        return None
+    for item in reading.samples:
+        if item.metric is catalog.OLDEST_DUE_AGE:
+            return item.value
+    return None

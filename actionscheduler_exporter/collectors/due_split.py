@@ -13,21 +13,52 @@ in the round, kept between; each prefix at its own point of the interval, so tha
 network's subsites do not all refresh in one scrape) and served from its last reading in
 between. Nothing due is always current, and a backlog that appears after it is split at
 once (`cacheable`).
+
+When the interval has passed and the backlog is the one that was split (as many due
+actions, the same oldest one, and no log row written since: Action Scheduler logs every
+action created, started, finished or canceled), the kept split is renewed instead of read
+again (`renewed`): its counts as they were, its ages older by the seconds the oldest due
+action aged meanwhile, on the server's clock. A thousand stores whose backlogs wait cost a
+split each per scrape at Prometheus' pace otherwise, doubling the database server's work
+and the exporter's (docs/performance.md). What the check cannot see (an action deleted
+while another became due, with no log row between two scrapes) is read again at the
+latest `RENEWED_AT_MOST` seconds after the split's last statement.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
-from actionscheduler_exporter.collectors.due import due_total
+from actionscheduler_exporter.collectors.due import due_total, oldest_due_age
 from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, label_value, seconds
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.folding import fold, fold_oldest
 from actionscheduler_exporter.metrics.samples import Sample, sample
-from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.sources.source import Freshness, in_round_every
+from actionscheduler_exporter.timing import Clock
+
+# Seconds after the split's last statement that a backlog which looks unchanged is split
+# again all the same (what `renewed` cannot see is that late at most).
+RENEWED_AT_MOST = 300.0
+_AGES = (catalog.OLDEST_DUE_AGE_BY_GROUP, catalog.OLDEST_DUE_AGE_BY_HOOK)
+
+
+@dataclass(frozen=True)
+class _Backlog:
+    """The due backlog a split was read from, as the round's hot statement saw it."""
+
+    due: int  # every due action (the due collector's count)
+    oldest: int | None  # the oldest due action's date, as a number (0: the zero date)
+    newest_log: int | None  # the newest log row's id
+    age: float  # the oldest due action's age (the due collector's)
+    split_at: float  # the clock time of the split's last statement
 
 
 class DueSplitCollector(Collector):
@@ -41,6 +72,11 @@ class DueSplitCollector(Collector):
         catalog.DUE_UNSPLIT,
     )
 
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        # Per table prefix, the backlog its kept split was read from.
+        self._split_from: dict[str, _Backlog] = {}
+
     def freshness(self, site: SiteConfig) -> Freshness:
         return in_round_every(site.due_split_interval)
 
@@ -48,10 +84,85 @@ class DueSplitCollector(Collector):
         """Nothing due is always current: neither served from nor kept for later."""
         return due_total(context.earlier.get("due")) != 0
 
+    def columns(self, context: DatabaseContext) -> Columns | None:
+        """What tells whether the backlog changed (`renewed`), asked for only when the
+        kept split's interval has passed: both answered without reading a row (the first
+        entry of an index range, the end of the log's primary key)."""
+        if context.site.due_split_rows == 0 or self.name not in context.renewing:
+            return None
+        return _backlog_columns(context.tables.actions, context.tables.logs)
+
     def read(self, context: DatabaseContext) -> Iterable[Sample]:
         if context.site.due_split_rows == 0:
             return ()
-        return tuple(self._split(context, due_total(context.earlier.get("due"))))
+        # Before the split: a change meanwhile shows at the next renewal. Without it (the
+        # first split of a backlog) the next one is read again, and tells from then on.
+        backlog = self._backlog(context)
+        samples = tuple(self._split(context, due_total(context.earlier.get("due"))))
+        if backlog is None:
+            self._split_from.pop(context.tables.prefix, None)
+        else:
+            self._split_from[context.tables.prefix] = backlog
+        return samples
+
+    def renewed(
+        self, kept: Sequence[Sample], context: DatabaseContext
+    ) -> tuple[Sample, ...] | None:
+        """The kept split with its ages brought up to date, when the backlog is the one it
+        was read from and its last statement is recent enough; None: read it again."""
+        prefix = context.tables.prefix
+        was = self._split_from.get(prefix)
+        if was is None or self._clock() - was.split_at >= RENEWED_AT_MOST:
+            return None
+        now = self._backlog(context)
+        if now is None or (now.due, now.oldest, now.newest_log) != (
+            was.due,
+            was.oldest,
+            was.newest_log,
+        ):
+            return None
+        # The same oldest action: its age grew by the seconds that passed on the server.
+        aged = now.age - was.age
+        self._split_from[prefix] = _Backlog(
+            was.due, was.oldest, was.newest_log, now.age, was.split_at
+        )
+        if not aged:
+            return tuple(kept)
+        return tuple(
+            Sample(item.metric, max(0.0, item.value + aged), item.labels)
+            if item.metric in _AGES
+            else item
+            for item in kept
+        )
+
+    def retain(self, prefixes: Collection[str]) -> None:
+        for gone in self._split_from.keys() - set(prefixes):
+            del self._split_from[gone]
+
+    def _backlog(self, context: DatabaseContext) -> _Backlog | None:
+        """The backlog as this round's statement saw it; None when it cannot tell (no
+        kept split is being renewed, or the due collector did not answer)."""
+        if self.columns(context) is None:
+            return None
+        due = context.earlier.get("due")
+        total, age = due_total(due), oldest_due_age(due)
+        if total is None or age is None:
+            return None
+        try:
+            oldest, newest_log = context.values_of(self)
+            return _Backlog(
+                total,
+                None if oldest is None else int(oldest),
+                None if newest_log is None else int(newest_log),
+                age,
+                self._clock(),
+            )
+        except QueryError as error:
+            if error.connection_lost:
+                raise
+        except (TypeError, ValueError):  # an answer that cannot be one: not a basis
+            pass
+        return None
 
     def _split(self, context: DatabaseContext, total_due: int | None) -> Iterator[Sample]:
         limit = context.site.due_split_rows
@@ -165,3 +276,18 @@ def _folded(
     for value, count in sorted(folded.items()):
         yield sample(metric, count, **{label: value})
         yield sample(ages[0], oldest[value], **{label: value})
+
+
+@functools.lru_cache(maxsize=4096)
+def _backlog_columns(actions: str, logs: str) -> Columns:
+    """The oldest due action's date as a number (its age changes every second, the date
+    only when another action is the oldest) and the newest log row's id. Made once per
+    table."""
+    return Columns(
+        (
+            f"SELECT CAST(MIN(scheduled_date_gmt) AS UNSIGNED) FROM {actions}"
+            " WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            f"SELECT MAX(log_id) FROM {logs}",
+        ),
+        nullable=frozenset({0, 1}),  # nothing due; no log row
+    )

@@ -174,7 +174,10 @@ class DatabaseRound:
         earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).
         totals = state.ledgers.walk(prefix, session, tables)
-        context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
+        renewing = self._renewing(prefix)
+        context = DatabaseContext(
+            session, tables, state.site, {}, totals=totals, earlier=earlier, renewing=renewing
+        )
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
         try:
             with session.billed_to(meter):
@@ -225,6 +228,7 @@ class DatabaseRound:
             earlier=earlier,
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
+            renewing=renewing,
         )
         self._read_collectors(report, context, earlier, statement, served)
         if not session.connected:
@@ -246,6 +250,18 @@ class DatabaseRound:
                 if cached is not None:
                     served[collector.name] = cached
         return served
+
+    def _renewing(self, prefix: str) -> frozenset[str]:
+        """The cached collectors whose kept reading's interval has passed."""
+        state = self._state
+        cache = state.cache
+        return frozenset(
+            collector.name
+            for collector in state.in_round
+            if collector.freshness(state.site).cached
+            and cache.get(prefix, collector.name) is None
+            and cache.last(prefix, collector.name) is not None
+        )
 
     def _hot_statement(
         self, prefix: str, context: DatabaseContext, served: dict[str, Reading]
@@ -316,22 +332,43 @@ class DatabaseRound:
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport
     ) -> Reading:
-        """A reading of the collector, or its cached one while that may be served."""
+        """A reading of the collector, or its cached one while that may be served, or
+        that one renewed once its interval has passed (`Collector.renewed`)."""
         state = self._state
         freshness = collector.freshness(state.site)
         if not freshness.cached:
             return state.reader.read(collector, context, report.label)
+        reading = None
         if collector.cacheable(context):
             cached = state.cache.get(report.prefix, collector.name)
             if cached is not None:
                 return cached
-        reading = state.reader.read(collector, context, report.label)
+            reading = self._renewed(collector, context, report.prefix)
+        if reading is None:
+            reading = state.reader.read(collector, context, report.label)
         if reading.ok and collector.cacheable(context):
             key = f"{state.site.name}\0{state.site.database}"
             state.cache.keep(key, report.prefix, collector.name, freshness.interval, reading)
         else:
             state.cache.drop(report.prefix, collector.name)
         return reading
+
+    def _renewed(
+        self, collector: Collector, context: DatabaseContext, prefix: str
+    ) -> Reading | None:
+        """The collector's kept reading renewed without a statement, if it can be."""
+        kept = self._state.cache.last(prefix, collector.name)
+        if kept is None or not kept.ok:
+            return None
+        started = self._state.clock()
+        try:
+            samples = collector.renewed(kept.samples, context)
+        except QueryError:  # the reading that follows meets it, and says so
+            return None
+        if samples is None:
+            return None
+        finished = self._state.clock()
+        return Reading(samples, True, finished - started, finished)
 
     def _end(self, report: PrefixReport) -> None:
         report.end(self._state.clock() - report.started)

@@ -33,6 +33,13 @@ class CachedReadings:
             return None
         return kept[1]
 
+    def last(self, prefix: str, source: str) -> Reading | None:
+        """The kept reading, whether or not its interval has passed (to be renewed:
+        `Collector.renewed`)."""
+        with self._lock:
+            kept = self._kept.get((prefix, source))
+        return None if kept is None else kept[1]
+
     def keep(self, site: str, prefix: str, source: str, interval: float, reading: Reading) -> None:
         due = self._clock() + interval * stagger(site, prefix, source)
         with self._lock:

@@ -24,6 +24,7 @@ from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.errors import SourceError
+from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.sources.source import EVERY_ROUND, Freshness, Reading, Source
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class DatabaseContext:
     prefetched: Mapping[str, Row] = field(default_factory=dict)
     # Why the tables' statistics could not be read this round (their collector fails).
     stats_error: QueryError | None = None
+    # The cached collectors whose kept reading's interval has passed: each may renew it
+    # (`Collector.renewed`), from columns of its own that it asks for only then.
+    renewing: frozenset[str] = frozenset()
 
     def values_of(self, collector: Collector) -> Row:
         """The collector's columns: from the round's hot statement, or read now. A
@@ -147,6 +151,15 @@ class Collector(Source[DatabaseContext]):
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
         return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND
+
+    def renewed(
+        self, kept: Sequence[Sample], context: DatabaseContext
+    ) -> tuple[Sample, ...] | None:
+        """For a collector cached between rounds (`Freshness.cached`) whose interval has
+        passed: its `kept` samples brought up to date without reading, when it can tell
+        from the round's hot statement that what it reads has not changed; None (the
+        default): read it again."""
+        return None
 
     def retain(self, prefixes: Collection[str]) -> None:
         """Forgets what it keeps of table prefixes not in `prefixes` (a network's subsites

@@ -169,12 +169,15 @@ TABLE_STATS: list[Row] = [
 
 def declared_columns(site: SiteConfig | None = None) -> set[str]:
     """The subqueries every in-round source of the site declares in its `columns`, as the
-    round's hot statement sends them (white space folded)."""
+    round's hot statement sends them (white space folded); those of a kept reading being
+    renewed too."""
     site = site or SiteConfig(name="shop", database="wp")
     session = FakeSession(site, Script())
-    context = DatabaseContext(session, TableNames(site.table_prefix), site, {})
+    in_round = site_sources(site).in_round
+    renewing = frozenset(collector.name for collector in in_round)
+    context = DatabaseContext(session, TableNames(site.table_prefix), site, {}, renewing=renewing)
     found: set[str] = set()
-    for collector in site_sources(site).in_round:
+    for collector in in_round:
         columns = collector.columns(context)
         if columns is not None:
             found.update(" ".join(as_scripted(query).split()) for query in columns.subqueries)
