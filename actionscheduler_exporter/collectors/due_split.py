@@ -32,11 +32,12 @@ import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from actionscheduler_exporter.collectors.due import due_total, oldest_due_age
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, label_value, seconds
+from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.folding import fold, fold_oldest
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -85,20 +86,33 @@ class DueSplitCollector(Collector):
         return due_total(context.earlier.get("due")) != 0
 
     def columns(self, context: DatabaseContext) -> Columns | None:
-        """What tells whether the backlog changed (`renewed`), asked for only when the
-        kept split's interval has passed: both answered without reading a row (the first
-        entry of an index range, the end of the log's primary key)."""
-        if context.site.due_split_rows == 0 or self.name not in context.renewing:
+        """What tells whether the backlog changed (`renewed`), asked for while a split is
+        kept (the same statement from one round to the next, as a store's waiting
+        backlog is): both answered without reading a row (the first entry of an index
+        range, the end of the log's primary key)."""
+        if context.site.due_split_rows == 0 or self.name not in context.kept:
             return None
         return _backlog_columns(context.tables.actions, context.tables.logs)
 
     def read(self, context: DatabaseContext) -> Iterable[Sample]:
         if context.site.due_split_rows == 0:
             return ()
-        # Before the split: a change meanwhile shows at the next renewal. Without it (the
-        # first split of a backlog) the next one is read again, and tells from then on.
-        backlog = self._backlog(context)
-        samples = tuple(self._split(context, due_total(context.earlier.get("due"))))
+        due = context.earlier.get("due")
+        total = due_total(due)
+        limit = context.site.due_split_rows
+        rows = [] if total == 0 else context.query(*self._statement(context, limit))
+        samples = tuple(self._split(context, total, rows))
+        # The backlog it was read from: the due collector's count and age, read before
+        # it (a change meanwhile shows at the next renewal), the oldest date and the
+        # newest log row as the split's own statement saw them.
+        backlog = None
+        if rows and total is not None and (age := oldest_due_age(due)) is not None:
+            try:
+                oldest = min(row[5] for row in rows)
+            except TypeError:  # a date that cannot be one: no backlog to renew from
+                oldest = None
+            else:
+                backlog = _backlog(total, oldest, rows[0][6], age, self._clock())
         if backlog is None:
             self._split_from.pop(context.tables.prefix, None)
         else:
@@ -114,7 +128,7 @@ class DueSplitCollector(Collector):
         was = self._split_from.get(prefix)
         if was is None or self._clock() - was.split_at >= RENEWED_AT_MOST:
             return None
-        now = self._backlog(context)
+        now = self._backlog_now(context)
         if now is None or (now.due, now.oldest, now.newest_log) != (
             was.due,
             was.oldest,
@@ -139,41 +153,28 @@ class DueSplitCollector(Collector):
         for gone in self._split_from.keys() - set(prefixes):
             del self._split_from[gone]
 
-    def _backlog(self, context: DatabaseContext) -> _Backlog | None:
-        """The backlog as this round's statement saw it; None when it cannot tell (no
-        kept split is being renewed, or the due collector did not answer)."""
+    def _backlog_now(self, context: DatabaseContext) -> _Backlog | None:
+        """The backlog as this round's hot statement saw it; None when it cannot tell."""
         if self.columns(context) is None:
             return None
         due = context.earlier.get("due")
         total, age = due_total(due), oldest_due_age(due)
         if total is None or age is None:
             return None
-        try:
-            oldest, newest_log = context.values_of(self)
-            return _Backlog(
-                total,
-                None if oldest is None else int(oldest),
-                None if newest_log is None else int(newest_log),
-                age,
-                self._clock(),
-            )
-        except QueryError as error:
-            if error.connection_lost:
-                raise
-        except (TypeError, ValueError):  # an answer that cannot be one: not a basis
-            pass
-        return None
+        oldest, newest_log = context.values_of(self)
+        return _backlog(total, oldest, newest_log, age, self._clock())
 
-    def _split(self, context: DatabaseContext, total_due: int | None) -> Iterator[Sample]:
+    def _split(
+        self, context: DatabaseContext, total_due: int | None, rows: list[Row]
+    ) -> Iterator[Sample]:
         limit = context.site.due_split_rows
-        rows = [] if total_due == 0 else context.query(*self._statement(context, limit))
         by_group: Counter[str] = Counter()
         by_hook: Counter[str] = Counter()
         age_by_group: dict[str, float] = {}
         age_by_hook: dict[str, float] = {}
         split = 0
         zero_dated = 0
-        for slug, hook, count, age, zeros in rows:
+        for slug, hook, count, age, zeros, _, _ in rows:
             group = label_value(slug)  # NULL (no group, or a deleted one): ""
             by_group[group] += int(count)
             hook_name = label_value(hook)
@@ -213,7 +214,8 @@ class DueSplitCollector(Collector):
     @staticmethod
     def _statement(context: DatabaseContext, limit: int) -> tuple[str, tuple[object, ...]]:
         """Per group and hook among the `limit` oldest due actions: how many, the age of
-        the oldest validly dated one, and how many are zero-dated."""
+        the oldest validly dated one, how many are zero-dated, and the oldest date as a
+        number; with the newest log row's id (`renewed` tells a change by them)."""
         oldest = (
             "SELECT group_id, hook, scheduled_date_gmt"
             f" FROM {context.tables.actions}"
@@ -224,12 +226,14 @@ class DueSplitCollector(Collector):
         counted = (
             f"SELECT group_id, hook, COUNT(*) AS actions,"
             f" TIMESTAMPDIFF(SECOND, MIN({valid_date}), UTC_TIMESTAMP()) AS age,"
-            f" SUM(scheduled_date_gmt < %s) AS zero_dated FROM ({oldest}) AS oldest"
-            " GROUP BY group_id, hook"
+            f" SUM(scheduled_date_gmt < %s) AS zero_dated,"
+            " CAST(MIN(scheduled_date_gmt) AS UNSIGNED) AS first_date"
+            f" FROM ({oldest}) AS oldest GROUP BY group_id, hook"
         )
         # The slugs joined to the counts, not looked up apart: one round trip per scrape.
         return (
-            "SELECT g.slug, c.hook, c.actions, c.age, c.zero_dated"
+            "SELECT g.slug, c.hook, c.actions, c.age, c.zero_dated, c.first_date,"
+            f" (SELECT MAX(log_id) FROM {context.tables.logs})"
             f" FROM ({counted}) AS c LEFT JOIN {context.tables.groups} g"
             " ON g.group_id = c.group_id",
             (VALID_DATE_FLOOR, VALID_DATE_FLOOR, limit),
@@ -276,6 +280,20 @@ def _folded(
     for value, count in sorted(folded.items()):
         yield sample(metric, count, **{label: value})
         yield sample(ages[0], oldest[value], **{label: value})
+
+
+def _backlog(total: int, oldest: Any, newest_log: Any, age: float, at: float) -> _Backlog | None:
+    """The backlog of these values; None when they cannot be one (then it is read again)."""
+    try:
+        return _Backlog(
+            total,
+            None if oldest is None else int(oldest),
+            None if newest_log is None else int(newest_log),
+            age,
+            at,
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 @functools.lru_cache(maxsize=4096)

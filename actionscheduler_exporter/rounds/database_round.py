@@ -174,9 +174,9 @@ class DatabaseRound:
         earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).
         totals = state.ledgers.walk(prefix, session, tables)
-        renewing = self._renewing(prefix)
+        kept = self._kept(prefix)
         context = DatabaseContext(
-            session, tables, state.site, {}, totals=totals, earlier=earlier, renewing=renewing
+            session, tables, state.site, {}, totals=totals, earlier=earlier, kept=kept
         )
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
         try:
@@ -228,7 +228,7 @@ class DatabaseRound:
             earlier=earlier,
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
-            renewing=renewing,
+            kept=kept,
         )
         self._read_collectors(report, context, earlier, statement, served)
         if not session.connected:
@@ -251,16 +251,14 @@ class DatabaseRound:
                     served[collector.name] = cached
         return served
 
-    def _renewing(self, prefix: str) -> frozenset[str]:
-        """The cached collectors whose kept reading's interval has passed."""
+    def _kept(self, prefix: str) -> frozenset[str]:
+        """The cached collectors that have a kept reading of the prefix."""
         state = self._state
-        cache = state.cache
         return frozenset(
             collector.name
             for collector in state.in_round
             if collector.freshness(state.site).cached
-            and cache.get(prefix, collector.name) is None
-            and cache.last(prefix, collector.name) is not None
+            and state.cache.last(prefix, collector.name) is not None
         )
 
     def _hot_statement(

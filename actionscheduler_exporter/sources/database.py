@@ -82,9 +82,9 @@ class DatabaseContext:
     prefetched: Mapping[str, Row] = field(default_factory=dict)
     # Why the tables' statistics could not be read this round (their collector fails).
     stats_error: QueryError | None = None
-    # The cached collectors whose kept reading's interval has passed: each may renew it
-    # (`Collector.renewed`), from columns of its own that it asks for only then.
-    renewing: frozenset[str] = frozenset()
+    # The cached collectors that have a kept reading (served while its interval lasts,
+    # then maybe renewed: `Collector.renewed`, from columns it may ask for meanwhile).
+    kept: frozenset[str] = frozenset()
 
     def values_of(self, collector: Collector) -> Row:
         """The collector's columns: from the round's hot statement, or read now. A
