@@ -140,7 +140,8 @@ class SiteConfig:
     # actions per scrape (0: no split); a larger backlog's rest is reported unsplit.
     due_split_rows: int = 10_000
     # ... re-read at most this often (0: every scrape), each prefix at its own point of it
-    # (what that saves a thousand subsites' scrape: docs/performance.md).
+    # (what that saves a thousand subsites' scrape: docs/performance.md); past it, a
+    # backlog that has not moved is renewed without a statement (collectors/due_split.py).
     due_split_interval: float = 30.0
     # Orphaned claims, stale claimed actions and undated pending actions are read at most
     # this often (0: every scrape), each prefix at its own point of it (collectors/anomalies.py).

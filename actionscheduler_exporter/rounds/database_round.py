@@ -174,10 +174,7 @@ class DatabaseRound:
         earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).
         totals = state.ledgers.walk(prefix, session, tables)
-        kept = self._kept(prefix)
-        context = DatabaseContext(
-            session, tables, state.site, {}, totals=totals, earlier=earlier, kept=kept
-        )
+        context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
         try:
             with session.billed_to(meter):
@@ -228,7 +225,6 @@ class DatabaseRound:
             earlier=earlier,
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
-            kept=kept,
         )
         self._read_collectors(report, context, earlier, statement, served)
         if not session.connected:
@@ -250,16 +246,6 @@ class DatabaseRound:
                 if cached is not None:
                     served[collector.name] = cached
         return served
-
-    def _kept(self, prefix: str) -> frozenset[str]:
-        """The cached collectors that have a kept reading of the prefix."""
-        state = self._state
-        return frozenset(
-            collector.name
-            for collector in state.in_round
-            if collector.freshness(state.site).cached
-            and state.cache.last(prefix, collector.name) is not None
-        )
 
     def _hot_statement(
         self, prefix: str, context: DatabaseContext, served: dict[str, Reading]

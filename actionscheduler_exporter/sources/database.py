@@ -82,9 +82,6 @@ class DatabaseContext:
     prefetched: Mapping[str, Row] = field(default_factory=dict)
     # Why the tables' statistics could not be read this round (their collector fails).
     stats_error: QueryError | None = None
-    # The cached collectors that have a kept reading (served while its interval lasts,
-    # then maybe renewed: `Collector.renewed`, from columns it may ask for meanwhile).
-    kept: frozenset[str] = frozenset()
 
     def values_of(self, collector: Collector) -> Row:
         """The collector's columns: from the round's hot statement, or read now. A
@@ -156,8 +153,8 @@ class Collector(Source[DatabaseContext]):
         self, kept: Sequence[Sample], context: DatabaseContext
     ) -> tuple[Sample, ...] | None:
         """For a collector cached between rounds (`Freshness.cached`) whose interval has
-        passed: its `kept` samples brought up to date without reading, when it can tell
-        from the round's hot statement that what it reads has not changed; None (the
+        passed: its `kept` samples brought up to date without a statement, when the
+        round's hot statement tells that what it reads has not changed; None (the
         default): read it again."""
         return None
 

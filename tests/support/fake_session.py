@@ -169,15 +169,12 @@ TABLE_STATS: list[Row] = [
 
 def declared_columns(site: SiteConfig | None = None) -> set[str]:
     """The subqueries every in-round source of the site declares in its `columns`, as the
-    round's hot statement sends them (white space folded); those asked for while a
-    reading is kept too."""
+    round's hot statement sends them (white space folded)."""
     site = site or SiteConfig(name="shop", database="wp")
     session = FakeSession(site, Script())
-    in_round = site_sources(site).in_round
-    kept = frozenset(collector.name for collector in in_round)
-    context = DatabaseContext(session, TableNames(site.table_prefix), site, {}, kept=kept)
+    context = DatabaseContext(session, TableNames(site.table_prefix), site, {})
     found: set[str] = set()
-    for collector in in_round:
+    for collector in site_sources(site).in_round:
         columns = collector.columns(context)
         if columns is not None:
             found.update(" ".join(as_scripted(query).split()) for query in columns.subqueries)
@@ -207,9 +204,7 @@ def healthy_store() -> Script:
             # The split and the zero-dated ages (whole statements).
             ("GROUP BY a.group_id, g.slug, a.hook", [("reports", "wc_export", 600)]),
             ("MIN(l.log_date_gmt)", [(600,)]),  # the zero-dated action's first log row
-            # ... per group and hook: count, age, zero-dated, first date; the newest log id.
-            ("AS oldest", [("reports", "wc_export", 2, 120, 1, 0, 0),
-                           (None, "webhook", 2, 30, 0, 20261204100000, 0)]),
+            ("AS oldest", [("reports", "wc_export", 2, 120, 1), (None, "webhook", 2, 30, 0)]),
             # Running actions: how many, and the oldest start.
             ("last_attempt_gmt END), UTC_TIMESTAMP()) FROM wp_actionscheduler_actions WHERE"
              " status = 'in-progress'", [(45,)]),

@@ -79,12 +79,10 @@ def test_the_oldest_due_is_the_dated_one_without_zero_dated_actions() -> None:
 
 
 def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:
-    split = [
-        ("a", "h1", 5, 10, 0, 1, 9), ("b", "h2", 3, 50, 0, 1, 9), ("c", "h3", 1, None, 1, 0, 9)
-    ]  # fmt: skip
+    split = [("a", "h1", 5, 10, 0), ("b", "h2", 3, 50, 0), ("c", "h3", 1, None, 1)]
     script = (
         healthy_store()
-        .answer("AS oldest", [*split, (None, "h4", 1, 5, 0, 2, 9)])
+        .answer("AS oldest", [*split, (None, "h4", 1, 5, 0)])
         .answer("GROUP BY a.group_id, g.slug, a.hook", [("c", "h3", 70)])
     )
     due = Reading((Sample(catalog.DUE_ACTIONS, 10, (("claim", "unclaimed"),)),), ok=True)

@@ -405,3 +405,15 @@ class _Tally:
         self.pairs: set[Labels] = set()
         self.recurring_hooks: set[str] = set()
         self.unclassified = 0
+
+
+def newest_log_id(context: DatabaseContext) -> int | None:
+    """The newest log row's id as the round's hot statement read it for the log events
+    collector (None: not in this round's statement, or not a whole number)."""
+    values = context.prefetched.get(LogEventsCollector.name)
+    if not values:
+        return None
+    try:
+        return int(values[0] or 0)
+    except (TypeError, ValueError):
+        return None
