@@ -235,10 +235,10 @@ def test_a_split_interval_serves_the_last_reading_between_refreshes(
 def test_an_unchanged_backlog_is_renewed_without_a_statement_and_its_ages_keep_growing(
     store: ActionSchedulerStore, site: SiteFactory
 ) -> None:
-    """Past the interval, a backlog that is the one split (as many due, the same oldest,
-    no log row since) is renewed: no statement, the counts as they were, the ages those a
-    split read now finds; another oldest, a log row written since, or RENEWED_AT_MOST
-    since the last statement: read again."""
+    """Past the interval, a backlog that is the one split (as many due, no log row since,
+    an oldest that aged as much as the time that passed) is renewed: no statement, the
+    counts as they were, the ages those a split read now finds; another oldest, a log row
+    written since, or RENEWED_AT_MOST since the last statement: read again."""
     clock = FakeClock()
     config = site(due_split_interval=60.0)
     session = hot_sql.RecordingSession(config)
