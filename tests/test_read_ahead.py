@@ -444,6 +444,26 @@ def test_stores_slowed_all_alike_stay_read_together(proxy: SlowProxy, stores: li
         three.close()
 
 
+def test_stores_each_slower_than_fast_seconds_alike_are_read_together_again(
+    proxy: SlowProxy, stores: list[str]
+) -> None:
+    """A server slowed as a whole beyond `FAST_SECONDS` (a loaded machine; here each
+    store's statement sleeps 60 ms): once read alone, each store took longer than 50 ms,
+    but no longer than the others. They are read together again from the next wave on,
+    not alone at every wave (three statements each time with the 50 ms bound alone)."""
+    statement = PackedStatement(
+        (f"SELECT SLEEP(0.06) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
+        ("pending",),
+    )
+    three = ThreeStores(proxy, stores, statements=[statement] * 3)
+    try:
+        assert three.wave(1.0) == 3
+        assert [three.wave(float(wave)) for wave in range(2, 5)] == [1, 1, 1]
+        assert three.read_ahead.batches == 3
+    finally:
+        three.close()
+
+
 def test_a_store_slowing_a_little_at_each_scrape_is_found_in_its_batch(
     proxy: SlowProxy, stores: list[str], mariadb: Server
 ) -> None:

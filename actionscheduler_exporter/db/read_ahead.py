@@ -17,7 +17,8 @@ in another round's batch reads the next stores' batch meanwhile, then takes its 
 the server's connections each read a batch side by side, as they read one store each
 without this.
 
-Only stores whose own statement answered quickly the last time are read with others, and
+Only stores whose own statement answered quickly the last time (against the server's
+other stores, on a loaded machine: `FAST_SECONDS`) are read with others, and
 a batch that fails for any reason is sent again store by store, each store then sending
 its own until it answered alone; so is every store of a batch that took several times
 what its stores took when they were last read alone (or a quarter of a second): a
@@ -31,6 +32,7 @@ a store's values are never older than that when its round reports them.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,7 +49,10 @@ BATCH = 16
 # scrape, not the next one's.
 MAX_AGE = 0.5
 # A store whose last statement took longer is read alone: a slow store must not hold back
-# the ones read with it.
+# the ones read with it. On a server slowed as a whole (a loaded machine) the bound is
+# SLOW_BATCH_FACTOR times its stores' median, up to SLOW_BATCH_SECONDS: else every store
+# of a loaded machine was read alone from its first slow batch on, sending the server a
+# statement per store when it had the least to spare.
 FAST_SECONDS = 0.05
 # A batch is slow when it took longer than FAST_SECONDS and than this many times what its
 # stores took when each was last read alone, added up: one of them grew slow or waited
@@ -141,6 +146,9 @@ class ReadAhead:
         self._flying: dict[_StoreId, _Batch] = {}
         self._tidied_at = time.monotonic()
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
+        # The longest a store's last statement may have taken for it to be read with
+        # others, and the wave it was made for (`_fast_bound`).
+        self._fast = (FAST_SECONDS, 0.0)
 
     def query(
         self,
@@ -222,7 +230,8 @@ class ReadAhead:
         with self._lock:
             self._tidy(now)
             known = self._stores.get(key)
-            if known is None or not known.healthy or known.seconds > FAST_SECONDS:
+            fast = self._fast_bound(wave)
+            if known is None or not known.healthy or known.seconds > fast:
                 return None
             shape = (own or known.ask).shape
             if shape is None:
@@ -240,7 +249,7 @@ class ReadAhead:
                     store is not None
                     and store.healthy
                     and store.wave != wave
-                    and store.seconds <= FAST_SECONDS
+                    and store.seconds <= fast
                     and candidate.login is key.login  # the same login: the same connection's
                     and store.ask.shape == shape
                     and candidate not in self._flying
@@ -257,6 +266,17 @@ class ReadAhead:
             for member, _ in members:
                 self._flying[member] = batch
             return batch
+
+    def _fast_bound(self, wave: float) -> float:
+        """Under the lock: FAST_SECONDS, or SLOW_BATCH_FACTOR times the median of the
+        stores' last times (their own, or their shares of a batch) when that is longer,
+        up to SLOW_BATCH_SECONDS; made once per wave."""
+        bound, made_for = self._fast
+        if made_for != wave:
+            median = statistics.median([s.seconds for s in self._stores.values()] or [0.0])
+            bound = max(FAST_SECONDS, min(SLOW_BATCH_FACTOR * median, SLOW_BATCH_SECONDS))
+            self._fast = (bound, wave)
+        return bound
 
     def _read(self, session: Session, batch: _Batch) -> tuple[dict[int, Row] | None, float]:
         """Every member's row by its place, and each one's share of the time; None when
