@@ -53,7 +53,14 @@ RENEWED_AT_MOST = 300.0
 # still be the same action's: ages are whole seconds, and a store's answer may have been
 # read up to half a second before its round took it (`db.read_ahead.MAX_AGE`).
 AGE_SLACK = 2.0
-_AGES = (catalog.OLDEST_DUE_AGE_BY_GROUP, catalog.OLDEST_DUE_AGE_BY_HOOK)
+# Each count's age, by the count's family.
+_AGE_OF = {
+    catalog.DUE_BY_GROUP: catalog.OLDEST_DUE_AGE_BY_GROUP,
+    catalog.DUE_BY_HOOK: catalog.OLDEST_DUE_AGE_BY_HOOK,
+}
+# The time that passes, as the server's ages count it (not the site's clock, which tests
+# move by minutes in an instant).
+_elapsed = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ class _Backlog:
     due: int  # every due action (the due collector's count)
     newest_log: int  # the newest log row's id
     age: float  # the oldest due action's age (the due collector's)
-    seen_at: float  # when (`time.monotonic`: the time that passes, as the server's ages)
+    seen_at: float  # when (`_elapsed`)
 
 
 class DueSplitCollector(Collector):
@@ -123,9 +130,15 @@ class DueSplitCollector(Collector):
         self._split_from[prefix] = (now, split_at)
         if not aged:
             return tuple(kept)
+        # Only the ages of what is due: a named group or hook with nothing due stays 0.
+        due = {
+            (_AGE_OF[item.metric], item.labels)
+            for item in kept
+            if item.metric in _AGE_OF and item.value > 0
+        }
         return tuple(
             Sample(item.metric, max(0.0, item.value + aged), item.labels)
-            if item.metric in _AGES
+            if (item.metric, item.labels) in due
             else item
             for item in kept
         )
@@ -255,4 +268,4 @@ def _backlog(context: DatabaseContext) -> _Backlog | None:
     total, age, newest_log = due_total(due), oldest_due_age(due), newest_log_id(context)
     if total is None or age is None or newest_log is None:
         return None
-    return _Backlog(total, newest_log, age, time.monotonic())
+    return _Backlog(total, newest_log, age, _elapsed())

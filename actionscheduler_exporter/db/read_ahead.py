@@ -148,7 +148,7 @@ class ReadAhead:
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
         # The longest a store's last statement may have taken for it to be read with
         # others, and the wave it was made for (`_fast_bound`).
-        self._fast = (FAST_SECONDS, 0.0)
+        self._fast: tuple[float, float | None] = (FAST_SECONDS, None)
 
     def query(
         self,
@@ -250,6 +250,8 @@ class ReadAhead:
                     and store.healthy
                     and store.wave != wave
                     and store.seconds <= fast
+                    # A batch longer than that is slow whatever its stores took alone.
+                    and usual + store.alone <= SLOW_BATCH_SECONDS
                     and candidate.login is key.login  # the same login: the same connection's
                     and store.ask.shape == shape
                     and candidate not in self._flying

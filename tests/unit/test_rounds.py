@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from actionscheduler_exporter.collectors import site_sources
+from actionscheduler_exporter.collectors import due_split, site_sources
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.collectors.due_split import DueSplitCollector
-from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.config.model import GroupConfig, SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.database_round import TABLE_STATS_INTERVAL
@@ -235,8 +235,10 @@ def test_the_split_sends_nothing_when_nothing_is_due_and_no_count_of_its_own(
 
 
 def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
-    rounds: list[MonitoredSite], clock: FakeClock
+    rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # No time passes for the ages either: the scripted oldest due age stays as it is.
+    monkeypatch.setattr(due_split, "_elapsed", lambda: 0.0)
     script = healthy_store()
     site_round, session = make_round(
         rounds, clock, FakeSession(config(), script), due_split_interval=60.0
@@ -259,6 +261,39 @@ def test_a_kept_split_is_served_until_its_interval_and_nothing_due_is_current(
     assert split_statements() == 0  # nothing due: current, without a statement
     del script.answers[:4]
     assert split_statements() == 1  # a backlog again: split at once
+
+
+def test_a_renewed_split_ages_what_is_due_and_a_named_group_with_nothing_due_stays_at_0(
+    rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renewed 30 s later (the oldest due age 600 s, then 630 s: the same action), the
+    groups' and hooks' ages grow by 30 s; a named group that has nothing due is exported
+    at 0, and stays at 0."""
+    elapsed = iter([0.0, 30.0])
+    monkeypatch.setattr(due_split, "_elapsed", lambda: next(elapsed))
+    script = healthy_store()
+    site_round, session = make_round(
+        rounds,
+        clock,
+        FakeSession(config(), script),
+        due_split_interval=60.0,
+        groups=(GroupConfig("newsletters"),),
+    )
+
+    def ages() -> dict[str, float]:
+        session.sent.clear()
+        (result,) = read_round(site_round, clock)
+        return {
+            dict(s.labels)["group"]: s.value
+            for s in result.samples
+            if s.metric is catalog.OLDEST_DUE_AGE_BY_GROUP
+        }
+
+    assert ages() == {"reports": 600, "": 30, "newsletters": 0}
+    script.answer("MIN(l.log_date_gmt)", [(630,)])  # the zero-dated oldest, 30 s older
+    clock.advance(80)
+    assert ages() == {"reports": 630, "": 60, "newsletters": 0}
+    assert not [sql for sql in session.sent if "AS oldest" in sql]  # renewed
 
 
 def nothing_due(script: Script | None = None) -> Script:
