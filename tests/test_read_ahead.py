@@ -426,13 +426,20 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
         three.close()
 
 
-def test_stores_slowed_all_alike_stay_read_together(proxy: SlowProxy, stores: list[str]) -> None:
+@pytest.mark.parametrize("sleep", [0.02, 0.06])
+def test_stores_slowed_all_alike_stay_read_together(
+    proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch, sleep: float
+) -> None:
     """A server slowed as a whole (a loaded machine; here each store's statement sleeps
-    20 ms): a batch of three takes longer than `FAST_SECONDS` though no store of it is
-    slow, no longer than its stores took alone. The three stay in one statement, wave
-    after wave, instead of being read apart every other wave."""
+    20 ms, or 60 ms: longer than `FAST_SECONDS` itself): a batch of three takes longer
+    than `FAST_SECONDS` though no store of it is slow, no longer than its stores took
+    alone. The three stay in one statement from the second wave on, instead of being read
+    apart every other wave (20 ms, with a batch's bound at 50 ms) or alone at every wave
+    (60 ms, with a store's bound at 50 ms). The bound of a slow batch is raised: a batch
+    of 180 ms on a loaded machine must not pass it by chance."""
+    monkeypatch.setattr(read_ahead, "SLOW_BATCH_SECONDS", 1.0)
     statement = PackedStatement(
-        (f"SELECT SLEEP(0.02) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
+        (f"SELECT SLEEP({sleep}) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
         ("pending",),
     )
     three = ThreeStores(proxy, stores, statements=[statement] * 3)
@@ -440,29 +447,6 @@ def test_stores_slowed_all_alike_stay_read_together(proxy: SlowProxy, stores: li
         assert three.wave(1.0) == 3
         assert [three.wave(float(wave)) for wave in range(2, 6)] == [1, 1, 1, 1]
         assert three.read_ahead.batches == 4
-    finally:
-        three.close()
-
-
-def test_stores_each_slower_than_fast_seconds_alike_are_read_together_again(
-    proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A server slowed as a whole beyond `FAST_SECONDS` (a loaded machine; here each
-    store's statement sleeps 60 ms): once read alone, each store took longer than 50 ms,
-    but no longer than the others. They are read together again from the next wave on,
-    not alone at every wave (three statements each time with the 50 ms bound alone). The
-    bound of a slow batch is raised: the batch's 180 ms, on a loaded machine, must not
-    pass it by chance."""
-    monkeypatch.setattr(read_ahead, "SLOW_BATCH_SECONDS", 1.0)
-    statement = PackedStatement(
-        (f"SELECT SLEEP(0.06) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
-        ("pending",),
-    )
-    three = ThreeStores(proxy, stores, statements=[statement] * 3)
-    try:
-        assert three.wave(1.0) == 3
-        assert [three.wave(float(wave)) for wave in range(2, 5)] == [1, 1, 1]
-        assert three.read_ahead.batches == 3
     finally:
         three.close()
 
