@@ -134,6 +134,12 @@ def test_each_failure_raises_its_alert_through_alertmanager(
     ):
         cleanup.callback(close_all, queues)
         prometheus.wait_for('actionscheduler_up{site="killed"} == 1')
+        # killed: a worker SIGKILLed mid-batch, its import still "in progress"; before the
+        # site's runner starts, which would otherwise claim the imports first
+        for index in range(3):
+            stores["kw_"].create("wc_admin_import_orders", group="imports", args=[index])
+        killed = stores["kw_"].kill_worker_mid_batch(batch_size=3, finished=0)
+        assert len(killed.action_ids) == 3, killed
         queues.extend(
             [
                 Queue(end_to_end.mariadb, end_to_end.database, "wp_"),
@@ -163,10 +169,6 @@ def test_each_failure_raises_its_alert_through_alertmanager(
         stores["fl_"].release_claim(claim.claim_id)
         # failing: an import that ends in a PHP fatal error, which kills its runner
         assert wait_until(lambda: crash_one(stores["fl_"]), 10)
-        # killed: a worker SIGKILLed mid-batch, its import still "in progress"
-        for index in range(3):
-            stores["kw_"].create("wc_admin_import_orders", group="imports", args=[index])
-        stores["kw_"].kill_worker_mid_batch(batch_size=3, finished=0)
         # atlimit: the only allowed batch is held, more work waits
         stores["cl_"].create("woocommerce_deliver_webhook_async")
         stores["cl_"].stake_claim(1)
