@@ -88,6 +88,7 @@ def encode(
 
 
 _SITES_PER_JOIN = 64
+_NOWHERE: list[str] = []  # never appended to: every sample has a family
 # Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
 # samples are nine in ten the same objects from scrape to scrape (a quiet store writes
 # 190 lines, the 10M store 290, a busy one 880). A thousand stores' lines kept held
@@ -107,39 +108,45 @@ def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
 def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -> int:
     """Adds a site's lines to their families' lists; `keep`: how many more lines the
     scrape may keep on their samples, returned less those this site's keep. The hot loop
-    of a large scrape: the number is formatted inline (`_number`), and 4 in 5 values are
-    small whole numbers written once in `_WHOLE`. A sample written for the same site
-    before is marked, and the second time keeps its line (`Sample.written`): the heavy
-    tier's samples and the cached readings' are the same objects from scrape to scrape,
-    a sample made anew is marked once and let go of. Past the bound, a kept line is let
-    go of too: the lines kept at the end of a scrape are at most `KEPT_LINES`, whichever
-    sites' samples were made anew meanwhile."""
+    of a large scrape: a family's list is looked up once for a run of its samples (a
+    site's samples come family by family), the number is formatted inline (`_number`),
+    and 4 in 5 values are small whole numbers written once in `_WHOLE`. A sample written
+    for the same site before is marked, and the second time keeps its line
+    (`Sample.written`): the heavy tier's samples and the cached readings' are the same
+    objects from scrape to scrape, a sample made anew is marked once and let go of. Past
+    the bound, a kept line is let go of too: the lines kept at the end of a scrape are at
+    most `KEPT_LINES`, whichever sites' samples were made anew meanwhile."""
     site_pairs = _site_pairs(result.label, result.labels)
     bare, labelled = site_pairs + "} ", site_pairs + ","
-    whole = _WHOLE
+    whole, pairs = _WHOLE, _pairs
+    last: MetricDef | None = None
+    append = _NOWHERE.append  # the first sample's family's
+    sample_name = ""
     for item in result.samples:
         metric = item.metric
-        lines = families.get(metric.name)
-        if lines is None:
-            lines = families[metric.name] = []
+        if metric is not last:
+            last, sample_name = metric, metric.sample_name
+            found = families.get(metric.name)
+            if found is None:
+                found = families[metric.name] = []
+            append = found.append
         written = item.written
-        if type(written) is tuple:
+        if written is not None and type(written) is tuple:
             if keep > 0 and written[0] is site_pairs:
-                lines.append(written[1])
+                append(written[1])
                 keep -= 1
                 continue
             item.written = written = None
-        suffix = item.suffix
-        name = metric.sample_name + suffix if suffix else metric.sample_name
         value = item.value
         number = whole.get(value) if type(value) is float else None
         if number is None or (not value and _negative_zero(value)):
             number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
-        if item.labels:
-            line = f"{name}{labelled}{_pairs(item.labels)}}} {number}\n"
+        labels = item.labels
+        if labels:
+            line = f"{sample_name}{item.suffix}{labelled}{pairs(labels)}}} {number}\n"
         else:
-            line = f"{name}{bare}{number}\n"
-        lines.append(line)
+            line = f"{sample_name}{item.suffix}{bare}{number}\n"
+        append(line)
         if keep > 0:  # past the bound, no sample is marked: none would keep its line
             if written is site_pairs:
                 item.written = (site_pairs, line)

@@ -84,6 +84,27 @@ def test_a_sites_numbers_are_written_as_go_writes_them(value: float) -> None:
     assert body.splitlines()[-1] == f'actionscheduler_up{{site="shop"}} {written}'
 
 
+def test_a_family_whose_samples_come_apart_is_written_whole() -> None:
+    """The loop looks a family's list up once per run of its samples: a family that comes
+    back after another (a collector's samples, then the counters `finish` adds) has all
+    its lines under its one header, each site's in turn."""
+    sites = [
+        SiteResult(name, (), True, [
+            sample(catalog.FAILED_BY_HOOK, 1, hook="a"),
+            Sample(catalog.UP, 1.0),
+            sample(catalog.FAILED_BY_HOOK, 2, hook="b"),
+        ])
+        for name in ("one", "two")
+    ]  # fmt: skip
+    body = writer.encode(sites, catalog.ALL, [], openmetrics=False).decode().splitlines()
+    family = [line for line in body if line.startswith(catalog.FAILED_BY_HOOK.name + "{")]
+    header = body.index(f"# TYPE {catalog.FAILED_BY_HOOK.name} gauge")
+    assert body[header + 1 : header + 5] == family
+    assert [line.split('"')[1] + line.split('"')[3] for line in family] == [
+        "onea", "oneb", "twoa", "twob"
+    ]  # fmt: skip
+
+
 def anew(result: SiteResult) -> SiteResult:
     """The result with samples of the same values, never written (`Sample.written` is not
     copied)."""
