@@ -20,6 +20,11 @@ BUFFER_POOL = os.environ.get("AS_BENCH_BUFFER_POOL", "2G")
 # With the defaults (2,000 and 400) a thousand stores' floor is bound by opening tables,
 # and slows from pass to pass as the caches churn (520 ms to 1,270 ms in ten passes).
 TABLE_CACHES = ["--table-open-cache=10000", "--table-definition-cache=10000"]
+# `AS_BENCH_APART=1`: the server on the machine's last core, the benchmark and the
+# exporters it starts on the others, as in production, where the database server is
+# another host: on two cores shared, the floor alone keeps both busy, and every
+# millisecond of the exporter's CPU is one the server waits for.
+APART = os.environ.get("AS_BENCH_APART", "") not in ("", "0")
 
 
 @contextlib.contextmanager
@@ -35,6 +40,19 @@ def bench_server() -> Iterator[Server]:
         ],
     )
     try:
+        if APART:
+            _apart(server)
         yield server
     finally:
         server.stop()
+
+
+def _apart(server: Server) -> None:
+    """Pins every thread of the server to the last core (those it starts later inherit
+    it), and this process to the others (the exporters it starts inherit it)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2 or server.process is None:
+        raise SystemExit("AS_BENCH_APART needs two cores and a server the benchmark started")
+    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), {cores[-1]})
+    os.sched_setaffinity(0, set(cores[:-1]))
