@@ -189,7 +189,7 @@ def healthy_store() -> Script:
     packed = ",".join(f"{name} {rows} {size}" for name, rows, size in TABLE_STATS)
     return Script(
         [
-            ("GROUP_CONCAT(TABLE_NAME", [(packed,)]),
+            ("CONCAT_WS(','", [(packed,)]),
             ("information_schema.TABLES", TABLE_STATS),
             # Due: every due action, the claimed ones, the oldest (-1: a zero-dated one).
             ("COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending' AND"
