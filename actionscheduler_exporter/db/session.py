@@ -237,7 +237,7 @@ class Session:
             pooled.close()
 
 
-# Bytes: the statistics of a network's four tables per subsite, with 64-character names.
+# Bytes a GROUP_CONCAT may give (MySQL's default cuts it at 1,024).
 GROUP_CONCAT_MAX_LEN = 1 << 20
 
 
@@ -258,8 +258,9 @@ def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) ->
         row = cursor.fetchone()
         version = str(row[0]) if row else ""
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
-        # What the statements rely on, whatever the server's defaults: the packed table
-        # statistics are one GROUP_CONCAT (MySQL's default cuts it at 1,024 bytes).
+        # Whatever the server's defaults: no statement uses GROUP_CONCAT now (the table
+        # statistics are looked up by name, joined by CONCAT_WS, which it does not
+        # bound), and one a collector adds is not cut at MySQL's 1,024 bytes.
         cursor.execute("SET SESSION group_concat_max_len = %s", (GROUP_CONCAT_MAX_LEN,))
         lock_wait = lock_wait_seconds(timeout)
         if lock_wait is not None:
