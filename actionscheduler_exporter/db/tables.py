@@ -30,16 +30,10 @@ class TableStats:
 # that table alone, where `TABLE_NAME IN (...)` made it list every table of the database
 # (a network of a thousand subsites: four thousand, 6.3 against 0.65 ms per prefix,
 # docs/performance.md).
-_STATS_OF_TABLE = (
-    "SELECT TABLE_NAME, COALESCE(TABLE_ROWS, 0),"
-    " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
-    " FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
-)
-_PACKED_STATS_OF_TABLE = (
-    "SELECT CONCAT(TABLE_NAME, ' ', COALESCE(TABLE_ROWS, 0), ' ',"
-    " COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0))"
-    " FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
-)
+_ROWS_AND_SIZE = "COALESCE(TABLE_ROWS, 0), COALESCE(DATA_LENGTH, 0) + COALESCE(INDEX_LENGTH, 0)"
+_OF_TABLE = " FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s"
+_STATS_OF_TABLE = f"SELECT TABLE_NAME, {_ROWS_AND_SIZE}{_OF_TABLE}"
+_PACKED_STATS_OF_TABLE = f"SELECT CONCAT_WS(' ', TABLE_NAME, {_ROWS_AND_SIZE}){_OF_TABLE}"
 
 
 def _lookup_args(tables: TableNames) -> tuple[object, ...]:
