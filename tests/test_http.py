@@ -3,16 +3,20 @@ while the queue is being written to."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import http.client
+import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.web import metrics_route
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
@@ -162,6 +166,76 @@ def test_head_and_gzip_as_prometheus_asks(
             assert "actionscheduler_up" in plain.read().decode()
     finally:
         connection.close()
+
+
+def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
+    store: ActionSchedulerStore, exporter_http: StartExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: a thousand stores' answer (15 MB) was held whole twice more, as one body
+    and in the socket's buffer, taking the exporter past the chart's memory limit. Past
+    `_PIECE` bytes the answer goes chunked, a family at a time, and reads the same, plain
+    and compressed (here every answer is past a piece of one byte)."""
+    store.create("woocommerce_deliver_webhook_async")
+    running = exporter_http()
+    whole = _raw_get(running.port, {})
+    assert whole.headers["content-length"] == str(len(whole.body))
+    monkeypatch.setattr(metrics_route, "_PIECE", 1)
+    pieces = _raw_get(running.port, {})
+    assert pieces.headers.get("transfer-encoding") == "chunked"
+    assert "content-length" not in pieces.headers
+    assert len(pieces.chunks) > 10
+    assert all(chunk.startswith(b"# HELP ") for chunk in pieces.chunks[:-1])
+    assert pieces.chunks[-1] == b"# EOF\n"
+    assert _series(pieces.body) == _series(whole.body)
+    zipped = _raw_get(running.port, {"Accept-Encoding": "gzip"})
+    assert zipped.headers.get("content-encoding") == "gzip"
+    assert zipped.headers.get("transfer-encoding") == "chunked"
+    assert _series(gzip.decompress(zipped.body)) == _series(whole.body)
+
+
+@dataclasses.dataclass
+class _Answer:
+    headers: dict[str, str]
+    chunks: list[bytes]  # as sent, when chunked
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _raw_get(port: int, headers: dict[str, str]) -> _Answer:
+    """GET /metrics as OpenMetrics, read off the socket: the chunks as the server sent them."""
+    lines = [
+        "GET /metrics HTTP/1.1",
+        "Host: 127.0.0.1",
+        "Accept: application/openmetrics-text; version=1.0.0",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        answer = connection.makefile("rb")
+        assert answer.readline().startswith(b"HTTP/1.1 200")
+        found: dict[str, str] = {}
+        while (line := answer.readline().decode("latin-1").strip()) != "":
+            name, _, value = line.partition(":")
+            found[name.lower()] = value.strip()
+        if found.get("transfer-encoding") != "chunked":
+            return _Answer(found, [answer.read(int(found["content-length"]))])
+        chunks = []
+        while size := int(answer.readline().strip(), 16):
+            chunks.append(answer.read(size))
+            assert answer.readline() == b"\r\n"
+        return _Answer(found, chunks)
+
+
+def _series(body: bytes) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    families = text_string_to_metric_families(body.decode())  # type: ignore[no-untyped-call]
+    return {
+        (sample.name, tuple(sorted(sample.labels.items())))
+        for family in families
+        for sample in family.samples
+    }
 
 
 def test_scrapes_stay_consistent_under_concurrent_writes(

@@ -6,7 +6,7 @@ carries native histograms (Prometheus asks for it first when they are enabled)."
 from __future__ import annotations
 
 import platform
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
@@ -64,16 +64,32 @@ def render(
 ) -> tuple[bytes, str]:
     """The exposition body and its content type, negotiated from the Accept header;
     `exporter`: the server's own samples without a site (how the last reload went)."""
+    parts, content_type = render_parts(results, accept, exporter)
+    return b"".join(parts), content_type
+
+
+def render_parts(
+    results: Sequence[SiteResult],
+    accept: str | None,
+    exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
+) -> tuple[Iterator[bytes], str]:
+    """`render`'s body in parts, written as they are taken: a text family at a time,
+    so that a large exposition is never held whole (`writer.families`)."""
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
         binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
-        return binary + protobuf.encode_process(process_samples()), content_type
+        return iter((binary + protobuf.encode_process(process_samples()),)), content_type
     openmetrics = content_type == OPENMETRICS
-    parts = [
-        writer.encode(results, _TEXT_FAMILIES, [build, *exporter], openmetrics=openmetrics),
-        writer.encode_process(process_samples(), openmetrics=openmetrics).encode(),
-    ]
+    return _text(results, [build, *exporter], openmetrics), content_type
+
+
+def _text(
+    results: Sequence[SiteResult],
+    extra: list[tuple[catalog.MetricDef, Labels, float]],
+    openmetrics: bool,
+) -> Iterator[bytes]:
+    yield from writer.families(results, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
+    yield writer.encode_process(process_samples(), openmetrics=openmetrics).encode()
     if openmetrics:
-        parts.append(b"# EOF\n")
-    return b"".join(parts), content_type
+        yield b"# EOF\n"

@@ -10,11 +10,12 @@ two messages; every other path goes on to the FastAPI app (`app.py`).
 from __future__ import annotations
 
 import asyncio
-import gzip
+import zlib
+from collections.abc import Iterator
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actionscheduler_exporter.exposition.render import render
+from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.web import encoding
 from actionscheduler_exporter.web.serving import CurrentServing
@@ -25,8 +26,10 @@ _ACCEPT = b"accept"
 _ACCEPT_ENCODING = b"accept-encoding"
 _READ = (_TIMEOUT, _ACCEPT, _ACCEPT_ENCODING)
 _METHODS = ("GET", "HEAD")
-# Bytes compressed on the event loop (about a millisecond at gzip's fastest level).
-_COMPRESS_ON_LOOP = 256 * 1024
+# Bytes of the answer sent at once, at most about: a larger one goes in pieces.
+_PIECE = 256 * 1024
+# zlib's window, and the gzip container around it (16 + 15).
+_GZIP_WINDOW = 31
 # The body depends on Accept too (text, OpenMetrics, protobuf): a cache keys on both.
 _VARY = (b"vary", b"Accept, Accept-Encoding")
 _PLAIN = b"text/plain; charset=utf-8"
@@ -72,20 +75,56 @@ class MetricsRoute:
             results = await asyncio.to_thread(pending.results)
         else:
             results = pending.results()
-        body, content_type = render(
+        parts, content_type = render_parts(
             results, headers.get(_ACCEPT), exporter=self.live.reloads.samples()
         )
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth
         # of it compressed (the fastest level: the CPU is the scrape's, the bytes are not).
         if encoding.chosen(headers.get(_ACCEPT_ENCODING)) == encoding.GZIP:
-            # zlib lets go of the interpreter: a large body is compressed off the loop.
-            if len(body) > _COMPRESS_ON_LOOP:
-                body = await asyncio.to_thread(gzip.compress, body, 1)
-            else:
-                body = gzip.compress(body, 1)
+            parts = _gzipped(parts)
             extra.append((b"content-encoding", b"gzip"))
-        await _send(send, 200, body, content_type.encode("latin-1"), extra)
+        await _send_parts(send, parts, content_type.encode("latin-1"), extra)
+
+
+def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
+    """The parts compressed as one gzip stream, as they come."""
+    compressor = zlib.compressobj(1, zlib.DEFLATED, _GZIP_WINDOW)
+    for part in parts:
+        if compressed := compressor.compress(part):
+            yield compressed
+    yield compressor.flush()
+
+
+async def _send_parts(
+    send: Send, parts: Iterator[bytes], content_type: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
+    """The answer, as one body with its length when it is small (one store's, most
+    answers), else in pieces of about `_PIECE` bytes as they are written (a thousand
+    stores'): held whole, a 15 MB exposition was copied once more into one body and once
+    more into the socket's buffer, 31 MiB over the process's resident size at every
+    scrape, past the chart's memory limit. The server sends the pieces chunked and waits
+    while the client has not read the last ones (its flow control)."""
+    pending: list[bytes] = []
+    size = 0
+    started = False
+    for part in parts:
+        pending.append(part)
+        size += len(part)
+        if size < _PIECE:
+            continue
+        if not started:
+            start = [(b"content-type", content_type), *headers]
+            await send({"type": "http.response.start", "status": 200, "headers": start})
+            started = True
+        piece = b"".join(pending)
+        pending.clear()
+        size = 0
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    if started:
+        await send({"type": "http.response.body", "body": b"".join(pending)})
+    else:
+        await _send(send, 200, b"".join(pending), content_type, headers)
 
 
 def _first_values(raw: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
