@@ -101,6 +101,7 @@ def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -
                     for tier in after
                 },
                 "rss_mib": resident_mib(exporter.process.pid)[0],
+                "rss_peak_mib": resident_mib(exporter.process.pid)[1],
             }
             print(f"  {name}: {_line(result[name])}", flush=True)
     return result
@@ -316,7 +317,7 @@ def floor_table(report: dict[str, Any]) -> list[str]:
         "The exporter against the floor (timed in turn; ratio = exporter / floor):",
         "",
         "| case | exporter | ratio median | ratio p95 | scrape median | p95 "
-        "| floor median | p95 | first scrape | up | RSS MiB | connections |",
+        "| floor median | p95 | first scrape | up | RSS MiB (peak) | connections |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows: list[tuple[str, str, dict[str, Any]]] = []
@@ -332,7 +333,8 @@ def floor_table(report: dict[str, Any]) -> list[str]:
             f"| {_ms(measured['scrape']['median_s'])} | {_ms(measured['scrape']['p95_s'])} "
             f"| {_ms(measured['floor']['median_s'])} | {_ms(measured['floor']['p95_s'])} "
             f"| {f'{first:.2f} s' if first is not None else '-'} | {up} "
-            f"| {measured['rss_mib']:.1f} | {measured.get('connections', '-')} |"
+            f"| {measured['rss_mib']:.1f} ({_peak(measured)}) "
+            f"| {measured.get('connections', '-')} |"
         )
     return lines
 
@@ -427,10 +429,12 @@ def floor_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                 f"{ours['first_scrape_s']:.2f} s",
             ),
             (f"{setup}: all up", ours["sites_up"] == ours["sites"], f"{ours['sites_up']:,}"),
+            # The most it held, the first scrapes and the heavy tier's refresh included:
+            # what a container's memory limit meets (the chart's is 160Mi).
             (
-                f"{setup}: memory <= 150 MB",
-                ours["rss_mib"] <= 150 / 1.048576,
-                f"{ours['rss_mib']:.0f} MiB",
+                f"{setup}: memory <= 150 MB at its peak",
+                ours["rss_peak_mib"] <= 150 / 1.048576,
+                f"{ours['rss_peak_mib']:.0f} MiB (after the scrapes {ours['rss_mib']:.0f} MiB)",
             ),
             (
                 f"{setup}: connections <= {CONNECTIONS}",
@@ -454,6 +458,11 @@ def _line(measured: dict[str, Any]) -> str:
         f" {_ms(measured['scrape']['median_s'])} against {_ms(measured['floor']['median_s'])}"
         + (f", first scrape {first:.2f} s" if first is not None else "")
     )
+
+
+def _peak(measured: dict[str, Any]) -> str:
+    peak = measured.get("rss_peak_mib")
+    return f"{peak:.1f}" if peak is not None else "-"
 
 
 def _ms(seconds: float) -> str:
