@@ -174,7 +174,8 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     """Issue 40: a thousand stores' answer (15 MB) was held whole twice more, as one body
     and in the socket's buffer, taking the exporter past the chart's memory limit. Past
     `_PIECE` bytes the answer goes chunked, a family at a time, and reads the same, plain
-    and compressed (here every answer is past a piece of one byte)."""
+    and compressed (here every answer is past a piece of one byte): each piece is whole
+    lines."""
     store.create("woocommerce_deliver_webhook_async")
     running = exporter_http()
     whole = _raw_get(running.port, {})
@@ -184,7 +185,8 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     assert pieces.headers.get("transfer-encoding") == "chunked"
     assert "content-length" not in pieces.headers
     assert len(pieces.chunks) > 10
-    assert all(chunk.startswith(b"# HELP ") for chunk in pieces.chunks[:-1])
+    assert pieces.chunks[0].startswith(b"# HELP ")
+    assert all(chunk.endswith(b"\n") for chunk in pieces.chunks)
     assert pieces.chunks[-1] == b"# EOF\n"
     assert _series(pieces.body) == _series(whole.body)
     zipped = _raw_get(running.port, {"Accept-Encoding": "gzip"})

@@ -105,6 +105,38 @@ def test_a_family_whose_samples_come_apart_is_written_whole() -> None:
     ]  # fmt: skip
 
 
+def test_a_large_family_is_given_in_parts_of_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: the exposition is given a family at a time, a large family in parts of
+    about `_LINES_PER_PART` lines, so that a thousand stores' 15 MB are never held at
+    once. Each part is whole lines, a family's header comes once, before its first part,
+    and sites whose samples come in another order of families, or in other counts, are
+    written as they are (each order has its own layout)."""
+    monkeypatch.setattr(writer, "_LINES_PER_PART", 3)
+    found = [
+        *results(),
+        SiteResult("few", (), True, [Sample(catalog.UP, 1.0)]),
+        SiteResult("families reversed", (), True, families_reversed(results()[0].samples)),
+    ]
+    parts = list(writer.families(found, catalog.ALL, [], openmetrics=True))
+    assert len(parts) > len({item.metric.name for item in found[0].samples})
+    assert all(part.endswith(b"\n") for part in parts)
+    body = b"".join(parts)
+    assert body == text_of(found, openmetrics=True)
+    up = catalog.UP.name
+    assert body.count(f"# TYPE {up} gauge\n".encode()) == 1
+    rendered, content_type = render(found, PROMETHEUS_ACCEPT)
+    reference, reference_type = render_with_library(found, PROMETHEUS_ACCEPT)
+    assert parsed(rendered, content_type) == parsed(reference, reference_type)
+
+
+def families_reversed(samples: list[Sample]) -> list[Sample]:
+    """The samples with their families in the reverse order, each family's in its own."""
+    by_family: dict[str, list[Sample]] = {}
+    for item in samples:
+        by_family.setdefault(item.metric.name, []).append(item)
+    return [item for family in reversed(by_family.values()) for item in family]
+
+
 def anew(result: SiteResult) -> SiteResult:
     """The result with samples of the same values, never written (`Sample.written` is not
     copied)."""
