@@ -106,7 +106,7 @@ def families(
             f"{metric.sample_name}{braced} {_number(value)}\n"
         )
     keep = KEPT_LINES
-    whole, pairs = _WHOLE, _pairs
+    whole, pairs, copysign = _WHOLE, _pairs, math.copysign
     for metric in definitions:
         name, sample_name = metric.name, metric.sample_name
         header = _header(metric, openmetrics)  # until the family's first part
@@ -127,7 +127,8 @@ def families(
                     item.written = written = None
                 value = item.value
                 number = whole.get(value) if type(value) is float else None
-                if number is None or (not value and _negative_zero(value)):
+                # -0.0 finds 0.0's entry: a fifth of the values are zeros, tested inline.
+                if number is None or (not value and copysign(1.0, value) < 0):
                     number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
                 labels = item.labels
                 if labels:
