@@ -193,6 +193,21 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     assert zipped.headers.get("content-encoding") == "gzip"
     assert zipped.headers.get("transfer-encoding") == "chunked"
     assert _series(gzip.decompress(zipped.body)) == _series(whole.body)
+    # HEAD is told the length GET would send; HTTP/1.0 has no chunks; an answer of one
+    # part (protobuf) goes whole, as chunking it would copy it once more.
+    head = _raw_get(running.port, {}, method="HEAD")
+    assert int(head.headers["content-length"]) > 1000
+    assert "transfer-encoding" not in head.headers
+    old = _raw_get(running.port, {}, version="1.0")
+    assert old.headers["content-length"] == str(len(old.body))
+    assert _series(old.body) == _series(whole.body)
+    binary = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
+    assert binary.headers["content-length"] == str(len(binary.body))
+
+
+PROTOBUF_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+)
 
 
 @dataclasses.dataclass
@@ -205,23 +220,29 @@ class _Answer:
         return b"".join(self.chunks)
 
 
-def _raw_get(port: int, headers: dict[str, str]) -> _Answer:
-    """GET /metrics as OpenMetrics, read off the socket: the chunks as the server sent them."""
+def _raw_get(
+    port: int, headers: dict[str, str], method: str = "GET", version: str = "1.1"
+) -> _Answer:
+    """/metrics (OpenMetrics unless `headers` asks otherwise), read off the socket: the
+    chunks as the server sent them."""
+    asked = {"Accept": "application/openmetrics-text; version=1.0.0", **headers}
     lines = [
-        "GET /metrics HTTP/1.1",
+        f"{method} /metrics HTTP/{version}",
         "Host: 127.0.0.1",
-        "Accept: application/openmetrics-text; version=1.0.0",
         "Connection: close",
-        *(f"{name}: {value}" for name, value in headers.items()),
+        *(f"{name}: {value}" for name, value in asked.items()),
     ]
     with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
         connection.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         answer = connection.makefile("rb")
-        assert answer.readline().startswith(b"HTTP/1.1 200")
+        assert answer.readline().split(b" ")[1] == b"200"
         found: dict[str, str] = {}
         while (line := answer.readline().decode("latin-1").strip()) != "":
             name, _, value = line.partition(":")
             found[name.lower()] = value.strip()
+        if method == "HEAD":
+            assert answer.read() == b""
+            return _Answer(found, [])
         if found.get("transfer-encoding") != "chunked":
             return _Answer(found, [answer.read(int(found["content-length"]))])
         chunks = []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
 
@@ -21,7 +20,7 @@ from prometheus_client.utils import floatToGoString
 
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Labels, Sample
+from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.rounds.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
@@ -72,104 +71,40 @@ def families(
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
-    Written a family at a time (a large one in parts of `_LINES_PER_PART` lines), each
-    part let go of once it is taken: a thousand stores' exposition is 15 MB of text, and
-    written site by site it was held whole (a family needs every site), then copied
-    whole twice more (one body, the socket's buffer), 31 MiB over the process's resident
-    size at every scrape, past the chart's memory limit (docs/performance.md). Where each
-    family's samples are in a site's list is its layout, found once per scrape for every
-    site whose samples come in the same order of families and counts (a thousand quiet
-    stores': one). The loop over the samples is the hot loop of a large scrape, written
-    inline: the number is formatted as `_number` does, 4 in 5 values are small whole
-    numbers written once in `_WHOLE`. A sample written for the same site before is
-    marked, and the second time keeps its line (`Sample.written`): the heavy tier's
-    samples and the cached readings' are the same objects from scrape to scrape, a
-    sample made anew is marked once and let go of. Past `KEPT_LINES`, a kept line is let
-    go of too: the lines kept at the end of a scrape are at most that many, whichever
-    sites' samples were made anew meanwhile."""
-    layouts: dict[tuple[MetricDef, ...], _Layout] = {}
-    sites: list[tuple[list[Sample], _SiteText, _Layout]] = []
-    for result in results:
-        samples = result.samples
-        order = tuple(map(_METRIC, samples))
-        layout = layouts.get(order)
-        if layout is None:
-            layout = layouts[order] = _layout(order)
-        site_pairs = _site_pairs(result.label, result.labels)
-        sites.append((samples, (site_pairs, site_pairs + "} ", site_pairs + ","), layout))
-    del layouts
-    extras: dict[str, list[str]] = {}
-    for metric, extra_labels, value in extra:
-        extra_pairs = _pairs(extra_labels)
-        braced = "{" + extra_pairs + "}" if extra_pairs else ""
-        extras.setdefault(metric.name, []).append(
-            f"{metric.sample_name}{braced} {_number(value)}\n"
-        )
+    One pass over the samples makes each line into its family's list (after the site's
+    label text, made once per site). Every `_SITES_PER_JOIN` sites each family's new
+    lines are joined into one text: a thousand sites' scrape has some 170,000 lines, and
+    held all at once they would spread over the interpreter's small-object memory, which
+    stays the process's after the scrape (the writing's peak for a thousand stores: 52
+    MiB held at once, 28 MiB joined this way). Those texts are then given out in turn,
+    each encoded and let go of: a family is never joined whole (a thousand stores'
+    largest is 3.3 MB), nor the exposition into one body, which was held twice more
+    (that body, and the socket's buffer of it), 31 MiB over a thousand stores' resident
+    size at every scrape (docs/performance.md). Written family by family over every
+    site instead, nothing would be held, but finding each family's samples in each
+    site's list cost a fleet of stores that differ 65 % more writing."""
+    texts: dict[str, list[str]] = {}  # per family, its lines joined so far
+    lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
     keep = KEPT_LINES
-    whole, pairs, copysign = _WHOLE, _pairs, math.copysign
+    for index, result in enumerate(results, 1):
+        keep = _site_lines(result, lines, keep)
+        if index % _SITES_PER_JOIN == 0:
+            _join(lines, texts)
+    for metric, extra_labels, value in extra:
+        written = _pairs(extra_labels)
+        labels = "{" + written + "}" if written else ""
+        lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
+    _join(lines, texts)
     for metric in definitions:
-        name, sample_name = metric.name, metric.sample_name
-        header = _header(metric, openmetrics)  # until the family's first part
-        lines: list[str] = []
-        append = lines.append
-        for samples, (site_pairs, bare, labelled), layout in sites:
-            places = layout.get(name)
-            if places is None:
-                continue
-            for index in places:
-                item = samples[index]
-                written = item.written
-                if written is not None and type(written) is tuple:
-                    if keep > 0 and written[0] is site_pairs:
-                        append(written[1])
-                        keep -= 1
-                        continue
-                    item.written = written = None
-                value = item.value
-                number = whole.get(value) if type(value) is float else None
-                # -0.0 finds 0.0's entry: a fifth of the values are zeros, tested inline.
-                if number is None or (not value and copysign(1.0, value) < 0):
-                    number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
-                labels = item.labels
-                if labels:
-                    line = f"{sample_name}{item.suffix}{labelled}{pairs(labels)}}} {number}\n"
-                else:
-                    line = f"{sample_name}{item.suffix}{bare}{number}\n"
-                append(line)
-                if keep > 0:  # past the bound, no sample is marked: none would keep its line
-                    if written is site_pairs:
-                        item.written = (site_pairs, line)
-                        keep -= 1
-                    else:
-                        item.written = site_pairs
-            if len(lines) >= _LINES_PER_PART:
-                yield (header + "".join(lines)).encode()
-                header = ""
-                lines.clear()
-        lines += extras.get(name, ())
-        if lines:
-            yield (header + "".join(lines)).encode()
+        family = texts.pop(metric.name, None)
+        if family:
+            family[0] = _header(metric, openmetrics) + family[0]
+            while family:  # each text let go of once encoded
+                yield family.pop(0).encode()
 
 
-# Lines of a family given out at once, at most about (a few hundred kB): a thousand stores'
-# largest family, their actions by status and group, is 3.3 MB, and held as lines, joined
-# and encoded it took 11 MiB at once.
-_LINES_PER_PART = 2_048
-# A site's label text (`{site="x",...`), and it ended for a sample without labels of its
-# own, and for one with.
-_SiteText = tuple[str, str, str]
-# Where each family's samples are in a site's list, by its name: their places, in order.
-_Layout = dict[str, tuple[int, ...]]
-_METRIC = operator.attrgetter("metric")
-
-
-def _layout(order: tuple[MetricDef, ...]) -> _Layout:
-    places: dict[str, list[int]] = {}
-    for index, metric in enumerate(order):
-        places.setdefault(metric.name, []).append(index)
-    return {name: tuple(found) for name, found in places.items()}
-
-
+_SITES_PER_JOIN = 64
+_NOWHERE: list[str] = []  # never appended to: every sample has a family
 # Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
 # samples are nine in ten the same objects from scrape to scrape (a quiet store writes
 # 190 lines, the 10M store 290, a busy one 880). A thousand stores' lines kept held
@@ -177,6 +112,65 @@ def _layout(order: tuple[MetricDef, ...]) -> _Layout:
 # its memory (held among the scrape's passing objects): a few dozen stores' lines are
 # kept, a thousand stores' are written anew.
 KEPT_LINES = 5_000
+
+
+def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
+    for name, family in lines.items():
+        if family:
+            texts.setdefault(name, []).append("".join(family))
+            family.clear()
+
+
+def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -> int:
+    """Adds a site's lines to their families' lists; `keep`: how many more lines the
+    scrape may keep on their samples, returned less those this site's keep. The hot loop
+    of a large scrape: a family's list is looked up once for a run of its samples (a
+    site's samples come family by family), the number is formatted inline (`_number`),
+    and 4 in 5 values are small whole numbers written once in `_WHOLE`. A sample written
+    for the same site before is marked, and the second time keeps its line
+    (`Sample.written`): the heavy tier's samples and the cached readings' are the same
+    objects from scrape to scrape, a sample made anew is marked once and let go of. Past
+    the bound, a kept line is let go of too: the lines kept at the end of a scrape are at
+    most `KEPT_LINES`, whichever sites' samples were made anew meanwhile."""
+    site_pairs = _site_pairs(result.label, result.labels)
+    bare, labelled = site_pairs + "} ", site_pairs + ","
+    whole, pairs, copysign = _WHOLE, _pairs, math.copysign
+    last: MetricDef | None = None
+    append = _NOWHERE.append  # the first sample's family's
+    sample_name = ""
+    for item in result.samples:
+        metric = item.metric
+        if metric is not last:
+            last, sample_name = metric, metric.sample_name
+            found = families.get(metric.name)
+            if found is None:
+                found = families[metric.name] = []
+            append = found.append
+        written = item.written
+        if written is not None and type(written) is tuple:
+            if keep > 0 and written[0] is site_pairs:
+                append(written[1])
+                keep -= 1
+                continue
+            item.written = written = None
+        value = item.value
+        number = whole.get(value) if type(value) is float else None
+        # -0.0 finds 0.0's entry: a fifth of the values are zeros, tested inline.
+        if number is None or (not value and copysign(1.0, value) < 0):
+            number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
+        labels = item.labels
+        if labels:
+            line = f"{sample_name}{item.suffix}{labelled}{pairs(labels)}}} {number}\n"
+        else:
+            line = f"{sample_name}{item.suffix}{bare}{number}\n"
+        append(line)
+        if keep > 0:  # past the bound, no sample is marked: none would keep its line
+            if written is site_pairs:
+                item.written = (site_pairs, line)
+                keep -= 1
+            else:
+                item.written = site_pairs
+    return keep
 
 
 @functools.lru_cache(maxsize=512)

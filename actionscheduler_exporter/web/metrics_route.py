@@ -4,7 +4,8 @@ A scrape is the one request that comes every few seconds. Through FastAPI's rout
 went through six layers of middleware, a route match, dependency solving, a Request and a
 Response object: a sixth of the CPU of a small store's scrape (docs/performance.md).
 Here the scrape's three headers are read from the ASGI scope and the answer is sent in
-two messages; every other path goes on to the FastAPI app (`app.py`).
+two messages, or in pieces as it is written when it is large; every other path goes on
+to the FastAPI app (`app.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _ACCEPT = b"accept"
 _ACCEPT_ENCODING = b"accept-encoding"
 _READ = (_TIMEOUT, _ACCEPT, _ACCEPT_ENCODING)
 _METHODS = ("GET", "HEAD")
-# Bytes of the answer sent at once, at most about: a larger one goes in pieces.
+# Bytes of the answer sent at once when more follows: a larger answer goes in pieces of at
+# least this (each at most one part more: a few hundred kB of text).
 _PIECE = 256 * 1024
 # zlib's window, and the gzip container around it (16 + 15).
 _GZIP_WINDOW = 31
@@ -84,7 +86,7 @@ class MetricsRoute:
         if encoding.chosen(headers.get(_ACCEPT_ENCODING)) == encoding.GZIP:
             parts = _gzipped(parts)
             extra.append((b"content-encoding", b"gzip"))
-        await _send_parts(send, parts, content_type.encode("latin-1"), extra)
+        await _send_parts(send, scope, parts, content_type.encode("latin-1"), extra)
 
 
 def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
@@ -97,34 +99,59 @@ def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
 
 
 async def _send_parts(
-    send: Send, parts: Iterator[bytes], content_type: bytes, headers: list[tuple[bytes, bytes]]
+    send: Send,
+    scope: Scope,
+    parts: Iterator[bytes],
+    content_type: bytes,
+    headers: list[tuple[bytes, bytes]],
 ) -> None:
-    """The answer, as one body with its length when it is small (one store's, most
-    answers), else in pieces of about `_PIECE` bytes as they are written (a thousand
+    """The answer as one body with its length when it is small (one store's, most
+    answers), else in pieces of at least `_PIECE` bytes as they are written (a thousand
     stores'): held whole, a 15 MB exposition was copied once more into one body and once
     more into the socket's buffer, 31 MiB over the process's resident size at every
-    scrape, past the chart's memory limit. The server sends the pieces chunked and waits
-    while the client has not read the last ones (its flow control)."""
+    scrape, past the chart's memory limit. The server sends the pieces chunked, and waits
+    while the client has not read the last ones (its flow control). An answer of one
+    part (the protobuf format) goes whole: chunked, it would be copied once more. HEAD
+    gets the length of what GET would send; HTTP/1.0, which has no chunks, gets it whole."""
+    if scope["method"] == "HEAD":
+        await _start(send, 200, content_type, headers, sum(len(part) for part in parts))
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if scope.get("http_version") == "1.0":
+        await _send(send, 200, b"".join(parts), content_type, headers)
+        return
     pending: list[bytes] = []
     size = 0
     started = False
     for part in parts:
+        if size >= _PIECE:  # a piece, and more comes after it
+            if not started:
+                await _start(send, 200, content_type, headers, None)
+                started = True
+            piece = b"".join(pending)
+            pending.clear()
+            size = 0
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
         pending.append(part)
         size += len(part)
-        if size < _PIECE:
-            continue
-        if not started:
-            start = [(b"content-type", content_type), *headers]
-            await send({"type": "http.response.start", "status": 200, "headers": start})
-            started = True
-        piece = b"".join(pending)
-        pending.clear()
-        size = 0
-        await send({"type": "http.response.body", "body": piece, "more_body": True})
     if started:
         await send({"type": "http.response.body", "body": b"".join(pending)})
     else:
         await _send(send, 200, b"".join(pending), content_type, headers)
+
+
+async def _start(
+    send: Send,
+    status: int,
+    content_type: bytes,
+    headers: list[tuple[bytes, bytes]],
+    length: int | None,
+) -> None:
+    """The answer's headers; without a length, the server sends the body chunked."""
+    start = [(b"content-type", content_type), *headers]
+    if length is not None:
+        start.insert(0, (b"content-length", str(length).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": start})
 
 
 def _first_values(raw: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
@@ -140,6 +167,5 @@ async def _send(
     send: Send, status: int, body: bytes, content_type: bytes, headers: list[tuple[bytes, bytes]]
 ) -> None:
     """The whole answer; for HEAD, the server sends the headers alone."""
-    start = [(b"content-length", str(len(body)).encode()), (b"content-type", content_type)]
-    await send({"type": "http.response.start", "status": status, "headers": start + headers})
+    await _start(send, status, content_type, headers, len(body))
     await send({"type": "http.response.body", "body": body})
