@@ -90,6 +90,7 @@ def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -
         for name, exporter in running.items():
             after = _database_seconds(exporter.scrape())
             ours, floors = timed[name]
+            rss, peak = resident_mib(exporter.process.pid)
             result[name] = {
                 "scrape": ours.as_dict(),
                 "floor": floors.as_dict(),
@@ -100,8 +101,8 @@ def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -
                     / (ONE_STORE_ROUNDS + 1)
                     for tier in after
                 },
-                "rss_mib": resident_mib(exporter.process.pid)[0],
-                "rss_peak_mib": resident_mib(exporter.process.pid)[1],
+                "rss_mib": rss,
+                "rss_peak_mib": peak,
             }
             print(f"  {name}: {_line(result[name])}", flush=True)
     return result
