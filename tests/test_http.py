@@ -10,6 +10,7 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -22,6 +23,7 @@ from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.http_server import RunningExporter
 from tests.support.locks import tables_locked
+from tests.support.metrics_proto import decode
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
 
@@ -180,6 +182,8 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     running = exporter_http()
     whole = _raw_get(running.port, {})
     assert whole.headers["content-length"] == str(len(whole.body))
+    binary = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
+    assert binary.headers["content-length"] == str(len(binary.body))
     monkeypatch.setattr(metrics_route, "_PIECE", 1)
     pieces = _raw_get(running.port, {})
     assert pieces.headers.get("transfer-encoding") == "chunked"
@@ -193,16 +197,17 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     assert zipped.headers.get("content-encoding") == "gzip"
     assert zipped.headers.get("transfer-encoding") == "chunked"
     assert _series(gzip.decompress(zipped.body)) == _series(whole.body)
-    # HEAD is told the length GET would send; HTTP/1.0 has no chunks; an answer of one
-    # part (protobuf) goes whole, as chunking it would copy it once more.
+    # HEAD is told the length GET would send; HTTP/1.0 has no chunks; the protobuf
+    # format goes a family (a message) at a time too.
     head = _raw_get(running.port, {}, method="HEAD")
     assert int(head.headers["content-length"]) > 1000
     assert "transfer-encoding" not in head.headers
     old = _raw_get(running.port, {}, version="1.0")
     assert old.headers["content-length"] == str(len(old.body))
     assert _series(old.body) == _series(whole.body)
-    binary = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
-    assert binary.headers["content-length"] == str(len(binary.body))
+    messages = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
+    assert messages.headers.get("transfer-encoding") == "chunked" and len(messages.chunks) > 10
+    assert _names(decode(messages.body)) == _names(decode(binary.body))
 
 
 PROTOBUF_ACCEPT = (
@@ -250,6 +255,10 @@ def _raw_get(
             chunks.append(answer.read(size))
             assert answer.readline() == b"\r\n"
         return _Answer(found, chunks)
+
+
+def _names(families: list[Any]) -> list[str]:
+    return [family.name for family in families]
 
 
 def _series(body: bytes) -> set[tuple[str, tuple[tuple[str, str], ...]]]:

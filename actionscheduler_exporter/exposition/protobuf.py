@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
@@ -169,8 +169,19 @@ def encode(
     definitions: Iterable[MetricDef],
     extra: Iterable[tuple[MetricDef, Labels, float]],
 ) -> bytes:
+    """The whole exposition of `families`, at once (tests)."""
+    return b"".join(families(results, definitions, extra))
+
+
+def families(
+    results: Sequence[SiteResult],
+    definitions: Iterable[MetricDef],
+    extra: Iterable[tuple[MetricDef, Labels, float]],
+) -> Iterator[bytes]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
-    samples without a site (build info)."""
+    samples without a site (build info). Each family is given out as a message of its
+    own and let go of, as the text writer gives out its texts: never joined into one
+    body (`writer.families`)."""
     metrics: dict[str, list[bytes]] = {}
     for result in results:
         # The site's labels and a sample's own are encoded apart, each set once (as the
@@ -194,13 +205,11 @@ def encode(
         metrics.setdefault(definition.name, []).append(
             _value_metric(_label_pairs(labels_of), kind, value)
         )
-    out: list[bytes] = []
     for definition in definitions:
-        found = metrics.get(definition.name)
+        found = metrics.pop(definition.name, None)
         if found:
             kind = _TYPES[definition.kind]
-            out.append(_family(family_name(definition), definition.help, kind, found))
-    return b"".join(out)
+            yield _family(family_name(definition), definition.help, kind, found)
 
 
 def encode_process(samples: Iterable[ProcessSample]) -> bytes:

@@ -73,15 +73,21 @@ def render_parts(
     accept: str | None,
     exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
 ) -> tuple[Iterator[bytes], str]:
-    """`render`'s body in parts, written as they are taken: a text family at a time,
-    so that a large exposition is never held whole (`writer.families`)."""
+    """`render`'s body in parts, written as they are taken, so that a large exposition
+    is never joined into one body (`writer.families`, `protobuf.families`)."""
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
-        binary = protobuf.encode(results, catalog.ALL, [build, *exporter])
-        return iter((binary + protobuf.encode_process(process_samples()),)), content_type
+        return _protobuf(results, [build, *exporter]), content_type
     openmetrics = content_type == OPENMETRICS
     return _text(results, [build, *exporter], openmetrics), content_type
+
+
+def _protobuf(
+    results: Sequence[SiteResult], extra: list[tuple[catalog.MetricDef, Labels, float]]
+) -> Iterator[bytes]:
+    yield from protobuf.families(results, catalog.ALL, extra)
+    yield protobuf.encode_process(process_samples())
 
 
 def _text(

@@ -57,7 +57,7 @@ def encode(
     *,
     openmetrics: bool,
 ) -> bytes:
-    """The whole exposition of `families`, at once (tests, the `check` command)."""
+    """The whole exposition of `families`, at once (`render`, for tests)."""
     return b"".join(families(results, definitions, extra, openmetrics=openmetrics))
 
 
