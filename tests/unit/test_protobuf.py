@@ -9,6 +9,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -298,3 +299,21 @@ def test_the_documented_resolution_of_schema_3() -> None:
     assert [native.bucket_index(s) for s in whole] == [expected_index(s) for s in whole]
     width = 1 - native.upper_bound(-1) / native.upper_bound(0)
     assert round(width * 100, 1) == 8.3
+
+
+def test_the_messages_are_given_in_parts_and_read_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 40: each family's Metric fields are joined every `_SITES_PER_JOIN` sites and
+    given out in turn after the family's head and length, never joined into one body;
+    however the sites are grouped, the stream is the same bytes, message by message."""
+    found = [*results(), *(dataclasses.replace(result, label="third") for result in results())]
+    whole = protobuf.encode(found, catalog.ALL, [])
+    monkeypatch.setattr(protobuf, "_SITES_PER_JOIN", 1)
+    parts = list(protobuf.families(found, catalog.ALL, []))
+    assert b"".join(parts) == whole
+    assert len(parts) > 2 * len(decode(whole))
+    assert [family.name for family in decode(whole)] == sorted(
+        {family.name for family in decode(whole)},
+        key=[protobuf.family_name(metric) for metric in catalog.ALL].index,
+    )
