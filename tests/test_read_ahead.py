@@ -484,9 +484,14 @@ def test_a_store_slowing_a_little_at_each_scrape_is_found_in_its_batch(
     store = ActionSchedulerStore(mariadb.connect(stores[1]), "wp_")
     try:
         assert three.wave(1.0) == 3
-        assert three.wave(2.0) == 1
+        # On a loaded machine a store's statement may take longer than the fast bound:
+        # it is read alone once more. The waves go on until the three are read together.
+        together = 2
+        while three.wave(float(together)) != 1:
+            together += 1
+            assert together < 12, "the three stores were never read in one statement"
         sent = []
-        for wave in range(3, 16):
+        for wave in range(together + 1, together + 14):
             store.create("slow_down", status="complete")
             sent.append(three.wave(float(wave)))
             if sent[-2:] == [2, 2]:
