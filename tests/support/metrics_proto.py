@@ -64,3 +64,19 @@ def decode(body: bytes) -> list[Any]:
         families.append(family)
         at += length
     return families
+
+
+def family_names(body: bytes) -> list[str]:
+    """The name of each MetricFamily of a delimited stream, read by hand (its first field,
+    as the exporter writes it): without the generated module, which the dependency-range
+    tiers do not install."""
+    names = []
+    at = 0
+    while at < len(body):
+        length, at = _varint(body, at)
+        message = body[at : at + length]
+        assert message[:1] == b"\x0a", "a family that does not start with its name"
+        size, start = _varint(message, 1)
+        names.append(message[start : start + size].decode())
+        at += length
+    return names

@@ -20,7 +20,7 @@ from actionscheduler_exporter.exposition.render import PROTOBUF, negotiate, rend
 from actionscheduler_exporter.metrics import catalog, native
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
-from tests.support.metrics_proto import decode, metrics_pb2
+from tests.support.metrics_proto import decode, family_names, metrics_pb2
 from tests.support.reference_exposition import PROMETHEUS_ACCEPT
 from tests.unit.test_writer import results
 
@@ -312,6 +312,7 @@ def test_the_messages_are_given_in_parts_and_read_the_same(
     monkeypatch.setattr(protobuf, "_SITES_PER_JOIN", 1)
     parts = list(protobuf.families(found, catalog.ALL, []))
     assert b"".join(parts) == whole
+    assert family_names(whole) == [family.name for family in decode(whole)]
     assert len(parts) > 2 * len(decode(whole))
     assert [family.name for family in decode(whole)] == sorted(
         {family.name for family in decode(whole)},
