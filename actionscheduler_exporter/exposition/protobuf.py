@@ -15,6 +15,7 @@ import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 
+from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN, given_out, join_pending
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
 from actionscheduler_exporter.metrics.catalog import MetricDef
@@ -179,10 +180,9 @@ def families(
     extra: Iterable[tuple[MetricDef, Labels, float]],
 ) -> Iterator[bytes]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
-    samples without a site (build info). As the text writer does (`writer.families`),
-    each family's Metric fields are joined every `_SITES_PER_JOIN` sites (a thousand
-    stores' are 174,000), and given out in turn after the family's head and length, each
-    let go of once taken: the exposition is never joined into one body."""
+    samples without a site (build info). Each family's Metric fields (a thousand
+    stores' are 174,000) are joined every `SITES_PER_JOIN` sites and given out after
+    the family's length and head (`family_parts`), as the text writer's lines are."""
     metrics: dict[str, list[bytes]] = {}  # per family, its fields joined so far
     fields: dict[str, list[bytes]] = {}  # per family, its fields not joined yet
     for index, result in enumerate(results, 1):
@@ -202,29 +202,17 @@ def families(
             if found is None:
                 found = fields[definition.name] = []
             found.append(_METRIC_KEY + varint(len(body)) + body)
-        if index % _SITES_PER_JOIN == 0:
-            _join(fields, metrics)
+        if index % SITES_PER_JOIN == 0:
+            join_pending(fields, metrics, b"".join)
     for definition, labels_of, value in extra:
         body = _value_metric(_label_pairs(labels_of), _TYPES[definition.kind], value)
         fields.setdefault(definition.name, []).append(_METRIC_KEY + varint(len(body)) + body)
-    _join(fields, metrics)
+    join_pending(fields, metrics, b"".join)
     for definition in definitions:
         joined = metrics.pop(definition.name, None)
         if joined:
             head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
-            yield varint(len(head) + sum(map(len, joined))) + head
-            while joined:
-                yield joined.pop(0)
-
-
-_SITES_PER_JOIN = 64
-
-
-def _join(fields: dict[str, list[bytes]], metrics: dict[str, list[bytes]]) -> None:
-    for name, family in fields.items():
-        if family:
-            metrics.setdefault(name, []).append(b"".join(family))
-            family.clear()
+            yield from given_out(varint(len(head) + sum(map(len, joined))) + head, joined)
 
 
 def encode_process(samples: Iterable[ProcessSample]) -> bytes:

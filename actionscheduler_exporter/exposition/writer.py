@@ -18,6 +18,7 @@ from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
+from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN, given_out, join_pending
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels
@@ -72,38 +73,33 @@ def families(
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
     One pass over the samples makes each line into its family's list (after the site's
-    label text, made once per site). Every `_SITES_PER_JOIN` sites each family's new
-    lines are joined into one text: a thousand sites' scrape has some 170,000 lines, and
-    held all at once they would spread over the interpreter's small-object memory, which
-    stays the process's after the scrape (the writing's peak for a thousand stores: 52
-    MiB held at once, 28 MiB joined this way). Those texts are then given out in turn,
-    each encoded and let go of: a family is never joined whole (a thousand stores'
-    largest is 3.3 MB), nor the exposition into one body, which was held twice more
-    (that body, and the socket's buffer of it), 31 MiB over a thousand stores' resident
-    size at every scrape (docs/performance.md). Written family by family over every
-    site instead, nothing would be held, but finding each family's samples in each
-    site's list cost a fleet of stores that differ 65 % more writing."""
-    texts: dict[str, list[str]] = {}  # per family, its lines joined so far
+    label text, made once per site); every `SITES_PER_JOIN` sites each family's new
+    lines are joined into one part, given out in turn once every site is written
+    (`family_parts`). Written family by family over every site instead, nothing would
+    be held, but finding each family's samples in each site's list cost a fleet of
+    stores that differ 46 to 66 % more writing."""
+    texts: dict[str, list[bytes]] = {}  # per family, its lines joined so far
     lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
     keep = KEPT_LINES
     for index, result in enumerate(results, 1):
         keep = _site_lines(result, lines, keep)
-        if index % _SITES_PER_JOIN == 0:
-            _join(lines, texts)
+        if index % SITES_PER_JOIN == 0:
+            join_pending(lines, texts, _encoded)
     for metric, extra_labels, value in extra:
         written = _pairs(extra_labels)
         labels = "{" + written + "}" if written else ""
         lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
-    _join(lines, texts)
+    join_pending(lines, texts, _encoded)
     for metric in definitions:
         family = texts.pop(metric.name, None)
         if family:
-            family[0] = _header(metric, openmetrics) + family[0]
-            while family:  # each text let go of once encoded
-                yield family.pop(0).encode()
+            yield from given_out(_header(metric, openmetrics).encode(), family)
 
 
-_SITES_PER_JOIN = 64
+def _encoded(lines: list[str]) -> bytes:
+    return "".join(lines).encode()
+
+
 _NOWHERE: list[str] = []  # never appended to: every sample has a family
 # Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
 # samples are nine in ten the same objects from scrape to scrape (a quiet store writes
@@ -112,13 +108,6 @@ _NOWHERE: list[str] = []  # never appended to: every sample has a family
 # its memory (held among the scrape's passing objects): a few dozen stores' lines are
 # kept, a thousand stores' are written anew.
 KEPT_LINES = 5_000
-
-
-def _join(lines: dict[str, list[str]], texts: dict[str, list[str]]) -> None:
-    for name, family in lines.items():
-        if family:
-            texts.setdefault(name, []).append("".join(family))
-            family.clear()
 
 
 def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -> int:

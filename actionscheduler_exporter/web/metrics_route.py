@@ -110,9 +110,9 @@ async def _send_parts(
     stores'): held whole, a 15 MB exposition was copied once more into one body and once
     more into the socket's buffer, 31 MiB over the process's resident size at every
     scrape, past the chart's memory limit. The server sends the pieces chunked, and waits
-    while the client has not read the last ones (its flow control). An answer of one
-    part goes whole: chunked, it would be copied once more. HEAD
-    gets the length of what GET would send; HTTP/1.0, which has no chunks, gets it whole."""
+    while the client has not read the last ones (its flow control). An answer that ends
+    before a piece is full goes whole: chunked, it would be copied once more. HEAD gets
+    the length of what GET would send; HTTP/1.0, which has no chunks, gets it whole."""
     if scope["method"] == "HEAD":
         await _start(send, 200, content_type, headers, sum(len(part) for part in parts))
         await send({"type": "http.response.body", "body": b""})

@@ -304,12 +304,12 @@ def test_the_documented_resolution_of_schema_3() -> None:
 def test_the_messages_are_given_in_parts_and_read_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 40: each family's Metric fields are joined every `_SITES_PER_JOIN` sites and
+    """Issue 40: each family's Metric fields are joined every `SITES_PER_JOIN` sites and
     given out in turn after the family's head and length, never joined into one body;
     however the sites are grouped, the stream is the same bytes, message by message."""
     found = [*results(), *(dataclasses.replace(result, label="third") for result in results())]
     whole = protobuf.encode(found, catalog.ALL, [])
-    monkeypatch.setattr(protobuf, "_SITES_PER_JOIN", 1)
+    monkeypatch.setattr(protobuf, "SITES_PER_JOIN", 1)
     parts = list(protobuf.families(found, catalog.ALL, []))
     assert b"".join(parts) == whole
     assert family_names(whole) == [family.name for family in decode(whole)]
