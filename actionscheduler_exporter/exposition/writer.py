@@ -81,6 +81,9 @@ def families(
     texts: dict[str, list[bytes]] = {}  # per family, its lines joined so far
     lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
     keep = KEPT_LINES
+    # Fewer sites than one join's are written as one part: their answer is sent whole, and
+    # a part per family was a tenth of one store's scrape outside the database.
+    whole = len(results) < SITES_PER_JOIN
     for index, result in enumerate(results, 1):
         keep = _site_lines(result, lines, keep)
         if index % SITES_PER_JOIN == 0:
@@ -89,11 +92,27 @@ def families(
         written = _pairs(extra_labels)
         labels = "{" + written + "}" if written else ""
         lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
+    if whole:
+        yield _one_part(lines, definitions, openmetrics)
+        return
     join_pending(lines, texts, _encoded)
     for metric in definitions:
         family = texts.pop(metric.name, None)
         if family:
             yield from given_out(_header(metric, openmetrics).encode(), family)
+
+
+def _one_part(
+    lines: dict[str, list[str]], definitions: Iterable[MetricDef], openmetrics: bool
+) -> bytes:
+    """Every family's head and lines, in the definitions' order, as one text."""
+    written: list[str] = []
+    for metric in definitions:
+        family = lines.get(metric.name)
+        if family:
+            written.append(_header(metric, openmetrics))
+            written += family
+    return "".join(written).encode()
 
 
 def _encoded(lines: list[str]) -> bytes:

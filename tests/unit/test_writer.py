@@ -4,6 +4,7 @@ results a scripted round produced (no server: the writer is pure)."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from hypothesis import example, given
@@ -15,6 +16,7 @@ from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -130,6 +132,24 @@ def test_the_exposition_is_given_in_parts_of_whole_lines(monkeypatch: pytest.Mon
     assert parsed(rendered, content_type) == parsed(reference, reference_type)
 
 
+def test_fewer_sites_than_one_join_are_written_as_one_part(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One store's answer is sent whole: it is written as one part, the same bytes as in
+    parts (a part per family was a tenth of a small scrape outside the database)."""
+    found = [*results(), SiteResult("families reversed", (), True,
+                                    families_reversed(results()[0].samples))]  # fmt: skip
+    extra = [(catalog.BUILD_INFO, (("version", "1"),), 1.0)]
+    for openmetrics in (False, True):
+        whole = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
+        assert len(whole) == 1
+        monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+        in_parts = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
+        monkeypatch.undo()
+        assert len(in_parts) > len(found)
+        assert whole == [b"".join(in_parts)]
+
+
 def families_reversed(samples: list[Sample]) -> list[Sample]:
     """The samples with their families in the reverse order, each family's in its own."""
     by_family: dict[str, list[Sample]] = {}
@@ -241,3 +261,17 @@ def test_the_process_metrics_are_what_prometheus_clients_collector_reports(
         ("process_open_fds", 5),
     ):
         assert abs(value[moving] - expected[moving]) <= within, moving
+
+
+def test_the_process_cpu_is_read_afresh_at_each_scrape() -> None:
+    """/proc/self/stat is read from a descriptor kept open: each reading is the process's
+    state then, not the one of the first."""
+
+    def cpu_seconds() -> float:
+        return next(item.value for item in process_samples() if item.name == "process_cpu_seconds")
+
+    first = cpu_seconds()
+    give_up = time.monotonic() + 30
+    while cpu_seconds() == first and time.monotonic() < give_up:
+        sum(range(10_000))  # CPU time, counted in ticks of 10 ms
+    assert cpu_seconds() > first
