@@ -8,7 +8,7 @@ import gzip
 import http.client
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,6 +16,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from actionscheduler_exporter.config import SiteConfig
+from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.web import metrics_route
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
@@ -184,6 +186,7 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     binary = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
     assert binary.headers["content-length"] == str(len(binary.body))
     monkeypatch.setattr(metrics_route, "_PIECE", 1)
+    monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)  # one store's text in parts too
     pieces = _raw_get(running.port, {})
     assert pieces.headers.get("transfer-encoding") == "chunked"
     assert "content-length" not in pieces.headers
@@ -208,6 +211,45 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     assert messages.headers.get("transfer-encoding") == "chunked" and len(messages.chunks) > 10
     assert family_names(messages.body) == family_names(binary.body)
     assert "actionscheduler_up" in family_names(binary.body)
+
+
+def test_nothing_more_is_written_once_the_client_has_gone(
+    store: ActionSchedulerStore, exporter_http: StartExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scraper that stops waiting for a large answer (Prometheus at its timeout, with a
+    thousand stores' 15 MB) closes its connection: the writing stops there, instead of
+    spending the rest of the exporter's CPU on an answer nobody reads."""
+    store.create("woocommerce_deliver_webhook_async")
+    running = exporter_http()
+    taken: list[int] = []  # per answer, the parts written before it ended
+
+    def counted(*arguments: object, **options: object) -> tuple[Iterator[bytes], str]:
+        parts, content_type = render_parts(*arguments, **options)  # type: ignore[arg-type]
+
+        def counting() -> Iterator[bytes]:
+            count = 0
+            try:
+                for part in parts:
+                    count += 1
+                    yield part
+            finally:
+                taken.append(count)
+
+        return counting(), content_type
+
+    monkeypatch.setattr(metrics_route, "render_parts", counted)
+    monkeypatch.setattr(metrics_route, "_PIECE", 1)
+    monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+    whole = _raw_get(running.port, {})
+    assert len(whole.chunks) > 10
+    assert wait_until(lambda: len(taken) == 1, 30)
+    every = taken[0]
+    request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", running.port), timeout=30) as leaving:
+        leaving.sendall(request.encode())
+    assert wait_until(lambda: len(taken) == 2, 30)
+    assert taken[1] < every / 2
+    assert _series(_raw_get(running.port, {}).body) == _series(whole.body)
 
 
 PROTOBUF_ACCEPT = (

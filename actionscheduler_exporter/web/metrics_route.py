@@ -53,9 +53,9 @@ class MetricsRoute:
             headers = [(b"allow", b"GET, HEAD")]
             await _send(send, 405, b"Method Not Allowed\n", _PLAIN, headers)
         else:
-            await self._scrape(scope, send)
+            await self._scrape(scope, receive, send)
 
-    async def _scrape(self, scope: Scope, send: Send) -> None:
+    async def _scrape(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _first_values(scope["headers"])
         try:
             budget = ScrapeBudget.from_header(headers.get(_TIMEOUT))
@@ -86,7 +86,7 @@ class MetricsRoute:
         if encoding.chosen(headers.get(_ACCEPT_ENCODING)) == encoding.GZIP:
             parts = _gzipped(parts)
             extra.append((b"content-encoding", b"gzip"))
-        await _send_parts(send, scope, parts, content_type.encode("latin-1"), extra)
+        await _send_parts(send, receive, scope, parts, content_type.encode("latin-1"), extra)
 
 
 def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
@@ -100,6 +100,7 @@ def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
 
 async def _send_parts(
     send: Send,
+    receive: Receive,
     scope: Scope,
     parts: Iterator[bytes],
     content_type: bytes,
@@ -112,7 +113,8 @@ async def _send_parts(
     scrape, past the chart's memory limit. The server sends the pieces chunked, and waits
     while the client has not read the last ones (its flow control). An answer that ends
     before a piece is full goes whole: chunked, it would be copied once more. HEAD gets
-    the length of what GET would send; HTTP/1.0, which has no chunks, gets it whole."""
+    the length of what GET would send; HTTP/1.0, which has no chunks, gets it whole.
+    Once the client has gone (a scraper that stopped waiting), nothing more is written."""
     if scope["method"] == "HEAD":
         await _start(send, 200, content_type, headers, sum(len(part) for part in parts))
         await send({"type": "http.response.body", "body": b""})
@@ -122,22 +124,37 @@ async def _send_parts(
         return
     pending: list[bytes] = []
     size = 0
-    started = False
-    for part in parts:
-        if size >= _PIECE:  # a piece, and more comes after it
-            if not started:
-                await _start(send, 200, content_type, headers, None)
-                started = True
-            piece = b"".join(pending)
-            pending.clear()
-            size = 0
-            await send({"type": "http.response.body", "body": piece, "more_body": True})
-        pending.append(part)
-        size += len(part)
-    if started:
-        await send({"type": "http.response.body", "body": b"".join(pending)})
-    else:
-        await _send(send, 200, b"".join(pending), content_type, headers)
+    gone: asyncio.Task[None] | None = None  # ends when the client has gone
+    try:
+        for part in parts:
+            if size >= _PIECE:  # a piece, and more comes after it
+                if gone is None:
+                    await _start(send, 200, content_type, headers, None)
+                    gone = asyncio.ensure_future(_until_gone(receive))
+                piece = b"".join(pending)
+                pending.clear()
+                size = 0
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+                # A turn of the loop per piece: the client's leaving is seen, and other
+                # requests are answered meanwhile.
+                await asyncio.sleep(0)
+                if gone.done():
+                    return
+            pending.append(part)
+            size += len(part)
+        if gone is not None:
+            await send({"type": "http.response.body", "body": b"".join(pending)})
+        else:
+            await _send(send, 200, b"".join(pending), content_type, headers)
+    finally:
+        if gone is not None:
+            gone.cancel()
+
+
+async def _until_gone(receive: Receive) -> None:
+    """Returns when the server tells that the client has gone (or the answer is over)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _start(
