@@ -29,7 +29,7 @@ import pymysql
 
 from bench.exporters import BASELINE, Running, exporter_for
 from bench.measure import metric_values, resident_mib
-from bench.server import ROOT, TABLE_CACHES
+from bench.server import ROOT, TABLE_CACHES, size_table_cache
 from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
 from testbed.store_profile import StoreProfile
@@ -53,6 +53,7 @@ def second_server() -> Iterator[Server]:
         extra_arguments=["--innodb-buffer-pool-size=512M", *TABLE_CACHES],
     )
     try:
+        size_table_cache(server, 1_000)
         yield server
     finally:
         server.stop()
