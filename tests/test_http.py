@@ -186,7 +186,7 @@ def test_a_large_answer_is_sent_family_by_family_as_it_is_written(
     binary = _raw_get(running.port, {"Accept": PROTOBUF_ACCEPT})
     assert binary.headers["content-length"] == str(len(binary.body))
     monkeypatch.setattr(metrics_route, "_PIECE", 1)
-    monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)  # one store's text in parts too
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)  # one store's text in parts too
     pieces = _raw_get(running.port, {})
     assert pieces.headers.get("transfer-encoding") == "chunked"
     assert "content-length" not in pieces.headers
@@ -239,7 +239,7 @@ def test_nothing_more_is_written_once_the_client_has_gone(
 
     monkeypatch.setattr(metrics_route, "render_parts", counted)
     monkeypatch.setattr(metrics_route, "_PIECE", 1)
-    monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
     whole = _raw_get(running.port, {})
     assert len(whole.chunks) > 10
     assert wait_until(lambda: len(taken) == 1, 30)

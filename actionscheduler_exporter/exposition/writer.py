@@ -48,6 +48,10 @@ def _negative_zero(value: float) -> bool:
     return value == 0 and math.copysign(1.0, value) < 0
 
 
+# Up to this many sites, the text is written as one part (held once more as one text:
+# a few busy stores' hundreds of kB, not sixty's megabytes).
+ONE_PART_SITES = 8
+
 _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "info": "gauge"}
 
 
@@ -81,12 +85,12 @@ def families(
     texts: dict[str, list[bytes]] = {}  # per family, its lines joined so far
     lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
     keep = KEPT_LINES
-    # Fewer sites than one join's are written as one part: their answer is sent whole, and
-    # a part per family was a tenth of one store's scrape outside the database.
-    whole = len(results) < SITES_PER_JOIN
+    # A few sites are written as one part: their answer is sent whole, and a part per
+    # family was a tenth of one store's scrape outside the database.
+    whole = len(results) <= ONE_PART_SITES
     for index, result in enumerate(results, 1):
         keep = _site_lines(result, lines, keep)
-        if index % SITES_PER_JOIN == 0:
+        if not whole and index % SITES_PER_JOIN == 0:
             join_pending(lines, texts, _encoded)
     for metric, extra_labels, value in extra:
         written = _pairs(extra_labels)

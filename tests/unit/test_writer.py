@@ -4,6 +4,7 @@ results a scripted round produced (no server: the writer is pure)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.exposition import process, writer
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
@@ -114,6 +115,7 @@ def test_the_exposition_is_given_in_parts_of_whole_lines(monkeypatch: pytest.Mon
     Each part is whole lines, a family's header comes once, before its first part, and
     sites whose samples come in another order of families are written as they are."""
     monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
     found = [
         *results(),
         SiteResult("few", (), True, [Sample(catalog.UP, 1.0)]),
@@ -132,20 +134,19 @@ def test_the_exposition_is_given_in_parts_of_whole_lines(monkeypatch: pytest.Mon
     assert parsed(rendered, content_type) == parsed(reference, reference_type)
 
 
-def test_fewer_sites_than_one_join_are_written_as_one_part(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_few_sites_are_written_as_one_part(monkeypatch: pytest.MonkeyPatch) -> None:
     """One store's answer is sent whole: it is written as one part, the same bytes as in
     parts (a part per family was a tenth of a small scrape outside the database)."""
     found = [*results(), SiteResult("families reversed", (), True,
                                     families_reversed(results()[0].samples))]  # fmt: skip
     extra = [(catalog.BUILD_INFO, (("version", "1"),), 1.0)]
+    monkeypatch.setattr(writer, "SITES_PER_JOIN", 2)  # a join within them changes nothing
     for openmetrics in (False, True):
         whole = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
         assert len(whole) == 1
-        monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+        monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
         in_parts = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
-        monkeypatch.undo()
+        monkeypatch.setattr(writer, "ONE_PART_SITES", len(found))
         assert len(in_parts) > len(found)
         assert whole == [b"".join(in_parts)]
 
@@ -275,3 +276,7 @@ def test_the_process_cpu_is_read_afresh_at_each_scrape() -> None:
     while cpu_seconds() == first and time.monotonic() < give_up:
         sum(range(10_000))  # CPU time, counted in ticks of 10 ms
     assert cpu_seconds() > first
+    # A descriptor closed behind its back is opened again.
+    assert process._stat_file is not None
+    os.close(process._stat_file[1])
+    assert cpu_seconds() >= first
