@@ -10,6 +10,7 @@ line the collector parses from /proc/self/limits), and the start time is read on
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -49,12 +50,21 @@ _stat_file: tuple[int, int] | None = None  # the process id, and its /proc/self/
 def _stat() -> bytes:
     """/proc/self/stat as it is now, read again from the start of a descriptor kept open:
     procfs writes it afresh at each read (opening and closing it was a third of this
-    module's time per scrape). A forked child opens its own."""
+    module's time per scrape). A forked child opens its own; a descriptor that fails is
+    opened again once."""
     global _stat_file
     pid = os.getpid()
-    if _stat_file is None or _stat_file[0] != pid:
-        _stat_file = (pid, os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC))
-    return os.pread(_stat_file[1], 4096, 0)
+    for _ in range(2):
+        if _stat_file is None or _stat_file[0] != pid:
+            if _stat_file is not None:
+                with contextlib.suppress(OSError):
+                    os.close(_stat_file[1])
+            _stat_file = (pid, os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC))
+        try:
+            return os.pread(_stat_file[1], 4096, 0)
+        except OSError:
+            _stat_file = (-1, _stat_file[1])  # closed and opened again by the next turn
+    raise OSError("/proc/self/stat could not be read")
 
 
 def process_samples() -> list[ProcessSample]:
