@@ -30,11 +30,25 @@ _TEXT_FAMILIES = tuple(metric for metric in catalog.ALL if metric not in catalog
 BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
 
 
-@functools.lru_cache(maxsize=64)
 def negotiate(accept: str | None) -> str:
     """The content type to answer with: the most preferred (by q) that is written here.
     A scraper sends the same header every time: parsing Prometheus' (five types with
-    their options) took 11 us per scrape."""
+    their options) took 11 µs per scrape, so a header of a usual size is remembered."""
+    if accept is not None and len(accept) > _REMEMBERED_ACCEPT:
+        return _negotiated(accept)
+    return _remembered(accept)
+
+
+# Longer headers are parsed each time: the cache holds no client's megabytes.
+_REMEMBERED_ACCEPT = 1024
+
+
+@functools.lru_cache(maxsize=64)
+def _remembered(accept: str | None) -> str:
+    return _negotiated(accept)
+
+
+def _negotiated(accept: str | None) -> str:
     best, best_q = TEXT, 0.0
     for entry in (accept or "").split(","):
         media, *params = (part.strip() for part in entry.split(";"))

@@ -47,6 +47,12 @@ def test_prometheus_with_native_histograms_gets_protobuf_and_without_does_not() 
         != PROTOBUF
     )
     assert negotiate(f"{PROTOBUF};q=0.1,text/plain;q=0.5").startswith("text/plain")
+    # Asked again, the same answers (remembered); a header longer than any scraper's is
+    # read each time, never remembered.
+    assert negotiate(NATIVE_ACCEPT) == PROTOBUF
+    padded = "x-padding/none;q=0.9," * 100 + NATIVE_ACCEPT
+    assert len(padded) > 1024
+    assert negotiate(padded) == PROTOBUF and negotiate(padded) == PROTOBUF
 
 
 def labels_of(metric: Any) -> tuple[tuple[str, str], ...]:
