@@ -130,7 +130,7 @@ async def _send_parts(
             if size >= _PIECE:  # a piece, and more comes after it
                 if gone is None:
                     await _start(send, 200, content_type, headers, None)
-                    gone = asyncio.ensure_future(_until_gone(receive))
+                    gone = asyncio.create_task(_until_gone(receive))
                 piece = b"".join(pending)
                 pending.clear()
                 size = 0
@@ -138,7 +138,7 @@ async def _send_parts(
                 # A turn of the loop per piece: the client's leaving is seen, and other
                 # requests are answered meanwhile.
                 await asyncio.sleep(0)
-                if gone.done():
+                if _has_gone(gone):
                     return
             pending.append(part)
             size += len(part)
@@ -155,6 +155,12 @@ async def _until_gone(receive: Receive) -> None:
     """Returns when the server tells that the client has gone (or the answer is over)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+def _has_gone(watch: asyncio.Task[None]) -> bool:
+    """Whether the watch saw the client leave; a watch that failed (a server whose
+    `receive` raises) tells nothing, and the answer goes on."""
+    return watch.done() and not watch.cancelled() and watch.exception() is None
 
 
 async def _start(
