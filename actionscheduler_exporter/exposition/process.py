@@ -50,21 +50,23 @@ _stat_file: tuple[int, int] | None = None  # the process id, and its /proc/self/
 def _stat() -> bytes:
     """/proc/self/stat as it is now, read again from the start of a descriptor kept open:
     procfs writes it afresh at each read (opening and closing it was a third of this
-    module's time per scrape). A forked child opens its own; a descriptor that fails is
-    opened again once."""
+    module's time per scrape). A forked child closes the parent's and opens its own; one
+    that fails is left as it is (its number may be another file's by now) and a new one
+    opened."""
     global _stat_file
     pid = os.getpid()
-    for _ in range(2):
-        if _stat_file is None or _stat_file[0] != pid:
-            if _stat_file is not None:
-                with contextlib.suppress(OSError):
-                    os.close(_stat_file[1])
-            _stat_file = (pid, os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC))
-        try:
-            return os.pread(_stat_file[1], 4096, 0)
-        except OSError:
-            _stat_file = (-1, _stat_file[1])  # closed and opened again by the next turn
-    raise OSError("/proc/self/stat could not be read")
+    if _stat_file is not None:
+        kept_by, descriptor = _stat_file
+        if kept_by == pid:
+            try:
+                return os.pread(descriptor, 4096, 0)
+            except OSError:
+                pass
+        else:
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+    _stat_file = (pid, os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC))
+    return os.pread(_stat_file[1], 4096, 0)
 
 
 def process_samples() -> list[ProcessSample]:
