@@ -35,8 +35,8 @@ def negotiate(accept: str | None) -> str:
     A scraper sends the same header every time: parsing Prometheus' (five types with
     their options) took 11 µs per scrape, so a header of a usual size is remembered."""
     if accept is not None and len(accept) > _REMEMBERED_ACCEPT:
-        return _negotiated(accept)
-    return _remembered(accept)
+        return _negotiated.__wrapped__(accept)
+    return _negotiated(accept)
 
 
 # Longer headers are parsed each time: the cache holds no client's megabytes.
@@ -44,10 +44,6 @@ _REMEMBERED_ACCEPT = 1024
 
 
 @functools.lru_cache(maxsize=64)
-def _remembered(accept: str | None) -> str:
-    return _negotiated(accept)
-
-
 def _negotiated(accept: str | None) -> str:
     best, best_q = TEXT, 0.0
     for entry in (accept or "").split(","):
