@@ -19,7 +19,7 @@ BUFFER_POOL = os.environ.get("AS_BENCH_BUFFER_POOL", "2G")
 # one size make 8,000 tables; the open tables are sized after start (`size_table_cache`).
 # With the defaults (2,000 and 400) a thousand stores' floor is bound by opening tables,
 # and slows from pass to pass as the caches churn (520 ms to 1,270 ms in ten passes).
-TABLE_CACHES = ["--table-open-cache=10000", "--table-definition-cache=10000"]
+TABLE_CACHES = ["--table-definition-cache=10000"]
 # Open tables are instances: each subquery of a statement holds one of its table. The
 # exporter's statements keep about 18 per store open (a scrape's hot statement 9, the
 # heavy tier and the due split the rest), the floor's 8. MariaDB cuts the setting to what
