@@ -121,6 +121,7 @@ class MonitoredSite:
         return results
 
     def close(self) -> None:
+        self._reader.close()
         self.session.close()
         if self._heavy is not None:
             self._heavy.close()

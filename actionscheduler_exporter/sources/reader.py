@@ -30,6 +30,7 @@ class SourceReader:
         self.counters = counters
         self.clock = clock
         self._problems = problems or ProblemLog()
+        self._closed = False
         # The success sample of each source, made once per value (a thousand sites' round
         # reports ten of them per site).
         self._successes: dict[tuple[str, bool], Sample] = {}
@@ -54,10 +55,11 @@ class SourceReader:
             failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
             return self._failed(source, site, previous, started, failure)
         finished = self.clock()
-        self._problems.clear(
-            f"{site}/{source.name}",
-            lambda: LogLine.of("source recovered", site, source=source.name),
-        )
+        if not self._closed:
+            self._problems.clear(
+                f"{site}/{source.name}",
+                lambda: LogLine.of("source recovered", site, source=source.name),
+            )
         return Reading(samples, True, finished - started, finished)
 
     def _failed(
@@ -69,7 +71,7 @@ class SourceReader:
         error: SourceError,
     ) -> Reading:
         self.count(site, source, error.kind)
-        self._problems.set(
+        self._set_problem(
             f"{site}/{source.name}",
             LogLine.of("source failed", site, source=source.name, kind=error.kind,
                        error=error.message),
@@ -110,8 +112,20 @@ class SourceReader:
 
     def note(self, key: str, problem: LogLine | None) -> None:
         """Logs any other problem (None: none) when it changes."""
-        self._problems.set(key, problem)
+        self._set_problem(key, problem)
 
     def problem(self, site: str, problem: LogLine | None) -> None:
         """Logs a problem of the site as a whole (down, slow; None: none) when it changes."""
-        self._problems.set(site, problem, recovered=LogLine.of("site recovered", site))
+        self._set_problem(site, problem, recovered=LogLine.of("site recovered", site))
+
+    def close(self) -> None:
+        """The site is gone: what a reading still in flight finds is no longer logged. A
+        site dropped at a reload (its database dropped with it, often) would otherwise
+        report its heavy tier's refresh failing, after it has left the configuration."""
+        self._closed = True
+
+    def _set_problem(
+        self, key: str, problem: LogLine | None, *, recovered: LogLine | None = None
+    ) -> None:
+        if not self._closed:
+            self._problems.set(key, problem, recovered=recovered)

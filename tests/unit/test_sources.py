@@ -4,6 +4,7 @@ a clock the test moves (no sleeps)."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Iterable
 
@@ -257,6 +258,27 @@ def test_a_closed_source_no_longer_counts_as_lacking_its_first_value(clock: Fake
         assert Owner().refresh.latest(30.0) == 1  # alone: waited for
     finally:
         queue.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_closed_sites_reading_in_flight_logs_nothing(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture, closed: bool
+) -> None:
+    """A site dropped while its refresh is in flight (at a reload, or a test's site once
+    its database is dropped) does not log that refresh's failure: the site has gone."""
+    caplog.set_level(logging.INFO)
+    source = Counting(interval=10, held=True)
+    runner, reader = scheduled(source, clock)
+    source.fail_with = "forbidden"
+    started = runner.samples(Deadline(clock(), clock))  # started, not waited for
+    assert values(started, catalog.WORKER_PODS) == []
+    wait_until(lambda: source.readings.now == 1, 30)
+    if closed:
+        reader.close()
+    source.permits.release()
+    runner.samples(Deadline(clock() + 30, clock))  # waits for the refresh to finish
+    failed = [record for record in caplog.records if record.getMessage() == "source failed"]
+    assert len(failed) == (0 if closed else 1)
 
 
 def test_cached_readings_forget_the_prefixes_a_round_no_longer_has(clock: FakeClock) -> None:
