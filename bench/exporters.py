@@ -34,6 +34,14 @@ PROMETHEUS_ACCEPT = (
     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
 
+# What Prometheus sends with native histograms enabled: the protobuf format first.
+PROMETHEUS_PROTOBUF_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+    "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+_PROTOBUF_TYPE = "application/vnd.google.protobuf"
+
 
 @dataclass
 class Running:
@@ -43,21 +51,31 @@ class Running:
 
     def scrape(self) -> str:
         """GET /metrics as Prometheus does it: on a kept-alive connection, its Accept."""
+        return self._scrape(PROMETHEUS_ACCEPT, protobuf=False).decode()
+
+    def scrape_protobuf(self) -> bytes:
+        """GET /metrics as Prometheus does it with native histograms enabled."""
+        return self._scrape(PROMETHEUS_PROTOBUF_ACCEPT, protobuf=True)
+
+    def _scrape(self, accept: str, *, protobuf: bool) -> bytes:
         try:
-            response = self._get()
+            response = self._get(accept)
         except (http.client.RemoteDisconnected, ConnectionError):
             # The server closed the idle connection (uvicorn's keep-alive is 5 s): reopen.
             self._connection = None
-            response = self._get()
-        body = response.read().decode()
+            response = self._get(accept)
+        body = response.read()
         if response.status != 200:
-            raise RuntimeError(f"/metrics answered {response.status}: {body[:200]}")
+            raise RuntimeError(f"/metrics answered {response.status}: {body[:200]!r}")
+        content_type = response.getheader("content-type", "")
+        if content_type.startswith(_PROTOBUF_TYPE) != protobuf:
+            raise RuntimeError(f"/metrics answered {content_type!r} to {accept!r}")
         return body
 
-    def _get(self) -> http.client.HTTPResponse:
+    def _get(self, accept: str) -> http.client.HTTPResponse:
         if self._connection is None:
             self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
-        self._connection.request("GET", "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+        self._connection.request("GET", "/metrics", headers={"Accept": accept})
         return self._connection.getresponse()
 
 

@@ -35,6 +35,7 @@ from bench.many_sites import (
     USER,
     connections_watched,
     sites_up,
+    sites_up_protobuf,
     wait_heavy,
 )
 from bench.measure import Timings, metric_values, process_cpu_seconds, resident_mib
@@ -55,7 +56,10 @@ CONNECTIONS = 4  # connections_per_server's default: the floor's budget too
 # a backlog that changes between any two scrapes is.
 AT_PROMETHEUS_PACE = f"{SITES} databases, split due at every scrape"
 SPLIT_READ_EACH_TIME = f"{SITES} databases, split read at every scrape"
-NOT_JUDGED = (AT_PROMETHEUS_PACE, SPLIT_READ_EACH_TIME)
+# The thousand databases scraped as Prometheus does with native histograms enabled: the
+# protobuf exposition, encoded by its own writer (`exposition.protobuf`).
+PROTOBUF = f"{SITES} databases, protobuf"
+NOT_JUDGED = (AT_PROMETHEUS_PACE, SPLIT_READ_EACH_TIME, PROTOBUF)
 
 
 def _exporters() -> list[tuple[str, Path | None]]:
@@ -128,11 +132,12 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
         ),
         AT_PROMETHEUS_PACE: (_databases({**site, "due_split_interval": "100ms"}), databases),
         SPLIT_READ_EACH_TIME: (_databases({**site, "due_split_interval": 0}), databases),
+        PROTOBUF: (_databases(site), databases),
     }
     measured: dict[str, Any] = {}
     for setup, (document, statements) in setups.items():
         print(f"  {setup}: against the floor ...", flush=True)
-        measured[setup] = _many(server, document, statements, workdir)
+        measured[setup] = _many(server, document, statements, workdir, setup == PROTOBUF)
         for name, result in measured[setup].items():
             print(f"  {setup}: {name}: {_line(result)}", flush=True)
     return measured
@@ -148,13 +153,17 @@ def _databases(site: dict[str, Any]) -> dict[str, Any]:
 
 
 def _many(
-    server: Server, document: dict[str, Any], statements: list[str], workdir: Path
+    server: Server,
+    document: dict[str, Any],
+    statements: list[str],
+    workdir: Path,
+    protobuf: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Every exporter (this checkout's, and the baseline's) running at once, each as its
     own database user (its connections counted apart), their scrapes interleaved with the
     floor's as in the one-store case: one after the other, a quiet or a loaded moment of
     the machine decided their comparison (2.02 against 1.85 times the floor one way, 1.78
-    against 1.96 the other, in one run)."""
+    against 1.96 the other, in one run). With `protobuf`, scraped in that format."""
     users = {"exporter": USER, "baseline": BASELINE_USER}
     with (
         many_stores_floor(server.connect, statements, CONNECTIONS) as floor,
@@ -168,16 +177,21 @@ def _many(
             running[name] = stack.enter_context(
                 exporter_for(own, workdir, name=name, source=source)
             )
+        scrapes: dict[str, Callable[[], object]] = {
+            name: exporter.scrape_protobuf if protobuf else exporter.scrape
+            for name, exporter in running.items()
+        }
+        up_in = _up_in_protobuf if protobuf else _up_in_text
         first: dict[str, tuple[float, int, float | None]] = {}
         for name, exporter in running.items():
             # The server as a shop's is when an exporter starts: its tables opened once.
             # The exporter timed first otherwise opened all of them for the next.
             floor.run()
             started = time.perf_counter()
-            answer = exporter.scrape()
+            answer = scrapes[name]()
             first[name] = (
                 time.perf_counter() - started,
-                sites_up(answer),
+                up_in(answer),
                 wait_heavy(exporter, len(statements)),
             )
         floor.run()
@@ -187,7 +201,7 @@ def _many(
             else None
         )
         timed = _alternated(
-            {name: exporter.scrape for name, exporter in running.items()},
+            scrapes,
             floor.run,
             MANY_STORES_ROUNDS,
             cpu,
@@ -201,12 +215,12 @@ def _many(
             ours, floors = timed[name]
             replayed = (
                 replay_against_floor(
-                    server, captured(server, exporter.scrape, users[name]), floor, replay_in
+                    server, captured(server, scrapes[name], users[name]), floor, replay_in
                 )
                 if server.process
                 else None
             )
-            up = sites_up(exporter.scrape())
+            up = up_in(scrapes[name]())
             rss, peak = resident_mib(exporter.process.pid)
             first_s, first_up, heavy_s = first[name]
             measured[name] = {
@@ -226,6 +240,16 @@ def _many(
                 "replayed": replayed.as_dict() if replayed else None,
             }
     return measured
+
+
+def _up_in_text(answer: object) -> int:
+    return sites_up(str(answer))
+
+
+def _up_in_protobuf(answer: object) -> int:
+    if not isinstance(answer, bytes):
+        raise TypeError(f"a protobuf scrape answered {type(answer).__name__}, not bytes")
+    return sites_up_protobuf(answer)
 
 
 def _alternated(

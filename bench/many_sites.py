@@ -33,6 +33,7 @@ from bench.server import ROOT, TABLE_CACHES, size_table_cache
 from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
 from testbed.store_profile import StoreProfile
+from tests.support.metrics_proto import decode
 
 SITES = 1000
 TEMPLATE = StoreProfile(300, due=10)
@@ -231,6 +232,17 @@ def _selects(servers: list[Server]) -> int:
 
 def sites_up(exposition: str) -> int:
     return sum(1 for value in metric_values(exposition, "actionscheduler_up").values() if value)
+
+
+def sites_up_protobuf(body: bytes) -> int:
+    """`sites_up` of a protobuf exposition, read with Prometheus' own data model."""
+    return sum(
+        1
+        for family in decode(body)
+        if family.name == "actionscheduler_up"
+        for metric in family.metric
+        if metric.gauge.value
+    )
 
 
 def _heavy_refreshed(exposition: str) -> int:
