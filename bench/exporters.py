@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.client
 import os
 import subprocess
@@ -50,7 +51,8 @@ class Running:
     _connection: http.client.HTTPConnection | None = None
 
     def scrape(self) -> str:
-        """GET /metrics as Prometheus does it: on a kept-alive connection, its Accept."""
+        """GET /metrics as Prometheus does it: on a kept-alive connection, with its Accept
+        and gzip, the answer read and decompressed."""
         return self._scrape(PROMETHEUS_ACCEPT, protobuf=False).decode()
 
     def scrape_protobuf(self) -> bytes:
@@ -65,6 +67,8 @@ class Running:
             self._connection = None
             response = self._get(accept)
         body = response.read()
+        if response.getheader("content-encoding") == "gzip":
+            body = gzip.decompress(body)
         if response.status != 200:
             raise RuntimeError(f"/metrics answered {response.status}: {body[:200]!r}")
         content_type = response.getheader("content-type", "")
@@ -75,7 +79,8 @@ class Running:
     def _get(self, accept: str) -> http.client.HTTPResponse:
         if self._connection is None:
             self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=900)
-        self._connection.request("GET", "/metrics", headers={"Accept": accept})
+        headers = {"Accept": accept, "Accept-Encoding": "gzip"}
+        self._connection.request("GET", "/metrics", headers=headers)
         return self._connection.getresponse()
 
 
