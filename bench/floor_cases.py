@@ -19,6 +19,7 @@ scrape (`due_split_interval: 0`), as a backlog that changes between any two scra
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
@@ -35,7 +36,6 @@ from bench.many_sites import (
     USER,
     connections_watched,
     sites_up,
-    sites_up_protobuf,
     wait_heavy,
 )
 from bench.measure import Timings, metric_values, process_cpu_seconds, resident_mib
@@ -60,6 +60,8 @@ SPLIT_READ_EACH_TIME = f"{SITES} databases, split read at every scrape"
 # protobuf exposition, encoded by its own writer (`exposition.protobuf`).
 PROTOBUF = f"{SITES} databases, protobuf"
 NOT_JUDGED = (AT_PROMETHEUS_PACE, SPLIT_READ_EACH_TIME, PROTOBUF)
+# Which exporter starts first in the first set-up (`many_stores_floor_case`).
+BASELINE_FIRST = os.environ.get("AS_BENCH_BASELINE_FIRST", "") not in ("", "0")
 
 
 def _exporters() -> list[tuple[str, Path | None]]:
@@ -137,11 +139,14 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
     measured: dict[str, Any] = {}
     for number, (setup, (document, statements)) in enumerate(setups.items()):
         print(f"  {setup}: against the floor ...", flush=True)
-        # The exporter started first spends more CPU per scrape on the same work (6 to
+        # The exporter started first spends more CPU per scrape on the same work (15 to
         # 30 ms of a thousand databases' 560 to 620, whichever code it runs), and its
-        # first scrape meets the colder server: every other set-up, the baseline is first.
+        # first scrape meets the colder server: every other set-up, the baseline is
+        # first, and with AS_BENCH_BASELINE_FIRST=1 in the others (a run of each order
+        # has each set-up both ways).
+        baseline_first = number % 2 == (0 if BASELINE_FIRST else 1)
         measured[setup] = _many(
-            server, document, statements, workdir, setup == PROTOBUF, number % 2 == 1
+            server, document, statements, workdir, setup == PROTOBUF, baseline_first
         )
         for name, result in measured[setup].items():
             print(f"  {setup}: {name}: {_line(result)}", flush=True)
@@ -189,7 +194,6 @@ def _many(
             name: exporter.scrape_protobuf if protobuf else exporter.scrape
             for name, exporter in running.items()
         }
-        up_in = _up_in_protobuf if protobuf else _up_in_text
         first: dict[str, tuple[float, int, float | None]] = {}
         for name, exporter in running.items():
             # The server as a shop's is when an exporter starts: its tables opened once.
@@ -199,7 +203,7 @@ def _many(
             answer = scrapes[name]()
             first[name] = (
                 time.perf_counter() - started,
-                up_in(answer),
+                sites_up(answer),
                 wait_heavy(exporter, len(statements)),
             )
         floor.run()
@@ -219,7 +223,8 @@ def _many(
         databases = {site["database"] for site in document["sites"]}
         replay_in = next(iter(databases)) if len(databases) == 1 else None
         measured: dict[str, dict[str, Any]] = {}
-        for name, exporter in running.items():
+        for name, _ in exporters:  # in the tables' order, whichever started first
+            exporter = running[name]
             ours, floors = timed[name]
             replayed = (
                 replay_against_floor(
@@ -228,7 +233,7 @@ def _many(
                 if server.process
                 else None
             )
-            up = up_in(scrapes[name]())
+            up = sites_up(scrapes[name]())
             rss, peak = resident_mib(exporter.process.pid)
             first_s, first_up, heavy_s = first[name]
             measured[name] = {
@@ -248,16 +253,6 @@ def _many(
                 "replayed": replayed.as_dict() if replayed else None,
             }
     return measured
-
-
-def _up_in_text(answer: object) -> int:
-    return sites_up(str(answer))
-
-
-def _up_in_protobuf(answer: object) -> int:
-    if not isinstance(answer, bytes):
-        raise TypeError(f"a protobuf scrape answered {type(answer).__name__}, not bytes")
-    return sites_up_protobuf(answer)
 
 
 def _alternated(

@@ -230,15 +230,16 @@ def _selects(servers: list[Server]) -> int:
     return total - len(servers)
 
 
-def sites_up(exposition: str) -> int:
-    return sum(1 for value in metric_values(exposition, "actionscheduler_up").values() if value)
-
-
-def sites_up_protobuf(body: bytes) -> int:
-    """`sites_up` of a protobuf exposition, read with Prometheus' own data model."""
+def sites_up(exposition: object) -> int:
+    """The sites up in a text exposition (str) or a protobuf one (bytes: read with
+    Prometheus' own data model)."""
+    if isinstance(exposition, str):
+        return sum(1 for value in metric_values(exposition, "actionscheduler_up").values() if value)
+    if not isinstance(exposition, bytes):
+        raise TypeError(f"an exposition is text or protobuf, not {type(exposition).__name__}")
     return sum(
         1
-        for family in decode(body)
+        for family in decode(exposition)
         if family.name == "actionscheduler_up"
         for metric in family.metric
         if metric.gauge.value

@@ -119,9 +119,9 @@ class SourceReader:
         self._set_problem(site, problem, recovered=LogLine.of("site recovered", site))
 
     def close(self) -> None:
-        """The site is gone: what a reading still in flight finds is no longer logged. A
-        site dropped at a reload (its database dropped with it, often) would otherwise
-        report its heavy tier's refresh failing, after it has left the configuration."""
+        """The site is gone: what a reading still in flight finds is no longer logged (a
+        removed site's heavy tier's refresh failing on its dropped tables, after the site
+        has left). A reading that is logging as the site closes may still end its line."""
         self._closed = True
 
     def _set_problem(

@@ -272,7 +272,7 @@ def test_a_closed_sites_reading_in_flight_logs_nothing(
     source.fail_with = "forbidden"
     started = runner.samples(Deadline(clock(), clock))  # started, not waited for
     assert values(started, catalog.WORKER_PODS) == []
-    wait_until(lambda: source.readings.now == 1, 30)
+    assert wait_until(lambda: source.readings.now == 1, 30)
     if closed:
         reader.close()
     source.permits.release()
