@@ -32,8 +32,8 @@ from bench.measure import metric_values, resident_mib
 from bench.server import ROOT, TABLE_CACHES, size_table_cache
 from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
+from testbed.metrics_proto import decode
 from testbed.store_profile import StoreProfile
-from tests.support.metrics_proto import decode
 
 SITES = 1000
 TEMPLATE = StoreProfile(300, due=10)

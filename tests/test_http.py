@@ -20,11 +20,11 @@ from actionscheduler_exporter.exposition import writer
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.web import metrics_route
 from testbed.mariadb import Server
+from testbed.metrics_proto import family_names
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.http_server import RunningExporter
 from tests.support.locks import tables_locked
-from tests.support.metrics_proto import family_names
 from tests.support.truth import compute
 from tests.support.waiting import wait_until
 

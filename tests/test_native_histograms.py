@@ -12,11 +12,11 @@ import pytest
 
 from actionscheduler_exporter.exposition.render import PROTOBUF, render
 from actionscheduler_exporter.metrics import catalog
+from testbed.metrics_proto import decode
 from testbed.store import ActionSchedulerStore
 from tests.support import native_history
 from tests.support.follower import Follow
 from tests.support.http_server import RunningExporter
-from tests.support.metrics_proto import decode
 from tests.support.prometheus import Prometheus
 from tests.unit.test_protobuf import NATIVE_ACCEPT, native_buckets
 

@@ -4,7 +4,7 @@ varint ("encoding=delimited"). The one format that carries native histograms.
 
 Written by hand: the messages use four wire forms (varint, zigzag varint, 64-bit double,
 length-delimited), which is less code than a runtime dependency on `protobuf`. The tests
-decode the output with classes generated from metrics.proto itself (tests/proto/).
+decode the output with classes generated from metrics.proto itself (testbed/proto/).
 Histograms are written from their `_count` samples, which carry the whole series
 (metrics/native.py); their `_bucket` and `_sum` samples serve the text formats only.
 """

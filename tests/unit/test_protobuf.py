@@ -20,7 +20,7 @@ from actionscheduler_exporter.exposition.render import PROTOBUF, negotiate, rend
 from actionscheduler_exporter.metrics import catalog, native
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
-from tests.support.metrics_proto import decode, family_names, metrics_pb2
+from testbed.metrics_proto import decode, family_names, metrics_pb2
 from tests.support.reference_exposition import PROMETHEUS_ACCEPT
 from tests.unit.test_writer import results
 

@@ -1,5 +1,5 @@
 """Prometheus' own data model for the protobuf exposition, generated at test time from
-tests/proto/metrics.proto (its source is noted there) with grpcio-tools' protoc, and a
+testbed/proto/metrics.proto (its source is noted there) with grpcio-tools' protoc, and a
 reader of the delimited stream the exporter writes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-PROTO = Path(__file__).resolve().parents[1] / "proto" / "metrics.proto"
+PROTO = Path(__file__).resolve().parent / "proto" / "metrics.proto"
 
 
 @functools.cache
