@@ -19,6 +19,7 @@ import yaml
 
 from bench import generic
 from bench.measure import http_get
+from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from testbed.mariadb import Server, stop_process
 from testbed.ports import free_port
 
@@ -27,20 +28,6 @@ from testbed.ports import free_port
 BENCH_HEAVY_INTERVAL = "1h"
 # Another checkout (`AS_BENCH_BASELINE=<path>`): its exporter measured beside this one's.
 BASELINE = os.environ.get("AS_BENCH_BASELINE")
-
-
-# What Prometheus 2.x sends: it prefers OpenMetrics.
-PROMETHEUS_ACCEPT = (
-    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
-
-# What Prometheus sends with native histograms enabled: the protobuf format first.
-PROMETHEUS_PROTOBUF_ACCEPT = (
-    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
-    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
-    "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
 _PROTOBUF_TYPE = "application/vnd.google.protobuf"
 
 
@@ -57,7 +44,7 @@ class Running:
 
     def scrape_protobuf(self) -> bytes:
         """GET /metrics as Prometheus does it with native histograms enabled."""
-        return self._scrape(PROMETHEUS_PROTOBUF_ACCEPT, protobuf=True)
+        return self._scrape(NATIVE_ACCEPT, protobuf=True)
 
     def _scrape(self, accept: str, *, protobuf: bool) -> bytes:
         try:

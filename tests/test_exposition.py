@@ -15,11 +15,12 @@ from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed import schedules
+from testbed.accept_headers import PROMETHEUS_ACCEPT
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
 from tests.support.fake_kubernetes import FakeKubernetes, kubernetes_config
 from tests.support.prometheus import promtool
-from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed, render_with_library
+from tests.support.reference_exposition import parsed, render_with_library
 from tests.support.scenarios import NASTY_HOOKS, killed_worker_after_cleaner
 from tests.support.waiting import wait_until
 

@@ -12,13 +12,14 @@ import pytest
 
 from actionscheduler_exporter.exposition.render import PROTOBUF, render
 from actionscheduler_exporter.metrics import catalog
+from testbed.accept_headers import NATIVE_ACCEPT
 from testbed.metrics_proto import decode
 from testbed.store import ActionSchedulerStore
 from tests.support import native_history
 from tests.support.follower import Follow
 from tests.support.http_server import RunningExporter
 from tests.support.prometheus import Prometheus
-from tests.unit.test_protobuf import NATIVE_ACCEPT, native_buckets
+from tests.unit.test_protobuf import native_buckets
 
 DELAY = catalog.START_DELAY.name
 BY_HOOK = catalog.START_DELAY_BY_HOOK.name

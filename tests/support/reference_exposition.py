@@ -51,12 +51,6 @@ def render_with_library(results: Sequence[SiteResult], accept: str | None) -> tu
     return encoder(_Snapshot(families(results))), content_type
 
 
-PROMETHEUS_ACCEPT = (
-    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
-    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-)
-
-
 def parsed(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
     """Families as a parser reads them (the process's own, whose values move, left out)."""
     text = body.decode()

@@ -19,9 +19,10 @@ from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
+from testbed.accept_headers import PROMETHEUS_ACCEPT
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, Script, healthy_store, scalar_subqueries
-from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed
+from tests.support.reference_exposition import parsed
 from tests.support.rounds import read_round
 
 HOSTILE: dict[str, Any] = {

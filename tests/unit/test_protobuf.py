@@ -20,17 +20,10 @@ from actionscheduler_exporter.exposition.render import PROTOBUF, negotiate, rend
 from actionscheduler_exporter.metrics import catalog, native
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
+from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from testbed.metrics_proto import decode, family_names, metrics_pb2
-from tests.support.reference_exposition import PROMETHEUS_ACCEPT
 from tests.unit.test_writer import results
 
-# What Prometheus 2.42 sends with --enable-feature=native-histograms (captured from it).
-NATIVE_ACCEPT = (
-    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
-    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
-    "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,"
-    "*/*;q=0.1"
-)
 TYPES = {"counter": 0, "gauge": 1, "info": 1, "histogram": 4, "unknown": 3}
 
 

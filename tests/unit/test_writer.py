@@ -24,9 +24,10 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.timing import Deadline
+from testbed.accept_headers import PROMETHEUS_ACCEPT
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, healthy_store
-from tests.support.reference_exposition import PROMETHEUS_ACCEPT, parsed, render_with_library
+from tests.support.reference_exposition import parsed, render_with_library
 
 HOSTILE = ['quote " here', "back\\slash", "new\nline", "emoji 🎉", "{braces}"]
 
