@@ -146,7 +146,7 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
     most `KEPT_LINES`, whichever sites' samples were made anew meanwhile."""
     site_pairs = _site_pairs(result.label, result.labels)
     bare, labelled = site_pairs + "} ", site_pairs + ","
-    whole, pairs, copysign = _WHOLE, _pairs, math.copysign
+    whole, label_texts, copysign = _WHOLE, _LABEL_TEXTS, math.copysign
     last: MetricDef | None = None
     append = _NOWHERE.append  # the first sample's family's
     sample_name = ""
@@ -172,7 +172,10 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
             number = repr(value) if -1e6 < value < 1e6 else _go_number(value)
         labels = item.labels
         if labels:
-            line = f"{sample_name}{item.suffix}{labelled}{pairs(labels)}}} {number}\n"
+            text = label_texts.get(labels)
+            if text is None:
+                text = _label_text(labels)
+            line = f"{sample_name}{item.suffix}{labelled}{text}}} {number}\n"
         else:
             line = f"{sample_name}{item.suffix}{bare}{number}\n"
         append(line)
@@ -199,6 +202,21 @@ def _header(metric: MetricDef, openmetrics: bool) -> str:
 def _site_pairs(site: str, labels: Labels) -> str:
     """`{site="x",...` of a site, made once."""
     return "{" + _pairs((("site", site), *labels))
+
+
+# Each label set's text, by the set, for the hot loop: a dict's lookup, where the cache of
+# `_pairs` made a key per call (a tenth of a thousand stores' writing: 131 against 117 ms).
+# Bounded as the shared label sets are (`metrics.samples`): hook and group names are data;
+# past the bound a set's text comes from `_pairs`.
+_LABEL_TEXTS: dict[Labels, str] = {}
+MAX_LABEL_TEXTS = 65_536
+
+
+def _label_text(labels: Labels) -> str:
+    text = _pairs(labels)
+    if len(_LABEL_TEXTS) < MAX_LABEL_TEXTS:
+        _LABEL_TEXTS[labels] = text
+    return text
 
 
 @functools.lru_cache(maxsize=65_536)

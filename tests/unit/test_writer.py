@@ -218,6 +218,22 @@ def test_kept_lines_stay_within_the_bound_when_samples_are_made_anew(
         assert kept([first, second]) <= 10
 
 
+def test_label_texts_kept_stop_at_their_bound_and_the_rest_read_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hook and group names are data: past `MAX_LABEL_TEXTS` label sets, no more texts are
+    kept, and the sets written after that read as they did before."""
+    found = [anew(result) for result in results()]
+    monkeypatch.setattr(writer, "_LABEL_TEXTS", {})
+    expected = text_of(found)
+    unbounded = len(writer._LABEL_TEXTS)
+    assert unbounded > 3
+    monkeypatch.setattr(writer, "_LABEL_TEXTS", {})
+    monkeypatch.setattr(writer, "MAX_LABEL_TEXTS", 3)
+    assert [text_of([anew(result) for result in found]) for _ in range(2)] == [expected] * 2
+    assert len(writer._LABEL_TEXTS) == 3
+
+
 def test_a_sample_with_labels_not_declared_is_refused() -> None:
     with pytest.raises(ValueError, match="not declared"):
         sample(catalog.FAILED_BY_HOOK, 1, group="x")
