@@ -368,24 +368,52 @@ def floor_table(report: dict[str, Any]) -> list[str]:
 
 
 def cpu_table(report: dict[str, Any]) -> list[str]:
-    """Where a scrape's CPU time goes, against the floor's (means per call)."""
+    """Where a scrape's CPU time goes, against the floor's (means per call), and the least
+    wall time that CPU allows (`least_wall`): the part of the ratio that is CPU, and the
+    part that is cores left idle."""
+    machine = report.get("machine", {})
+    cores, apart = machine.get("cores") or 1, bool(machine.get("apart"))
     lines = [
         "CPU time per call, mean (server: the database server's; client: the exporter's"
-        " process, or the benchmark's own for the floor):",
+        " process, or the benchmark's own for the floor). Least wall: the shortest a call"
+        f" with that CPU can take on {cores} cores"
+        f"{', the server on one of its own' if apart else ' shared'} (`least_wall`);"
+        " least ratio: the scrape's least wall over the floor's median; idle: the scrape's"
+        " median over its least wall.",
         "",
-        "| case | exporter | floor server | floor client | scrape server | scrape client |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| case | exporter | floor server | floor client | scrape server | scrape client "
+        "| floor least wall | scrape least wall | least ratio | idle |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for setup, by_exporter in report.get("floor_many", {}).items():
         for name, measured in by_exporter.items():
             cpu = measured.get("cpu_s") or {}
             if cpu:
+                floor_least = least_wall(
+                    cpu["floor_server_s"], cpu["floor_client_s"], cores, apart=apart
+                )
+                scrape_least = least_wall(
+                    cpu["scrape_server_s"], cpu["scrape_client_s"], cores, apart=apart
+                )
+                floor_median = measured["floor"]["median_s"]
                 lines.append(
                     f"| {setup} | {name} | {_ms(cpu['floor_server_s'])} "
                     f"| {_ms(cpu['floor_client_s'])} | {_ms(cpu['scrape_server_s'])} "
-                    f"| {_ms(cpu['scrape_client_s'])} |"
+                    f"| {_ms(cpu['scrape_client_s'])} | {_ms(floor_least)} "
+                    f"| {_ms(scrape_least)} | {scrape_least / floor_median:.2f}x "
+                    f"| {measured['scrape']['median_s'] / scrape_least:.2f}x |"
                 )
     return lines
+
+
+def least_wall(server_s: float, client_s: float, cores: int, *, apart: bool) -> float:
+    """The shortest wall time a call can take that uses `server_s` of the database
+    server's CPU and `client_s` of its client's, a process in which one thread runs Python
+    at a time: no less than the client's CPU, nor than all of it spread over the cores; the
+    server on a core of its own (`apart`), no less than the server's either."""
+    if apart:
+        return max(server_s, client_s)
+    return max(client_s, (server_s + client_s) / cores)
 
 
 def replay_table(report: dict[str, Any]) -> list[str]:
