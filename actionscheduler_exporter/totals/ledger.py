@@ -48,6 +48,7 @@ from actionscheduler_exporter.db.schema import (
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
+from actionscheduler_exporter.totals.shared_keys import SHARED_KEYS, SharedKeys
 
 # How long the walk rests after a statement, relative to the statement's own time.
 PAUSE_RATIO = 1.0
@@ -71,14 +72,6 @@ class Totals:
     skipped: int = 0  # settled chunks whose check was not due at this walk
 
 
-@dataclass
-class _Keys:
-    """One copy of each (status, group) key and hook name for all of a ledger's chunks."""
-
-    pairs: dict[tuple[str, int | None], tuple[str, int | None]] = field(default_factory=dict)
-    hooks: dict[str, str] = field(default_factory=dict)
-
-
 class ActionLedger:
     """The chunk counts of one table prefix, kept between refreshes."""
 
@@ -95,7 +88,7 @@ class ActionLedger:
         self._chunk_rows = chunk_rows
         self.settled_check_every = settled_check_every
         self._walks = 0
-        self._keys = _Keys()
+        self._keys = SHARED_KEYS
         self._pause_ratio = pause_ratio
         self._sleep = sleep
         self._chunks: list[Chunk] = []
@@ -161,7 +154,7 @@ class _RefreshStatements:
         session: Session,
         tables: TableNames,
         chunk_rows: int,
-        keys: _Keys,
+        keys: SharedKeys,
         pause_ratio: float,
         sleep: Callable[[float], None],
     ) -> None:
@@ -217,12 +210,12 @@ class _RefreshStatements:
             group = None if raw_group is None else int(raw_group)
             count = int(raw_count)
             # Hundreds of chunks hold the same keys: one copy of each (memory).
-            key = self._keys.pairs.setdefault((status, group), (status, group))
+            key = self._keys.pair(status, group)
             counted.by_status_group[key] += count
             counted.rows += count
             if status == "failed":
                 hook = label_value(raw_hook)
-                counted.failed_by_hook[self._keys.hooks.setdefault(hook, hook)] += count
+                counted.failed_by_hook[self._keys.hook(hook)] += count
             if status not in FINISHED:
                 counted.open_by_status[status] += count
             if oldest is not None:
@@ -340,7 +333,7 @@ def read_open_counts(
 ) -> dict[int, Counter[str]]:
     """The open actions per grid cell and status, as a walk reads them (the benchmark
     measures its statements)."""
-    walk = _RefreshStatements(session, tables, chunk_rows, _Keys(), PAUSE_RATIO, sleep)
+    walk = _RefreshStatements(session, tables, chunk_rows, SHARED_KEYS, PAUSE_RATIO, sleep)
     return walk.open_counts()
 
 

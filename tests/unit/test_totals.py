@@ -14,7 +14,7 @@ import pytest
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
-from actionscheduler_exporter.totals import ledger
+from actionscheduler_exporter.totals import ledger, shared_keys
 from actionscheduler_exporter.totals.chunk import FINISHED
 from actionscheduler_exporter.totals.ledger import ActionLedger, Totals
 from tests.support.fake_session import FakeSession, Script
@@ -231,3 +231,22 @@ def test_open_actions_are_read_in_pages_of_the_index(
     table.rows[120].status = "complete"  # one moves on: its chunk is recounted
     totals, _ = walk(walker, table)
     assert totals.by_status_group == table.truth()
+
+
+def test_ledgers_share_one_copy_of_each_key_up_to_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 40: a thousand stores' ledgers each held their own copies of the same
+    (status, group) keys and hook names (4.9 MiB). They share one copy of each, up to
+    `MAX_SHARED_KEYS`; past it a key is used as read, and counts the same."""
+    assert ledger.ActionLedger(100)._keys is ledger.ActionLedger(100)._keys
+    keys = shared_keys.SharedKeys()
+    first = keys.pair("pending", 1)
+    assert keys.pair("pending", int("1")) is first
+    assert keys.hook("".join(["wc_", "hook"])) is keys.hook("wc_hook")
+    monkeypatch.setattr(shared_keys, "MAX_SHARED_KEYS", 2)
+    assert keys.pair("failed", 2) == ("failed", 2)
+    assert keys.hook("other") == "other"
+    assert keys.hook("another") == "another"
+    assert len(keys.pairs) == len(keys.hooks) == 2
+    assert keys.pair("pending", 1) is first
