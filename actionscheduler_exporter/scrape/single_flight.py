@@ -27,9 +27,19 @@ class SingleFlight(Generic[T]):
         time) if that is later, or a new call with that deadline when none is in flight."""
         with self._lock:
             self.joins += 1
-            if self._current is None or self._current.done():
-                self._deadline = Deadline(runs_until, self._clock)
-                self._current = self._executor.submit(self._call, self._deadline)
-            else:
+            current = self._current
+            if current is not None and not current.done():
                 self._deadline.extend(runs_until)
-            return self._current
+                return current
+            self._deadline = Deadline(runs_until, self._clock)
+            current = self._current = self._executor.submit(self._call, self._deadline)
+        # Outside the lock: a call already ended runs `_ended` here, at once.
+        current.add_done_callback(self._ended)
+        return current
+
+    def _ended(self, call: Future[T]) -> None:
+        """A call that ended is let go of (its lock, its result) once its callers have it:
+        a thousand sites held one each between scrapes."""
+        with self._lock:
+            if self._current is call:
+                self._current = None

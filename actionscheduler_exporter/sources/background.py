@@ -129,3 +129,8 @@ class BackgroundRefresh(Generic[T]):
                  error=unexpected(error))  # fmt: skip
         finally:
             finished.set()
+            # A refresh ended is as none started: its event and future are let go of (a
+            # thousand sites held 2,000 of each, with their locks: 1.5 MiB).
+            with self._lock:
+                if self._finished is finished:
+                    self._finished = self._queued = None

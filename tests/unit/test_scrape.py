@@ -19,6 +19,7 @@ from actionscheduler_exporter.scrape.pending import PendingScrape
 from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
+from tests.support.waiting import wait_until
 
 
 def test_how_a_ten_second_scrape_is_spent() -> None:
@@ -88,6 +89,18 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
         assert first.result(10) == 1
         assert seen[0].at == 20.0  # extended by the later scraper, not shortened
         assert flight.join(1.0) is not first  # a new call once the first is done
+
+
+def test_single_flight_lets_go_of_a_call_once_it_ended() -> None:
+    """Issue 40: an ended call holds its lock and its result; a thousand sites held one
+    each between scrapes. Once ended it is let go of, also when it ended before `join`
+    returned (its callback then runs in the caller's thread, outside the lock)."""
+    with ThreadPoolExecutor(1) as executor:
+        flight = SingleFlight(executor, lambda deadline: deadline.at, FakeClock())
+        for runs_until in (1.0, 2.0, 3.0):
+            call = flight.join(runs_until)
+            assert call.result(10) == runs_until
+            assert wait_until(lambda: flight._current is None, 10)
 
 
 def test_the_handler_hands_off_to_threads_only_what_may_wait() -> None:
