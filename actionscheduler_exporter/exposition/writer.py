@@ -14,14 +14,16 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from operator import is_not
 from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
-from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN, given_out, join_pending
+from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Labels
+from actionscheduler_exporter.metrics.samples import Labels, Sample
 from actionscheduler_exporter.rounds.result import SiteResult
 
 # Go's formatting of floats (+Inf, 1e+06...), as Prometheus writes and reads them.
@@ -36,7 +38,7 @@ _WHOLE = {float(n): repr(float(n)) for n in range(1024)}
 def _number(value: float) -> str:
     """Go's formatting; below a million (every count and age but the largest) it is
     Python's repr, without the checks for infinities and exponents (a thousand sites'
-    scrape writes a hundred thousand values). `_site_lines` has the same lines inline."""
+    scrape writes a hundred thousand values). `_family_text` has the same lines inline."""
     # An int (a bucket's count) is written as one, "8", as Go's clients write counts.
     written = _WHOLE.get(value) if type(value) is float else None
     if written is None or _negative_zero(value):  # -0.0 finds 0.0's entry
@@ -76,95 +78,221 @@ def families(
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
-    One pass over the samples makes each line into its family's list (after the site's
-    label text, made once per site); every `SITES_PER_JOIN` sites each family's new
-    lines are joined into one part, given out in turn once every site is written
-    (`family_parts`). Written family by family over every site instead, nothing would
-    be held, but finding each family's samples in each site's list cost a fleet of
-    stores that differ 46 to 66 % more writing."""
-    texts: dict[str, list[bytes]] = {}  # per family, its lines joined so far
-    lines: dict[str, list[str]] = {}  # per family, its lines not joined yet
-    keep = KEPT_LINES
+    Each site's samples of one family are written as one text (`_site_texts`), the
+    texts of the last scrape taken again for the families whose samples are the same.
+    Each family's texts are given out in parts of `SITES_PER_JOIN` sites once every site
+    is written. Written family by family over every site instead, nothing would be
+    held, but finding each family's samples in each site's list cost a fleet of stores
+    that differ 46 to 66 % more writing."""
+    texts: dict[str, list[bytes]] = {}  # per family, its texts in the sites' order
+    last = _LAST.take()
+    kept: dict[str, _SiteText] = {}
+    for result in results:
+        site = _site_pairs(result.label, result.labels)
+        kept[site], site_texts = _site_texts(result.samples, site, last.pop(site, None))
+        for metric, family_text in zip(kept[site].layout.metrics, site_texts, strict=True):
+            family = texts.get(metric.name)
+            if family is None:
+                texts[metric.name] = [family_text]
+            else:
+                family.append(family_text)
+    _LAST.keep(kept)
+    for metric, extra_labels, value in extra:
+        pairs = _pairs(extra_labels)
+        labels = "{" + pairs + "}" if pairs else ""
+        line = f"{metric.sample_name}{labels} {_number(value)}\n"
+        texts.setdefault(metric.name, []).append(line.encode())
     # A few sites are written as one part: their answer is sent whole, and a part per
     # family was a tenth of one store's scrape outside the database.
-    whole = len(results) <= ONE_PART_SITES
-    for index, result in enumerate(results, 1):
-        keep = _site_lines(result, lines, keep)
-        if not whole and index % SITES_PER_JOIN == 0:
-            join_pending(lines, texts, _encoded)
-    for metric, extra_labels, value in extra:
-        written = _pairs(extra_labels)
-        labels = "{" + written + "}" if written else ""
-        lines.setdefault(metric.name, []).append(f"{metric.sample_name}{labels} {_number(value)}\n")
-    if whole:
-        yield _one_part(lines, definitions, openmetrics)
+    if len(results) <= ONE_PART_SITES:
+        yield _one_part(texts, definitions, openmetrics)
         return
-    join_pending(lines, texts, _encoded)
     for metric in definitions:
         family = texts.pop(metric.name, None)
         if family:
-            yield from given_out(_header(metric, openmetrics).encode(), family)
+            yield _header(metric, openmetrics).encode()
+            yield from _parts(family)
 
 
 def _one_part(
-    lines: dict[str, list[str]], definitions: Iterable[MetricDef], openmetrics: bool
+    texts: dict[str, list[bytes]], definitions: Iterable[MetricDef], openmetrics: bool
 ) -> bytes:
-    """Every family's head and lines, in the definitions' order, as one text."""
-    written: list[str] = []
+    """Every family's head and texts, in the definitions' order, as one text."""
+    written: list[bytes] = []
     for metric in definitions:
-        family = lines.get(metric.name)
+        family = texts.get(metric.name)
         if family:
-            written.append(_header(metric, openmetrics))
+            written.append(_header(metric, openmetrics).encode())
             written += family
-    return "".join(written).encode()
+    return b"".join(written)
 
 
-def _encoded(lines: list[str]) -> bytes:
-    return "".join(lines).encode()
+def _parts(family: list[bytes]) -> Iterator[bytes]:
+    """A family's texts joined `SITES_PER_JOIN` sites at a time, as they are taken: a
+    thousand stores' largest family is 3.3 MB, never held as one text."""
+    for first in range(0, len(family), SITES_PER_JOIN):
+        yield b"".join(family[first : first + SITES_PER_JOIN])
 
 
-_NOWHERE: list[str] = []  # never appended to: every sample has a family
-# Lines a scrape keeps on their samples (`Sample.written`), about 190 bytes each: a store's
-# samples are nine in ten the same objects from scrape to scrape (a quiet store writes
-# 190 lines, the 10M store 290, a busy one 880). A thousand stores' lines kept held
-# 27 MiB and took the exporter past its 150 MB, and 20,000 of them still 10 MiB more of
-# its memory (held among the scrape's passing objects): a few dozen stores' lines are
-# kept, a thousand stores' are written anew.
-KEPT_LINES = 5_000
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each family's samples are in a site's list: sites with the same families
+    in the same places (most of a fleet) share one."""
+
+    metrics: tuple[MetricDef, ...]  # the families, in the order they first come
+    positions: tuple[tuple[int, ...], ...]  # each family's samples' places
+    family_at: tuple[int, ...]  # the family of each place (an index into `metrics`)
 
 
-def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -> int:
-    """Adds a site's lines to their families' lists; `keep`: how many more lines the
-    scrape may keep on their samples, returned less those this site's keep. The hot loop
-    of a large scrape: a family's list is looked up once for a run of its samples (a
-    site's samples come family by family), the number is formatted inline (`_number`),
-    and 4 in 5 values are small whole numbers written once in `_WHOLE`. A sample written
-    for the same site before is marked, and the second time keeps its line
-    (`Sample.written`): the heavy tier's samples and the cached readings' are the same
-    objects from scrape to scrape, a sample made anew is marked once and let go of. Past
-    the bound, a kept line is let go of too: the lines kept at the end of a scrape are at
-    most `KEPT_LINES`, whichever sites' samples were made anew meanwhile."""
-    site_pairs = _site_pairs(result.label, result.labels)
+@dataclass(slots=True)
+class _SiteText:
+    """A site's samples as the last scrape wrote them, and each family's text, kept
+    while its samples stay the same: not a family's that changed at that scrape (its
+    ages, its durations), which will mostly change again (2.9 of a thousand stores'
+    16.2 MiB of texts)."""
+
+    samples: tuple[Sample, ...]
+    layout: _Layout
+    texts: list[bytes | None]  # aligned with `layout.metrics`
+
+
+class _LastTexts:
+    """Each site's texts as the last scrape wrote them, by the site's label text: a quiet
+    store's samples are five in six the same from scrape to scrape (the heavy tier's and
+    the cached readings' are the same objects, a hot reading's often equal), and their
+    lines are not written again. Only the last scrape's sites are held, and a site's old
+    texts are let go of as it is written anew: at most one exposition's text (13.3 MiB
+    for a thousand quiet stores), which a scrape held anyway until it was given out."""
+
+    def __init__(self) -> None:
+        self._sites: dict[str, _SiteText] = {}
+
+    def take(self) -> dict[str, _SiteText]:
+        """The last scrape's texts, now the caller's: a scrape written meanwhile (in
+        another thread) finds none and writes every line; the texts read the same."""
+        taken, self._sites = self._sites, {}
+        return taken
+
+    def keep(self, sites: dict[str, _SiteText]) -> None:
+        self._sites = sites
+
+
+_LAST = _LastTexts()
+
+
+def _site_texts(
+    samples: list[Sample], site_pairs: str, last: _SiteText | None
+) -> tuple[_SiteText, list[bytes]]:
+    """What to keep of the site for the next scrape, and its text of each family: the
+    last scrape's for the families whose samples write the same lines, the others
+    written anew (all of them for a site new, or whose samples are not in the same
+    places)."""
+    now = list(samples)
+    if last is not None:
+        changed = _changed_families(last, now)
+        if changed is not None:
+            return _changed_texts(last, now, changed, site_pairs)
+    layout = _layout_of(now)
+    texts = [_family_text(now, places, site_pairs) for places in layout.positions]
+    return _SiteText(tuple(now), layout, list(texts)), texts
+
+
+def _changed_texts(
+    last: _SiteText, now: list[Sample], changed: set[int], site_pairs: str
+) -> tuple[_SiteText, list[bytes]]:
+    """The site's texts with the `changed` families (and those not kept) written anew."""
+    layout = last.layout
+    kept = last.texts
+    if not changed and None not in kept:
+        return _SiteText(tuple(now), layout, kept), cast(list[bytes], kept)
+    texts: list[bytes] = []
+    kept = kept.copy()
+    for family, text in enumerate(kept):
+        if text is None or family in changed:
+            text = _family_text(now, layout.positions[family], site_pairs)
+            kept[family] = None if family in changed else text
+        texts.append(text)
+    return _SiteText(tuple(now), layout, kept), texts
+
+
+def _changed_families(last: _SiteText, now: list[Sample]) -> set[int] | None:
+    """The families (indices into the layout) whose samples write other lines than at the
+    last scrape, or None when the samples are not in the same places. The samples that
+    are the same objects are found in C (a scrape's two hundred thousand); those made
+    anew (a few dozen of a site's) are compared one by one, and an equal one is replaced
+    in `now` by the one kept (what is kept is then only samples whose value changed)."""
+    before = last.samples
+    if len(before) != len(now):
+        return None
+    differing = list(map(is_not, before, now))
+    changed: set[int] = set()
+    place = -1
+    try:
+        while True:
+            place = differing.index(True, place + 1)
+            old, new = before[place], now[place]
+            if old.metric is not new.metric:
+                return None
+            if _same_line(old, new):
+                now[place] = old
+            else:
+                changed.add(last.layout.family_at[place])
+    except ValueError:  # no sample differs after `place`
+        return changed
+
+
+def _same_line(old: Sample, new: Sample) -> bool:
+    """Whether two samples of one metric write the same line: equal values of one type
+    (an int is written "8", a float "8.0") and, for zeros, of one sign."""
+    value, old_value = new.value, old.value
+    if value != old_value or type(value) is not type(old_value):
+        return False
+    if not value and math.copysign(1.0, value) != math.copysign(1.0, old_value):
+        return False
+    return new.labels == old.labels and new.suffix == old.suffix
+
+
+def _layout_of(samples: list[Sample]) -> _Layout:
+    """The families of a site's samples and their places, shared by the sites with the
+    same families in the same places (at most `MAX_LAYOUTS` kept)."""
+    key = tuple([item.metric for item in samples])
+    layout = _LAYOUTS.get(key)
+    if layout is not None:
+        return layout
+    places: dict[MetricDef, list[int]] = {}
+    for place, item in enumerate(samples):
+        found = places.get(item.metric)
+        if found is None:
+            found = places[item.metric] = []
+        found.append(place)
+    index = {metric: number for number, metric in enumerate(places)}
+    family_at = [index[item.metric] for item in samples]
+    layout = _Layout(
+        tuple(places), tuple(tuple(found) for found in places.values()), tuple(family_at)
+    )
+    if len(_LAYOUTS) < MAX_LAYOUTS:
+        _LAYOUTS[key] = layout
+    return layout
+
+
+# Sites' layouts by the metrics of their samples, in order (definitions hash by identity).
+# A fleet has a few dozen (a store with failures, one with a second group...); past the
+# bound, a site's own is made at each of its full writings.
+_LAYOUTS: dict[tuple[MetricDef, ...], _Layout] = {}
+MAX_LAYOUTS = 4096
+
+
+def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str) -> bytes:
+    """The lines of a site's samples of one family (at `places`). The hot loop of a
+    scrape whose samples changed: the number is formatted inline (`_number`), and 4 in
+    5 values are small whole numbers written once in `_WHOLE`."""
     bare, labelled = site_pairs + "} ", site_pairs + ","
     whole, label_texts, copysign = _WHOLE, _LABEL_TEXTS, math.copysign
-    last: MetricDef | None = None
-    append = _NOWHERE.append  # the first sample's family's
-    sample_name = ""
-    for item in result.samples:
-        metric = item.metric
-        if metric is not last:
-            last, sample_name = metric, metric.sample_name
-            found = families.get(metric.name)
-            if found is None:
-                found = families[metric.name] = []
-            append = found.append
-        written = item.written
-        if written is not None and type(written) is tuple:
-            if keep > 0 and written[0] is site_pairs:
-                append(written[1])
-                keep -= 1
-                continue
-            item.written = written = None
+    sample_name = samples[places[0]].metric.sample_name
+    lines: list[str] = []
+    append = lines.append
+    for place in places:
+        item = samples[place]
         value = item.value
         number = whole.get(value) if type(value) is float else None
         # -0.0 finds 0.0's entry: a fifth of the values are zeros, tested inline.
@@ -175,17 +303,10 @@ def _site_lines(result: SiteResult, families: dict[str, list[str]], keep: int) -
             text = label_texts.get(labels)
             if text is None:
                 text = _label_text(labels)
-            line = f"{sample_name}{item.suffix}{labelled}{text}}} {number}\n"
+            append(f"{sample_name}{item.suffix}{labelled}{text}}} {number}\n")
         else:
-            line = f"{sample_name}{item.suffix}{bare}{number}\n"
-        append(line)
-        if keep > 0:  # past the bound, no sample is marked: none would keep its line
-            if written is site_pairs:
-                item.written = (site_pairs, line)
-                keep -= 1
-            else:
-                item.written = site_pairs
-    return keep
+            append(f"{sample_name}{item.suffix}{bare}{number}\n")
+    return "".join(lines).encode()
 
 
 @functools.lru_cache(maxsize=512)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
 
@@ -19,14 +19,6 @@ class Sample:
     value: float
     labels: Labels = ()
     suffix: str = ""  # _bucket, _sum or _count for histograms
-    # What the text writer knows of the sample (`exposition.writer`): the label text of
-    # the site it was written for (str), then, written again for that site, that text
-    # and its line (a sample kept from scrape to scrape, the heavy tier's or a cached
-    # reading's, is then not written again). Not part of what the sample is, which never
-    # changes: neither does its line. Not copied by `dataclasses.replace`.
-    written: tuple[str, str] | str | None = field(
-        default=None, init=False, compare=False, hash=False, repr=False
-    )
 
     @property
     def name(self) -> str:

@@ -161,8 +161,7 @@ def families_reversed(samples: list[Sample]) -> list[Sample]:
 
 
 def anew(result: SiteResult) -> SiteResult:
-    """The result with samples of the same values, never written (`Sample.written` is not
-    copied)."""
+    """The result with samples of the same values, made anew (as a hot reading's are)."""
     return dataclasses.replace(result, samples=[dataclasses.replace(s) for s in result.samples])
 
 
@@ -170,52 +169,127 @@ def text_of(found: list[SiteResult], openmetrics: bool = False) -> bytes:
     return writer.encode(found, catalog.ALL, [], openmetrics=openmetrics)
 
 
-def kept(found: list[SiteResult]) -> int:
-    """How many of the sites' samples keep a line."""
-    return sum(type(item.written) is tuple for result in found for item in result.samples)
+def fresh_text_of(found: list[SiteResult], openmetrics: bool = False) -> bytes:
+    """The text as a first scrape writes it, with nothing kept from the scrapes before."""
+    writer._LAST.take()
+    return text_of(found, openmetrics)
+
+
+def family_texts(site: str) -> dict[str, bytes | None]:
+    """The texts the last scrape wrote for a site (by its label text), per family."""
+    kept = writer._LAST._sites[writer._site_pairs(site, ())]
+    return {metric.name: text for metric, text in zip(kept.layout.metrics, kept.texts, strict=True)}
 
 
 def test_samples_kept_from_scrape_to_scrape_are_written_the_same_each_time() -> None:
     """The heavy tier's and the cached readings' samples are the same objects at every
-    scrape, and sites may share one (the two sites of `results` share all of theirs). A
-    sample's line is kept the second time it is written for a site, and taken from then
-    on: every writing reads as the first, in both text formats, each site's lines under
-    its own label, whether one site is written or two in turn."""
+    scrape, and sites may share one (the two sites of `results` share all of theirs): a
+    family's text is written once and taken again while its samples stay the same, and
+    every writing reads as the first, in both text formats, each site's lines under its
+    own label, whether one site is written or two in turn."""
     both = results()
     one = both[:1]
     for openmetrics in (False, True):
         for found in (both, one):
-            first = text_of([anew(result) for result in found], openmetrics)
+            first = fresh_text_of([anew(result) for result in found], openmetrics)
             assert [text_of(found, openmetrics) for _ in range(4)] == [first] * 4
-    assert kept(one) == len(one[0].samples)
     assert b'site="other shop"' in text_of(both)
 
 
-def test_a_scrape_keeps_lines_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lines kept hold memory: past `KEPT_LINES` in a scrape, samples are written anew
-    each time, and read the same."""
-    monkeypatch.setattr(writer, "KEPT_LINES", 5)
-    one = results()[:1]
-    bodies = [text_of(one) for _ in range(4)]
-    assert bodies == [bodies[0]] * 4
-    assert kept(one) == 5
+def test_only_the_families_whose_samples_changed_are_written_again() -> None:
+    """A hot reading's samples are made anew at every scrape: equal ones take the text
+    written before, and a family with a changed value is written again, alone; its text
+    is kept again once its samples stayed the same."""
+    site = SiteResult("shop", (), True, [
+        sample(catalog.DUE_ACTIONS, 3, claim="unclaimed"),
+        Sample(catalog.UP, 1.0),
+        sample(catalog.ACTIVE_CLAIMS, 1),
+    ])  # fmt: skip
+    again = anew(site)
+    again.samples[2] = sample(catalog.ACTIVE_CLAIMS, 2)
+    expected = fresh_text_of([again])
+    fresh_text_of([site])
+    before = family_texts("shop")
+    assert text_of([again]) == expected
+    after = family_texts("shop")
+    assert after[catalog.DUE_ACTIONS.name] is before[catalog.DUE_ACTIONS.name]
+    assert after[catalog.UP.name] is before[catalog.UP.name]
+    # Changed, it will mostly change again: not kept, and written at the next scrape.
+    assert after[catalog.ACTIVE_CLAIMS.name] is None
+    assert text_of([anew(again)]) == expected
+    (claims,) = [
+        line
+        for line in expected.splitlines(True)
+        if line.startswith(b"actionscheduler_active_claims{")
+    ]
+    assert family_texts("shop")[catalog.ACTIVE_CLAIMS.name] == claims
 
 
-def test_kept_lines_stay_within_the_bound_when_samples_are_made_anew(
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [(0.0, -0.0), (-0.0, 0.0), (3.0, 3), (3, 3.0), (1.0, 2.0), (1.0, float("nan"))],
+)
+def test_a_value_equal_but_written_otherwise_is_written_again(before: float, after: float) -> None:
+    """Equal values that Go's clients write differently (a zero's sign, an int's "3"
+    against a float's "3.0") are written anew, as every other change."""
+    first = SiteResult("shop", (), True, [Sample(catalog.UP, before)])
+    second = SiteResult("shop", (), True, [Sample(catalog.UP, after)])
+    fresh_text_of([first])
+    assert text_of([second]) == fresh_text_of([second])
+
+
+def test_a_site_whose_families_moved_is_written_anew() -> None:
+    """A site whose samples are not in the same places as at the last scrape (a hook's
+    failures came, a family's samples are in another order) reads as written anew."""
+    one, _ = results()
+    failure = sample(catalog.FAILED_BY_HOOK, 9, hook="new")
+    moved = [
+        dataclasses.replace(one, samples=[*one.samples[:5], failure, *one.samples[5:]]),
+        dataclasses.replace(one, samples=families_reversed(one.samples)),
+        dataclasses.replace(one, samples=one.samples[:-3]),
+        one,
+    ]  # fmt: skip
+    for result in moved:
+        assert text_of([result]) == fresh_text_of([result])
+
+
+def test_layouts_kept_stop_at_their_bound_and_the_rest_read_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A site whose samples are made anew (its collectors read again) only marks them,
-    and the room it leaves goes to the sites after it; the scrape after, its new samples
-    keep their lines first and the sites after it let theirs go: at the end of every
-    scrape at most `KEPT_LINES` samples hold a line, and the writing reads the same."""
-    monkeypatch.setattr(writer, "KEPT_LINES", 10)
-    first, second = (anew(result) for result in results())
-    expected = text_of([first, second])
-    for scrape in range(8):
-        if scrape % 3 == 0:
-            first = anew(first)
-        assert text_of([first, second]) == expected
-        assert kept([first, second]) <= 10
+    """Which families a site's samples are, and where, is shared by the sites with the
+    same (`MAX_LAYOUTS` of them): past the bound each site's is made anew, and reads the
+    same, at its first writing and at the next."""
+    both = results()
+    expected = fresh_text_of(both)
+    monkeypatch.setattr(writer, "_LAYOUTS", {})
+    monkeypatch.setattr(writer, "MAX_LAYOUTS", 0)
+    assert [fresh_text_of(both), text_of([anew(result) for result in both])] == [expected] * 2
+    assert writer._LAYOUTS == {}
+
+
+def test_only_the_last_scrapes_sites_are_kept() -> None:
+    """A site no longer scraped (removed at a reload) is not held: what is kept is the
+    last scrape's texts, and a site back again reads as written anew."""
+    both = results()
+    text_of(both)
+    text_of(both[1:])
+    assert list(writer._LAST._sites) == [writer._site_pairs("other shop", both[1].labels)]
+    assert text_of(both) == fresh_text_of(both)
+
+
+def test_scrapes_written_at_once_read_the_same() -> None:
+    """Two scrapes whose writing interleaves (one given out while the other is written)
+    each read as written alone: the second finds nothing kept and writes every line."""
+    both = results()
+    expected = fresh_text_of(both)
+    writer.ONE_PART_SITES, saved = 0, writer.ONE_PART_SITES
+    try:
+        first = writer.families(both, catalog.ALL, [], openmetrics=False)
+        head = next(first)
+        second = b"".join(writer.families(both, catalog.ALL, [], openmetrics=False))
+        assert head + b"".join(first) == expected == second
+    finally:
+        writer.ONE_PART_SITES = saved
 
 
 def test_label_texts_kept_stop_at_their_bound_and_the_rest_read_the_same(
@@ -225,12 +299,12 @@ def test_label_texts_kept_stop_at_their_bound_and_the_rest_read_the_same(
     kept, and the sets written after that read as they did before."""
     found = [anew(result) for result in results()]
     monkeypatch.setattr(writer, "_LABEL_TEXTS", {})
-    expected = text_of(found)
+    expected = fresh_text_of(found)
     unbounded = len(writer._LABEL_TEXTS)
     assert unbounded > 3
     monkeypatch.setattr(writer, "_LABEL_TEXTS", {})
     monkeypatch.setattr(writer, "MAX_LABEL_TEXTS", 3)
-    assert [text_of([anew(result) for result in found]) for _ in range(2)] == [expected] * 2
+    assert [fresh_text_of([anew(result) for result in found]) for _ in range(2)] == [expected] * 2
     assert len(writer._LABEL_TEXTS) == 3
 
 
