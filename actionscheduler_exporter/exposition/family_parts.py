@@ -1,5 +1,6 @@
-"""Each family's samples, gathered site by site and given out in parts: how the text
-writer and the protobuf encoder hold a scrape's exposition.
+"""Each family's samples, gathered site by site and given out in parts: how the protobuf
+encoder holds a scrape's exposition (the text writer gives out its texts, kept from scrape
+to scrape, in parts of `SITES_PER_JOIN` sites too).
 
 A family needs every site, so a scrape's families are gathered whole before the first
 is given out; gathered as one small object per sample they spread over the interpreter's

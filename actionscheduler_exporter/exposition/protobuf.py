@@ -182,7 +182,7 @@ def families(
     """Families in the catalog's order, the samples of every site in each; `extra` are
     samples without a site (build info). Each family's Metric fields (a thousand
     stores' are 174,000) are joined every `SITES_PER_JOIN` sites and given out after
-    the family's length and head (`family_parts`), as the text writer's lines are."""
+    the family's length and head (`family_parts`), as the text writer's texts are."""
     metrics: dict[str, list[bytes]] = {}  # per family, its fields joined so far
     fields: dict[str, list[bytes]] = {}  # per family, its fields not joined yet
     for index, result in enumerate(results, 1):

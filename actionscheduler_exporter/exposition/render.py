@@ -92,6 +92,7 @@ def render_parts(
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
+        writer.forget()  # the texts of a text scrape before are not read again soon
         return _protobuf(results, [build, *exporter]), content_type
     openmetrics = content_type == OPENMETRICS
     return _text(results, [build, *exporter], openmetrics), content_type

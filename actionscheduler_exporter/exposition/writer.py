@@ -139,6 +139,7 @@ class _Layout:
     """Where each family's samples are in a site's list: sites with the same families
     in the same places (most of a fleet) share one."""
 
+    key: tuple[MetricDef, ...]  # the metric of each sample, in order
     metrics: tuple[MetricDef, ...]  # the families, in the order they first come
     positions: tuple[tuple[int, ...], ...]  # each family's samples' places
     family_at: tuple[int, ...]  # the family of each place (an index into `metrics`)
@@ -168,16 +169,33 @@ class _LastTexts:
         self._sites: dict[str, _SiteText] = {}
 
     def take(self) -> dict[str, _SiteText]:
-        """The last scrape's texts, now the caller's: a scrape written meanwhile (in
-        another thread) finds none and writes every line; the texts read the same."""
+        """The last scrape's texts, now the caller's: a scrape whose sites are written
+        meanwhile (in another thread) finds none, and writes every line."""
         taken, self._sites = self._sites, {}
         return taken
 
     def keep(self, sites: dict[str, _SiteText]) -> None:
+        """Keeps a scrape's texts, and only the layouts its sites have: a site's layout
+        changes with its data (a hook that fails, a group that comes), and the layouts
+        no site has any more are let go of."""
         self._sites = sites
+        layouts = {id(site.layout): site.layout for site in sites.values()}
+        if len(layouts) < len(_LAYOUTS):
+            _LAYOUTS.clear()
+            _LAYOUTS.update((layout.key, layout) for layout in layouts.values())
+
+    def forget(self) -> None:
+        """Lets go of the texts: a scraper asks for protobuf, and would leave a text
+        scrape's (a `curl`'s) held until the next."""
+        self._sites = {}
 
 
 _LAST = _LastTexts()
+
+
+def forget() -> None:
+    """The texts kept from the last scrape are let go of (`_LastTexts.forget`)."""
+    _LAST.forget()
 
 
 def _site_texts(
@@ -268,16 +286,16 @@ def _layout_of(samples: list[Sample]) -> _Layout:
     index = {metric: number for number, metric in enumerate(places)}
     family_at = [index[item.metric] for item in samples]
     layout = _Layout(
-        tuple(places), tuple(tuple(found) for found in places.values()), tuple(family_at)
+        key, tuple(places), tuple(tuple(found) for found in places.values()), tuple(family_at)
     )
     if len(_LAYOUTS) < MAX_LAYOUTS:
         _LAYOUTS[key] = layout
     return layout
 
 
-# Sites' layouts by the metrics of their samples, in order (definitions hash by identity).
-# A fleet has a few dozen (a store with failures, one with a second group...); past the
-# bound, a site's own is made at each of its full writings.
+# Sites' layouts by the metrics of their samples, in order (definitions hash by identity):
+# those the last scrape's sites have (`_LastTexts.keep`), shared by the sites with the
+# same. Past the bound, a site's own is made at each of its full writings.
 _LAYOUTS: dict[tuple[MetricDef, ...], _Layout] = {}
 MAX_LAYOUTS = 4096
 

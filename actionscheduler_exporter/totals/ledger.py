@@ -48,7 +48,7 @@ from actionscheduler_exporter.db.schema import (
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.totals.chunk import FINISHED, MAX_CHECKED_GROUPS, Chunk
-from actionscheduler_exporter.totals.shared_keys import SHARED_KEYS, SharedKeys
+from actionscheduler_exporter.totals.shared_keys import KeyCopies
 
 # How long the walk rests after a statement, relative to the statement's own time.
 PAUSE_RATIO = 1.0
@@ -88,7 +88,7 @@ class ActionLedger:
         self._chunk_rows = chunk_rows
         self.settled_check_every = settled_check_every
         self._walks = 0
-        self._keys = SHARED_KEYS
+        self._keys = KeyCopies()
         self._pause_ratio = pause_ratio
         self._sleep = sleep
         self._chunks: list[Chunk] = []
@@ -154,7 +154,7 @@ class _RefreshStatements:
         session: Session,
         tables: TableNames,
         chunk_rows: int,
-        keys: SharedKeys,
+        keys: KeyCopies,
         pause_ratio: float,
         sleep: Callable[[float], None],
     ) -> None:
@@ -333,7 +333,7 @@ def read_open_counts(
 ) -> dict[int, Counter[str]]:
     """The open actions per grid cell and status, as a walk reads them (the benchmark
     measures its statements)."""
-    walk = _RefreshStatements(session, tables, chunk_rows, SHARED_KEYS, PAUSE_RATIO, sleep)
+    walk = _RefreshStatements(session, tables, chunk_rows, KeyCopies(), PAUSE_RATIO, sleep)
     return walk.open_counts()
 
 

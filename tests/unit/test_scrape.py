@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 
@@ -91,11 +92,24 @@ def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
         assert flight.join(1.0) is not first  # a new call once the first is done
 
 
-def test_single_flight_lets_go_of_a_call_once_it_ended() -> None:
+class _AtOnce(Executor):
+    """Runs each call as it is submitted: its future has ended before `submit` returns."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        done: Future[T] = Future()
+        done.set_result(fn(*args, **kwargs))
+        return done
+
+
+T = TypeVar("T")
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_single_flight_lets_go_of_a_call_once_it_ended(at_once: bool) -> None:
     """Issue 40: an ended call holds its lock and its result; a thousand sites held one
     each between scrapes. Once ended it is let go of, also when it ended before `join`
     returned (its callback then runs in the caller's thread, outside the lock)."""
-    with ThreadPoolExecutor(1) as executor:
+    with _AtOnce() if at_once else ThreadPoolExecutor(1) as executor:
         flight = SingleFlight(executor, lambda deadline: deadline.at, FakeClock())
         for runs_until in (1.0, 2.0, 3.0):
             call = flight.join(runs_until)

@@ -237,16 +237,17 @@ def test_ledgers_share_one_copy_of_each_key_up_to_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 40: a thousand stores' ledgers each held their own copies of the same
-    (status, group) keys and hook names (4.9 MiB). They share one copy of each, up to
-    `MAX_SHARED_KEYS`; past it a key is used as read, and counts the same."""
-    assert ledger.ActionLedger(100)._keys is ledger.ActionLedger(100)._keys
-    keys = shared_keys.SharedKeys()
-    first = keys.pair("pending", 1)
-    assert keys.pair("pending", int("1")) is first
-    assert keys.hook("".join(["wc_", "hook"])) is keys.hook("wc_hook")
-    monkeypatch.setattr(shared_keys, "MAX_SHARED_KEYS", 2)
-    assert keys.pair("failed", 2) == ("failed", 2)
-    assert keys.hook("other") == "other"
-    assert keys.hook("another") == "another"
-    assert len(keys.pairs) == len(keys.hooks) == 2
-    assert keys.pair("pending", 1) is first
+    (status, group) keys and hook names (6.6 MiB). They share one copy of each, up to
+    `MAX_SHARED_KEYS`; past it each ledger keeps one copy of the others."""
+    monkeypatch.setattr(shared_keys, "_PAIRS", {})
+    monkeypatch.setattr(shared_keys, "_HOOKS", {})
+    one, other = shared_keys.KeyCopies(), shared_keys.KeyCopies()
+    first = one.pair("pending", 1)
+    assert other.pair("pending", int("1")) is first
+    assert one.hook("".join(["wc_", "hook"])) is other.hook("wc_hook")
+    monkeypatch.setattr(shared_keys, "MAX_SHARED_KEYS", 1)  # full: one of each
+    own = one.pair("failed", 2)
+    assert own == ("failed", 2) and one.pair("failed", int("2")) is own
+    assert other.pair("failed", 2) is not own  # not shared: the other ledger's own copy
+    assert len(shared_keys._PAIRS) == 1
+    assert other.pair("pending", 1) is first

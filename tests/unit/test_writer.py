@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -24,7 +25,7 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.timing import Deadline
-from testbed.accept_headers import PROMETHEUS_ACCEPT
+from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from tests.support.clock import FakeClock
 from tests.support.fake_session import FakeSession, healthy_store
 from tests.support.reference_exposition import parsed, render_with_library
@@ -277,19 +278,37 @@ def test_only_the_last_scrapes_sites_are_kept() -> None:
     assert text_of(both) == fresh_text_of(both)
 
 
-def test_scrapes_written_at_once_read_the_same() -> None:
-    """Two scrapes whose writing interleaves (one given out while the other is written)
-    each read as written alone: the second finds nothing kept and writes every line."""
+def test_scrapes_written_at_once_read_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scrape whose sites are written while another's are (two threads) finds nothing
+    kept and writes every line; each reads as written alone, and so does the next."""
     both = results()
     expected = fresh_text_of(both)
-    writer.ONE_PART_SITES, saved = 0, writer.ONE_PART_SITES
-    try:
-        first = writer.families(both, catalog.ALL, [], openmetrics=False)
-        head = next(first)
-        second = b"".join(writer.families(both, catalog.ALL, [], openmetrics=False))
-        assert head + b"".join(first) == expected == second
-    finally:
-        writer.ONE_PART_SITES = saved
+    text_of(both)  # the texts kept
+    inner: list[bytes] = []
+    site_texts = writer._site_texts
+
+    def meanwhile(*arguments: Any) -> Any:
+        if not inner:  # another scrape, written in full while the first site is
+            inner.append(b"")
+            assert writer._LAST._sites == {}
+            inner[0] = text_of([anew(result) for result in both])
+        return site_texts(*arguments)
+
+    monkeypatch.setattr(writer, "_site_texts", meanwhile)
+    assert text_of(both) == expected
+    assert inner == [expected]
+    monkeypatch.setattr(writer, "_site_texts", site_texts)
+    assert text_of(both) == expected
+
+
+def test_a_protobuf_scrape_lets_go_of_the_texts() -> None:
+    """A scraper that asks for protobuf would not read the texts again soon: a text
+    scrape's (a `curl`'s) are let go of."""
+    both = results()
+    render(both, None)
+    assert writer._LAST._sites
+    render(both, NATIVE_ACCEPT)
+    assert writer._LAST._sites == {}
 
 
 def test_label_texts_kept_stop_at_their_bound_and_the_rest_read_the_same(
