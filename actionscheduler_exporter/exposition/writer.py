@@ -155,6 +155,7 @@ class _SiteText:
     samples: tuple[Sample, ...]
     layout: _Layout
     texts: list[bytes | None]  # aligned with `layout.metrics`
+    unkept: set[int]  # the families whose text is not kept (None in `texts`)
 
 
 class _LastTexts:
@@ -211,26 +212,28 @@ def _site_texts(
         if changed is not None:
             return _changed_texts(last, now, changed, site_pairs)
     layout = _layout_of(now)
-    texts = [_family_text(now, places, site_pairs) for places in layout.positions]
-    return _SiteText(tuple(now), layout, list(texts)), texts
+    texts: list[bytes | None] = [
+        _family_text(now, places, site_pairs) for places in layout.positions
+    ]
+    return _SiteText(tuple(now), layout, texts, set()), cast(list[bytes], texts)
 
 
 def _changed_texts(
     last: _SiteText, now: list[Sample], changed: set[int], site_pairs: str
 ) -> tuple[_SiteText, list[bytes]]:
-    """The site's texts with the `changed` families (and those not kept) written anew."""
+    """The site's texts with the `changed` families (and those not kept) written anew:
+    a few of a site's, the others' texts taken as they are."""
     layout = last.layout
-    kept = last.texts
-    if not changed and None not in kept:
-        return _SiteText(tuple(now), layout, kept), cast(list[bytes], kept)
-    texts: list[bytes] = []
-    kept = kept.copy()
-    for family, text in enumerate(kept):
-        if text is None or family in changed:
-            text = _family_text(now, layout.positions[family], site_pairs)
-            kept[family] = None if family in changed else text
-        texts.append(text)
-    return _SiteText(tuple(now), layout, kept), texts
+    written = changed | last.unkept
+    if not written:
+        return _SiteText(tuple(now), layout, last.texts, changed), cast(list[bytes], last.texts)
+    texts = last.texts.copy()
+    for family in written:
+        texts[family] = _family_text(now, layout.positions[family], site_pairs)
+    kept = texts.copy() if changed else texts
+    for family in changed:
+        kept[family] = None
+    return _SiteText(tuple(now), layout, kept, changed), cast(list[bytes], texts)
 
 
 def _changed_families(last: _SiteText, now: list[Sample]) -> set[int] | None:
