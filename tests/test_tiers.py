@@ -13,10 +13,12 @@ import pymysql
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
 from tests.support.in_flight import InFlight
+from tests.support.scenarios import zero_dates
 from tests.support.waiting import wait_until
 
 AGE = catalog.COLLECTOR_AGE.name
@@ -228,5 +230,78 @@ def test_a_down_site_serves_no_stale_heavy_values(
         assert not down.up
         assert down.value("actionscheduler_actions", status="pending") is None
         assert not [item for item in down.samples if item.metric is catalog.COLLECTOR_AGE]
+    finally:
+        coordinator.close()
+
+
+# The hot collectors whose samples follow from their columns alone.
+_REPEATABLE = (
+    catalog.DUE_ACTIONS,
+    catalog.OLDEST_DUE_AGE,
+    catalog.ACTIVE_CLAIMS,
+    catalog.CLAIM_ROWS,
+    catalog.OLDEST_CLAIM_AGE,
+    catalog.IN_PROGRESS,
+    catalog.OLDEST_IN_PROGRESS_AGE,
+)
+
+
+def _repeatable(result: SiteResult) -> list[Sample]:
+    return [item for item in result.samples if item.metric in _REPEATABLE]
+
+
+def test_hot_values_that_stay_the_same_are_served_as_made_and_changed_ones_read_again(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """A quiet store's hot columns answer the same from one round to the next: the
+    samples made of them last time are served, not made again; once a value changes,
+    its collector's samples are made of the new values."""
+    coordinator = coordinator_for(site(heavy_interval=3600.0))
+    try:
+        (first,) = coordinator.scrape()
+        (second,) = coordinator.scrape()
+        made, served = _repeatable(first), _repeatable(second)
+        assert len(made) == 8 and len(served) == 8
+        assert all(a is b for a, b in zip(served, made, strict=True))
+
+        action = store.create("woocommerce_deliver_webhook_async")
+        store.stake_claim()
+        store.start(action)
+        (running,) = coordinator.scrape()
+        assert running.value(catalog.IN_PROGRESS.name) == 1
+        assert running.value(catalog.ACTIVE_CLAIMS.name) == 1
+        assert running.value(catalog.CLAIM_ROWS.name) == 1
+        assert running.value(catalog.DUE_ACTIONS.name, claim="unclaimed") == 0
+
+        store.complete(action)
+        claimed = store.stake_claim()  # nothing due: an empty claim row, for a moment
+        (done,) = coordinator.scrape()
+        assert done.value(catalog.IN_PROGRESS.name) == 0
+        assert done.value(catalog.ACTIVE_CLAIMS.name) == 0
+        assert done.value(catalog.CLAIM_ROWS.name) == 2
+        store.release_claim(claimed.claim_id)
+        (released,) = coordinator.scrape()
+        assert released.value(catalog.CLAIM_ROWS.name) == 1
+    finally:
+        coordinator.close()
+
+
+def test_zero_dated_due_actions_age_is_read_again_in_every_round(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """The oldest due age of zero-dated actions comes from the log and grows with the
+    clock: the due collector's values stay the same, and it is read again regardless."""
+    zero_dates(store)
+    coordinator = coordinator_for(site(heavy_interval=3600.0))
+    try:
+        (first,) = coordinator.scrape()
+        age = first.value(catalog.OLDEST_DUE_AGE.name)
+        assert age is not None and age > 7000
+
+        def older() -> bool:
+            (result,) = coordinator.scrape()
+            return (result.value(catalog.OLDEST_DUE_AGE.name) or 0) > age
+
+        assert wait_until(older, 20)
     finally:
         coordinator.close()

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, seconds
+from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -22,6 +23,9 @@ class ClaimsCollector(Collector):
 
     def columns(self, context: DatabaseContext) -> Columns:
         return _claims_columns(context.tables)
+
+    def same_samples_for(self, values: Row) -> bool:
+        return True  # the oldest claim's age is the server's (TIMESTAMPDIFF)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         active, rows, oldest = context.values_of(self)

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
+from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -29,6 +30,11 @@ class DueCollector(Collector):
 
     def columns(self, context: DatabaseContext) -> Columns:
         return _due_columns(context.tables.actions)
+
+    def same_samples_for(self, values: Row) -> bool:
+        # The oldest age is the server's, unless zero-dated actions are due: then it is
+        # read from the log, and grows with the clock.
+        return bool(values[-1] != _ZERO_DATED)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         due, claimed, oldest = context.values_of(self)

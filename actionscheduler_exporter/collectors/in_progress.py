@@ -6,6 +6,7 @@ import functools
 from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
+from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -20,6 +21,9 @@ class InProgressCollector(Collector):
 
     def columns(self, context: DatabaseContext) -> Columns:
         return _in_progress_columns(context.tables.actions)
+
+    def same_samples_for(self, values: Row) -> bool:
+        return True  # the oldest start's age is the server's (TIMESTAMPDIFF)
 
     def read(self, context: DatabaseContext) -> Iterator[Sample]:
         count, age = context.values_of(self)

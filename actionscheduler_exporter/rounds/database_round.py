@@ -21,7 +21,7 @@ from concurrent.futures import wait
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, TableNames
 from actionscheduler_exporter.db.servers import ServerLane
-from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
@@ -83,6 +83,7 @@ class DatabaseRound:
             self._all_fail(Failure("missing_table", problem), started)
             return
         state.cache.retain(prefixes)
+        state.repeated.retain(prefixes)
         if state.site.discovers_prefixes:
             for collector in state.in_round:
                 collector.retain(prefixes)
@@ -281,8 +282,9 @@ class DatabaseRound:
         served: dict[str, Reading],
     ) -> None:
         """Each in-round collector in order, its reading recorded as it arrives (a cached
-        one `served` as it is); a good reading is handed to the collectors after it that
-        need it (`earlier`)."""
+        one `served` as it is, and one made of the same values as the last time served
+        as it was then: `sources.cached_readings`); a good reading is handed to the
+        collectors after it that need it (`earlier`)."""
         reader = self._state.reader
         locked = ""  # the collector that found a table locked: the rest are skipped
         for collector in self._state.in_round:
@@ -299,6 +301,14 @@ class DatabaseRound:
                     collector.name, reader.report(collector, NOT_READ, aged=False), skipped
                 )
                 continue
+            values = repeatable(collector, context)
+            repeated = None
+            if values is not None:
+                repeated = self._state.repeated.get(report.prefix, collector.name, values)
+            if repeated is not None:
+                earlier[collector.name] = repeated[0]
+                report.record(collector.name, repeated[1])
+                continue
             meter = reader.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
             reading = served.get(collector.name)
             if reading is None:
@@ -311,7 +321,18 @@ class DatabaseRound:
             elif reading.failure == "lock":
                 locked = collector.name
             problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
-            report.record(collector.name, reader.report(collector, reading, aged=False), problem)
+            reported = reader.report(collector, reading, aged=False)
+            if values is not None:
+                self._keep_repeatable(report.prefix, collector.name, values, reading, reported)
+            report.record(collector.name, reported, problem)
+
+    def _keep_repeatable(
+        self, prefix: str, name: str, values: Row, reading: Reading, reported: list[Sample]
+    ) -> None:
+        if reading.ok:
+            self._state.repeated.keep(prefix, name, values, reading, reported)
+        else:
+            self._state.repeated.drop(prefix, name)
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport
@@ -369,6 +390,21 @@ class DatabaseRound:
     def _all_fail(self, failure: Failure, started: float) -> None:
         for label in self._state.known_labels():
             self._fail(PrefixReport(label, started), failure)
+
+
+def repeatable(collector: Collector, context: DatabaseContext) -> Row | None:
+    """The collector's values from the hot statement when a reading made of them may be
+    served again while they stay the same (`Collector.same_samples_for`): its samples
+    follow from them alone, it reports no duration (which a served reading would
+    repeat), and it is read in every round (a cached one keeps its own readings)."""
+    if collector.reports_duration:
+        return None
+    values = context.prefetched.get(collector.name)
+    if values is None or not collector.same_samples_for(values):
+        return None
+    if collector.freshness(context.site).cached:
+        return None
+    return values
 
 
 @functools.lru_cache(maxsize=16)

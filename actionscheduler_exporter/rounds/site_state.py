@@ -18,7 +18,7 @@ from actionscheduler_exporter.db.servers import DatabaseServers, ServerLane
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.sharding import Shard
-from actionscheduler_exporter.sources.cached_readings import CachedReadings
+from actionscheduler_exporter.sources.cached_readings import CachedReadings, RepeatedReadings
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.database import Collector, check_order
 from actionscheduler_exporter.sources.heavy_tier import HeavyTier
@@ -51,6 +51,8 @@ class SiteState:
     kept_stats: dict[str, tuple[float, Mapping[str, TableStats]]] = field(default_factory=dict)
     # Whether the database answered for a site label at the last round that read it.
     answers: dict[str, bool] = field(default_factory=dict)
+    # The hot collectors' last readings, served while their values stay the same.
+    repeated: RepeatedReadings = field(default_factory=RepeatedReadings)
 
     @classmethod
     def open(

@@ -1,10 +1,18 @@
-"""In-round sources read at most every N seconds: the last reading served in between.
+"""In-round sources' readings kept between rounds, and served in a later one.
 
 A source whose freshness is `Freshness(interval, in_round=True)` runs in the round, like
 every hot collector, but is read again only when its interval has passed for that table
 prefix (each prefix at its own point of the interval, 0.75 to 1.25 times it, so that a
 network's subsites do not all refresh in one scrape), or when the source says its last
-reading may not be served (`Source.cacheable`).
+reading may not be served (`Source.cacheable`): `CachedReadings`.
+
+A hot collector whose samples follow from its columns' values alone
+(`Collector.same_samples_for`) makes the same samples of the same values. Most stores of
+a fleet are quiet, and from one round to the next most of their columns answer the same
+(no action running, no claim): the round then serves the reading of the last time those
+values came, and the samples reported of it, instead of making them again:
+`RepeatedReadings`. They are the same objects, which the writer finds unchanged at a
+glance (`exposition.writer`).
 """
 
 from __future__ import annotations
@@ -13,6 +21,8 @@ import hashlib
 import threading
 from collections.abc import Iterable
 
+from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.timing import Clock
 
@@ -60,6 +70,40 @@ class CachedReadings:
                 return
             self._retained = wanted
             self._kept = {key: kept for key, kept in self._kept.items() if key[0] in wanted}
+
+
+class RepeatedReadings:
+    """Per table prefix and collector, the last good reading, its reported samples and
+    the values it was made of. A round reads one prefix in one thread at a time (a
+    network's subsites in several): each key is read and written by one thread."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], tuple[Row, Reading, list[Sample]]] = {}
+        self._retained: frozenset[str] | None = None
+
+    def get(self, prefix: str, source: str, values: Row) -> tuple[Reading, list[Sample]] | None:
+        """The reading made of the same `values` last time, with its reported samples."""
+        last = self._last.get((prefix, source))
+        if last is None or last[0] != values:
+            return None
+        return last[1], last[2]
+
+    def keep(
+        self, prefix: str, source: str, values: Row, reading: Reading, reported: list[Sample]
+    ) -> None:
+        self._last[(prefix, source)] = (values, reading, reported)
+
+    def drop(self, prefix: str, source: str) -> None:
+        self._last.pop((prefix, source), None)
+
+    def retain(self, prefixes: Iterable[str]) -> None:
+        """Forgets the prefixes that are gone; asked before each round's reading, and
+        looks only when the prefixes changed."""
+        wanted = frozenset(prefixes)
+        if wanted == self._retained:
+            return
+        self._retained = wanted
+        self._last = {key: last for key, last in self._last.items() if key[0] in wanted}
 
 
 def stagger(*key: str) -> float:

@@ -145,6 +145,14 @@ class Collector(Source[DatabaseContext]):
         `read` then takes their values from `context.values_of(self)`."""
         return None
 
+    def same_samples_for(self, values: Row) -> bool:
+        """Whether `read` makes the same samples of these `values` of its columns as it
+        made of them before: when its samples follow from them alone, and from nothing
+        else (not the clock, not another statement). A collector that says so and reports
+        no duration is not read again while its values stay the same: its last reading
+        is served (`sources.cached_readings`). By default no."""
+        return False
+
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
         return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from actionscheduler_exporter.errors import SourceError, unexpected
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.source import NOT_READ, Reading, Source
@@ -32,8 +32,9 @@ class SourceReader:
         self._problems = problems or ProblemLog()
         self._closed = False
         # The success sample of each source, made once per value (a thousand sites' round
-        # reports ten of them per site).
+        # reports ten of them per site), and each source's `collector` label.
         self._successes: dict[tuple[str, bool], Sample] = {}
+        self._labels: dict[str, Labels] = {}
 
     def read(
         self,
@@ -91,9 +92,8 @@ class SourceReader:
             self._successes[key] = success
         samples = [*reading.samples, success]
         if source.reports_duration:
-            samples.append(
-                sample(catalog.COLLECTOR_DURATION, reading.duration, collector=source.name)
-            )
+            duration = float(reading.duration)
+            samples.append(Sample(catalog.COLLECTOR_DURATION, duration, self._label(source)))
         if aged:
             samples += self.age(source, reading)
         if source.up_metric is not None:
@@ -104,8 +104,17 @@ class SourceReader:
         """How old a background source's values are (none before its first success)."""
         if reading is None or reading.read_at is None:
             return []
-        age = max(0.0, self.clock() - reading.read_at)
-        return [sample(catalog.COLLECTOR_AGE, age, collector=source.name)]
+        age = max(0.0, float(self.clock() - reading.read_at))
+        return [Sample(catalog.COLLECTOR_AGE, age, self._label(source))]
+
+    def _label(self, source: Source[Any]) -> Labels:
+        """The source's `collector` label, made once (its health samples are made every
+        round: a thousand sites' scrape made ten thousand of them through `sample`)."""
+        labels = self._labels.get(source.name)
+        if labels is None:
+            labels = sample(catalog.COLLECTOR_AGE, 0, collector=source.name).labels
+            self._labels[source.name] = labels
+        return labels
 
     def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
         return self.counters.samples(site, source.error_metric, source.error_kinds)
