@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
 
 
 class SiteCounters:
@@ -20,6 +20,7 @@ class SiteCounters:
         self._made: dict[tuple[str, MetricDef], dict[tuple[tuple[str, ...], str], list[Sample]]]
         self._made = {}
         self._meters: dict[tuple[str, str, str], Callable[[float], None]] = {}
+        self._label_sets: dict[tuple[MetricDef, tuple[tuple[str, ...], str]], list[Labels]] = {}
 
     def add(self, site: str, metric: MetricDef, key: str, amount: float = 1) -> None:
         with self._lock:
@@ -36,10 +37,20 @@ class SiteCounters:
             made = made_for.get(shape)
             if made is None:
                 made = made_for[shape] = [
-                    sample(metric, self._counts[(site, metric, key)], **{label: key})
-                    for key in keys
+                    Sample(metric, float(self._counts[(site, metric, key)]), labels)
+                    for key, labels in zip(keys, self._labels(metric, shape), strict=True)
                 ]
             return list(made)
+
+    def _labels(self, metric: MetricDef, shape: tuple[tuple[str, ...], str]) -> list[Labels]:
+        """Each key's labels, made once per shape (a site's database time changes in every
+        round: its samples are made again at every scrape)."""
+        made = self._label_sets.get((metric, shape))
+        if made is None:
+            keys, label = shape
+            made = [sample(metric, 0, **{label: key}).labels for key in keys]
+            self._label_sets[(metric, shape)] = made
+        return made
 
     def meter(self, site: str, metric: MetricDef, key: str) -> Callable[[float], None]:
         """Adds each amount it is called with to one counter (a session's database time);
