@@ -84,6 +84,14 @@ class TableNames:
         return f"{DATABASE_MARK}.{self.name(table)}"
 
 
+@functools.lru_cache(maxsize=4096)
+def table_names(prefix: str) -> TableNames:
+    """A prefix's table names, made once: a round names the tables of every prefix it
+    reads (a thousand stores' scrape made and checked a thousand of them, and each
+    collector's statement then made their names again)."""
+    return TableNames(prefix)
+
+
 def in_database(
     sql: str, args: Sequence[object] | None, database: str
 ) -> tuple[str, Sequence[object] | None]:

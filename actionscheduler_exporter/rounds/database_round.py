@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator
 from concurrent.futures import wait
 
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.schema import TABLES, TableNames
+from actionscheduler_exporter.db.schema import TABLES, table_names
 from actionscheduler_exporter.db.servers import ServerLane
 from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
@@ -170,7 +170,7 @@ class DatabaseRound:
     def _read_prefix(self, prefix: str, session: Session) -> None:
         state = self._state
         label = state.site_label(prefix)
-        tables = TableNames(prefix)
+        tables = table_names(prefix)
         report = PrefixReport(label, state.clock(), prefix)
         earlier: dict[str, Reading] = {}
         # Read only when the heavy collectors run in the round (heavy_interval 0).

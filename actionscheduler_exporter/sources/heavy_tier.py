@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.replica import replica_lag
-from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.schema import table_names
 from actionscheduler_exporter.db.servers import DatabaseServers
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.errors import SourceError
@@ -157,7 +157,7 @@ class HeavyTier:
         try:
             for prefix in prefixes:
                 label = self._labels[prefix]
-                tables = TableNames(prefix)
+                tables = table_names(prefix)
                 meter = self._reader.counters.meter(label, catalog.DATABASE_SECONDS, "heavy")
                 with session.billed_to(meter):
                     totals = self._ledgers.walk(prefix, session, tables)
