@@ -135,11 +135,13 @@ def _split(
         except QueryError:
             return None
     prefetched: dict[str, Row] = {}
+    start = 0
     for name, columns in parts:
-        count = len(columns.subqueries)
-        prefetched[name], values = tuple(values[:count]), values[count:]
-        if columns.problem(prefetched[name]):
+        end = start + len(columns.subqueries)
+        prefetched[name] = part = tuple(values[start:end])
+        if columns.problem(part):
             return None
+        start = end
     return stats, prefetched
 
 

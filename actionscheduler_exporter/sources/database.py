@@ -54,6 +54,8 @@ class Columns:
         """Why `values` cannot be this statement's answer ("" when they can)."""
         if len(values) != len(self.subqueries):
             return f"{len(values)} values for {len(self.subqueries)} columns"
+        if None not in values:  # most answers, found in C
+            return ""
         nulls = [
             position + 1
             for position, value in enumerate(values)
@@ -67,7 +69,9 @@ class Columns:
         return ""
 
 
-@dataclass(frozen=True)
+# Slots, not frozen: made twice per table prefix and round (a frozen one took 1.3 µs,
+# `object.__setattr__` per field); never changed once made.
+@dataclass(slots=True)
 class DatabaseContext:
     session: Session
     tables: TableNames

@@ -99,7 +99,10 @@ class Source(ABC, Generic[ContextT]):
         """The source's samples; raises SourceError when they cannot be read."""
 
 
-@dataclass(frozen=True)
+# Slots, not frozen: a thousand sites' rounds make several of these per site, and a
+# frozen one takes four times as long to make (`object.__setattr__` per field). A reading
+# is never changed once made: `lengthened` and `failed` make new ones.
+@dataclass(slots=True, unsafe_hash=True)
 class Reading:
     """A source's latest reading: the values of its last success and how the last attempt
     went."""
