@@ -128,16 +128,21 @@ class ServerPool:
     def _take_idle(self, site: SiteConfig) -> Pooled | None:
         login = login_of(site)
         now = time.monotonic()
+        chosen = None
         with self._lock:
             self._in_use += 1
-            stale = [p for p in self._idle if now - p.idle_since > MAX_IDLE_SECONDS]
-            fresh = [p for p in self._idle if now - p.idle_since <= MAX_IDLE_SECONDS]
-            # The most recently returned of the login, taken out by identity (a Pooled's
-            # generated == compares every field).
-            chosen = next((p for p in reversed(fresh) if p.login == login), None)
-            self._idle = [p for p in fresh if p is not chosen]
-            if chosen is not None:
-                chosen.reused = True
+            idle = self._idle
+            stale = [p for p in idle if now - p.idle_since > MAX_IDLE_SECONDS]
+            if stale:
+                idle = self._idle = [p for p in idle if now - p.idle_since <= MAX_IDLE_SECONDS]
+            # The most recently returned of the login (the same object, mostly: `login_of`),
+            # taken out by its place (a Pooled's generated == compares every field).
+            for place in range(len(idle) - 1, -1, -1):
+                found = idle[place].login
+                if found is login or found == login:
+                    chosen = idle.pop(place)
+                    chosen.reused = True
+                    break
         for pooled in stale:
             pooled.close()
         if chosen is not None:
