@@ -233,7 +233,7 @@ def test_the_subsites_of_a_network_are_read_together(
 
 
 class ThreeStores:
-    """`ReadAhead` on its own, with three stores' sessions through the proxy, each store
+    """`ReadAhead` on its own, with three stores' sessions (or `count`) through the proxy, each store
     asking with its own packed statement (`statements`: by store, the same text by
     default; `types`: the types of their answers, a whole number by default), in waves:
     one round of the three stores each. `values`: what each store got in the last wave."""
@@ -245,17 +245,20 @@ class ThreeStores:
         version: str | None = None,
         statements: list[PackedStatement] | None = None,
         types: Sequence[tuple[int, ...]] | None = None,
+        *,
+        count: int = 3,
+        batch: int = read_ahead.BATCH,
     ) -> None:
         self.proxy = proxy
-        self.stores = stores[:3]
+        self.stores = stores[:count]
         default = PackedStatement(
             (f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)
         )
-        self.statements = statements or [default] * 3
-        self.read_ahead = ReadAhead()
+        self.statements = statements or [default] * count
+        self.read_ahead = ReadAhead(batch)
         self.sessions: list[tuple[Session, tuple[object, ...]]] = []
         self.values: list[tuple[Any, ...] | None] = []
-        every_type = types or [(FIELD_TYPE.LONGLONG,)] * 3
+        every_type = types or [(FIELD_TYPE.LONGLONG,)] * count
         for database, statement, answer_types in zip(
             self.stores, self.statements, every_type, strict=True
         ):
@@ -536,3 +539,31 @@ def test_stores_that_stopped_asking_are_forgotten_with_their_logins() -> None:
     read_ahead._tidy(time.monotonic())
     assert list(read_ahead._ids) == [kept] and list(read_ahead._logins) == ["login-b"]
     assert read_ahead._note_ask(gone, 3.0)[0] is not first  # asks again: a new id
+
+
+def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
+    proxy: SlowProxy, stores: list[str]
+) -> None:
+    """Twelve stores asking in turn, batches of four: the second store of a batch, and
+    the one past its middle, each have the next four not read read at once, before
+    their rounds ask; each store's value is its own."""
+    ahead = ThreeStores(proxy, stores, count=12, batch=4)
+    try:
+        ahead.wave(1.0)  # each alone: the order is learnt
+        before = proxy.queries
+        sent_by_then: list[int] = []
+        for (session, key), database, statement in zip(
+            ahead.sessions, ahead.stores, ahead.statements, strict=True
+        ):
+            packed = statement.packed(session.endpoint)
+            assert packed is not None
+            values, _ = ahead.read_ahead.query(session, key, statement, packed, database, 2.0)
+            assert values == (ahead.stores.index(database) + 1,)
+            sent_by_then.append(proxy.queries - before)
+        # Store 0 reads 0-3; store 1 (second place) has 4-7 read; store 3 (past the
+        # middle) 8-11: every statement is sent by the time the fourth store has its
+        # answer, and none after.
+        assert sent_by_then == [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3], sent_by_then
+        assert ahead.read_ahead.batches == 3
+    finally:
+        ahead.close()
