@@ -233,10 +233,11 @@ def test_the_subsites_of_a_network_are_read_together(
 
 
 class ThreeStores:
-    """`ReadAhead` on its own, with three stores' sessions (or `count`) through the proxy, each store
-    asking with its own packed statement (`statements`: by store, the same text by
-    default; `types`: the types of their answers, a whole number by default), in waves:
-    one round of the three stores each. `values`: what each store got in the last wave."""
+    """`ReadAhead` on its own (batches of `batch`), with three stores' sessions (or
+    `count`) through the proxy, each store asking with its own packed statement
+    (`statements`: by store, the same text by default; `types`: the types of their
+    answers, a whole number by default), in waves: one round of the stores each.
+    `values`: what each store got in the last wave."""
 
     def __init__(
         self,
@@ -541,13 +542,25 @@ def test_stores_that_stopped_asking_are_forgotten_with_their_logins() -> None:
     assert read_ahead._note_ask(gone, 3.0)[0] is not first  # asks again: a new id
 
 
+@pytest.mark.parametrize(
+    ("count", "sent"),
+    [
+        # Store 0 reads 0-3; store 1 (second place) has 4-7 read; store 3 (past the
+        # middle) 8-11: every statement is sent by the time the fourth store has its
+        # answer, and none after.
+        (12, [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3]),
+        # Two stores after 4-7 are not a whole batch: not read ahead (smaller batches
+        # sent ahead broke the next ones into more statements); store 8 reads them.
+        (10, [1, 2, 2, 2, 2, 2, 2, 2, 3, 3]),
+    ],
+)
 def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
-    proxy: SlowProxy, stores: list[str]
+    proxy: SlowProxy, stores: list[str], count: int, sent: list[int]
 ) -> None:
-    """Twelve stores asking in turn, batches of four: the second store of a batch, and
-    the one past its middle, each have the next four not read read at once, before
-    their rounds ask; each store's value is its own."""
-    ahead = ThreeStores(proxy, stores, count=12, batch=4)
+    """Stores asking in turn, batches of four: the second store of a batch, and the one
+    past its middle, each have the next four not read read at once, before their rounds
+    ask; each store's value is its own."""
+    ahead = ThreeStores(proxy, stores, count=count, batch=4)
     try:
         ahead.wave(1.0)  # each alone: the order is learnt
         before = proxy.queries
@@ -560,10 +573,7 @@ def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
             values, _ = ahead.read_ahead.query(session, key, statement, packed, database, 2.0)
             assert values == (ahead.stores.index(database) + 1,)
             sent_by_then.append(proxy.queries - before)
-        # Store 0 reads 0-3; store 1 (second place) has 4-7 read; store 3 (past the
-        # middle) 8-11: every statement is sent by the time the fourth store has its
-        # answer, and none after.
-        assert sent_by_then == [1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3], sent_by_then
+        assert sent_by_then == sent
         assert ahead.read_ahead.batches == 3
     finally:
         ahead.close()

@@ -199,8 +199,10 @@ class ReadAhead:
             self._answered(store, ask, answer.seconds, wave, alone=False)
             if looks_ahead:
                 # The server reads the next stores while the other rounds make these
-                # stores' samples: else it waits idle until a round finds none read.
-                ahead = self._batch_from(store, None, wave)
+                # stores' samples: else it waits idle until a round finds none read. A
+                # whole batch only: smaller ones sent ahead broke the next into more
+                # statements (81 against 71 per scrape of a thousand stores).
+                ahead = self._batch_from(store, None, wave, least=self._batch)
                 if ahead is not None:
                     self._read(session, ahead)
             return answer.row, answer.seconds
@@ -245,10 +247,13 @@ class ReadAhead:
             self._previous = store
             return store, self._flying.get(store)
 
-    def _batch_from(self, key: _StoreId, own: _Ask | None, wave: float) -> _Batch | None:
+    def _batch_from(
+        self, key: _StoreId, own: _Ask | None, wave: float, least: int = 2
+    ) -> _Batch | None:
         """The store (`own`, when it is read too) and up to `BATCH - 1` of those that asked
         after it last time and not in this wave, whose last statement answered quickly
-        with answers of the same types, marked as being read; None when there are none."""
+        with answers of the same types, marked as being read; None when there are fewer
+        than `least` in all."""
         now = time.monotonic()
         with self._lock:
             self._tidy(now)
@@ -285,7 +290,7 @@ class ReadAhead:
                     if len(members) == self._batch:
                         break
                 candidate = self._next.get(candidate)
-            if len(members) < 2:
+            if len(members) < least:
                 return None
             batch = _Batch(members, key if own is not None else None, shape, usual)
             for member, _ in members:
