@@ -555,11 +555,19 @@ def test_stores_that_stopped_asking_are_forgotten_with_their_logins() -> None:
     ],
 )
 def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
-    proxy: SlowProxy, stores: list[str], count: int, sent: list[int]
+    proxy: SlowProxy,
+    stores: list[str],
+    count: int,
+    sent: list[int],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Stores asking in turn, batches of four: the second store of a batch, and the one
     past its middle, each have the next four not read read at once, before their rounds
     ask; each store's value is its own."""
+    # No statement is slow, nor an answer too old, however loaded the machine.
+    monkeypatch.setattr(read_ahead, "FAST_SECONDS", 60.0)
+    monkeypatch.setattr(read_ahead, "SLOW_BATCH_SECONDS", 60.0)
+    monkeypatch.setattr(read_ahead, "MAX_AGE", 60.0)
     ahead = ThreeStores(proxy, stores, count=count, batch=4)
     try:
         ahead.wave(1.0)  # each alone: the order is learnt
@@ -575,5 +583,6 @@ def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
             sent_by_then.append(proxy.queries - before)
         assert sent_by_then == sent
         assert ahead.read_ahead.batches == 3
+        assert ahead.read_ahead._batches_flying == 0  # every batch landed
     finally:
         ahead.close()

@@ -314,23 +314,12 @@ class ReadAhead:
         the batch failed (its time is then the sender's). Whatever happens, the batch
         lands: its members' answers kept for their rounds, or its members marked to be
         read alone, and the rounds waiting for it woken."""
-        parts: list[str] = []
-        every_arg: list[object] = []
-        for place, (_, ask) in enumerate(batch.members):
-            statement = ask.statement
-            branch, branch_args = in_database(statement.branch(place), statement.args, ask.database)
-            parts.append(branch)
-            every_arg.extend(branch_args or ())
-        sql = " UNION ALL ".join(parts)
-        if "mariadb" in session.server_version.lower():
-            sql = _MARIADB_LOCK_WAIT + sql
-        else:
-            sql = _MYSQL_LOCK_WAIT + sql.removeprefix("SELECT ")
         started = time.perf_counter()
         by_place: dict[int, Row] | None = None
         try:
+            sql, every_arg = _batch_statement(session, batch)
             with session.billed_to(_not_billed):
-                rows, types = session.query_typed(sql, tuple(every_arg))
+                rows, types = session.query_typed(sql, every_arg)
                 # The types of the union itself: a signed and an unsigned whole number,
                 # one code apart, make a decimal of both.
                 if types[1:] == batch.shape:
@@ -407,6 +396,22 @@ class ReadAhead:
             del self._next[key]
         for key in [key for key, answer in self._ready.items() if now - answer.at > MAX_AGE]:
             del self._ready[key]
+
+
+def _batch_statement(session: Session, batch: _Batch) -> tuple[str, tuple[object, ...]]:
+    """The batch's members' statements in columns, each branch tagged with its place,
+    and their arguments; with the server's one-second lock wait."""
+    parts: list[str] = []
+    every_arg: list[object] = []
+    for place, (_, ask) in enumerate(batch.members):
+        statement = ask.statement
+        branch, branch_args = in_database(statement.branch(place), statement.args, ask.database)
+        parts.append(branch)
+        every_arg.extend(branch_args or ())
+    sql = " UNION ALL ".join(parts)
+    if "mariadb" in session.server_version.lower():
+        return _MARIADB_LOCK_WAIT + sql, tuple(every_arg)
+    return _MYSQL_LOCK_WAIT + sql.removeprefix("SELECT "), tuple(every_arg)
 
 
 def _by_place(rows: list[Row], members: int, width: int) -> dict[int, Row] | None:

@@ -322,17 +322,13 @@ class DatabaseRound:
                 locked = collector.name
             problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
             reported = reader.report(collector, reading, aged=False)
-            if values is not None:
-                self._keep_repeatable(report.prefix, collector.name, values, reading, reported)
+            if not reading.ok:
+                # Whether or not its values came with the hot statement: a reading after
+                # a failure is made again, and logs its recovery.
+                self._state.repeated.drop(report.prefix, collector.name)
+            elif values is not None:
+                self._state.repeated.keep(report.prefix, collector.name, values, reading, reported)
             report.record(collector.name, reported, problem)
-
-    def _keep_repeatable(
-        self, prefix: str, name: str, values: Row, reading: Reading, reported: list[Sample]
-    ) -> None:
-        if reading.ok:
-            self._state.repeated.keep(prefix, name, values, reading, reported)
-        else:
-            self._state.repeated.drop(prefix, name)
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport

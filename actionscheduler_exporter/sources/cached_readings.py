@@ -74,16 +74,20 @@ class CachedReadings:
 
 class RepeatedReadings:
     """Per table prefix and collector, the last good reading, its reported samples and
-    the values it was made of. A round reads one prefix in one thread at a time (a
-    network's subsites in several): each key is read and written by one thread."""
+    the values it was made of. Locked: a network's subsites are read by several threads,
+    and a round that ran past its deadline may still keep a reading while the next one
+    starts."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._last: dict[tuple[str, str], tuple[Row, Reading, list[Sample]]] = {}
+        # The prefixes of the last `retain`; None: the next one looks at every reading.
         self._retained: frozenset[str] | None = None
 
     def get(self, prefix: str, source: str, values: Row) -> tuple[Reading, list[Sample]] | None:
         """The reading made of the same `values` last time, with its reported samples."""
-        last = self._last.get((prefix, source))
+        with self._lock:
+            last = self._last.get((prefix, source))
         if last is None or last[0] != values:
             return None
         return last[1], last[2]
@@ -91,19 +95,24 @@ class RepeatedReadings:
     def keep(
         self, prefix: str, source: str, values: Row, reading: Reading, reported: list[Sample]
     ) -> None:
-        self._last[(prefix, source)] = (values, reading, reported)
+        with self._lock:
+            self._last[(prefix, source)] = (values, reading, reported)
+            if self._retained is not None and prefix not in self._retained:
+                self._retained = None  # a late round's: the next `retain` looks again
 
     def drop(self, prefix: str, source: str) -> None:
-        self._last.pop((prefix, source), None)
+        with self._lock:
+            self._last.pop((prefix, source), None)
 
     def retain(self, prefixes: Iterable[str]) -> None:
         """Forgets the prefixes that are gone; asked before each round's reading, and
         looks only when the prefixes changed."""
         wanted = frozenset(prefixes)
-        if wanted == self._retained:
-            return
-        self._retained = wanted
-        self._last = {key: last for key, last in self._last.items() if key[0] in wanted}
+        with self._lock:
+            if wanted == self._retained:
+                return
+            self._retained = wanted
+            self._last = {key: last for key, last in self._last.items() if key[0] in wanted}
 
 
 def stagger(*key: str) -> float:

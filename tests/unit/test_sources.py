@@ -16,7 +16,7 @@ from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.background import BackgroundRefresh
-from actionscheduler_exporter.sources.cached_readings import CachedReadings
+from actionscheduler_exporter.sources.cached_readings import CachedReadings, RepeatedReadings
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.site_wide import SiteWideSource
@@ -329,3 +329,34 @@ def test_a_readings_copies_carry_every_field() -> None:
     ]  # fmt: skip
     reading = Reading((sample(catalog.UP, 1),), True, 0.5, 7.0, "slow", "lock")
     assert reading.lengthened(0.25) == dataclasses.replace(reading, duration=0.75)
+
+
+def test_a_repeated_reading_is_served_for_the_same_values_only() -> None:
+    repeated = RepeatedReadings()
+    made = Reading((sample(catalog.IN_PROGRESS, 0),), True)
+    reported = [*made.samples]
+    assert repeated.get("wp_", "in_progress", (0, None)) is None
+    repeated.keep("wp_", "in_progress", (0, None), made, reported)
+    served = repeated.get("wp_", "in_progress", (0, None))
+    assert served is not None and served[0] is made and served[1] is reported
+    # Other values, another prefix, another collector: none.
+    assert repeated.get("wp_", "in_progress", (1, None)) is None
+    assert repeated.get("wp_2_", "in_progress", (0, None)) is None
+    assert repeated.get("wp_", "claims", (0, None)) is None
+    repeated.drop("wp_", "in_progress")
+    assert repeated.get("wp_", "in_progress", (0, None)) is None
+
+
+def test_repeated_readings_of_prefixes_gone_are_forgotten_and_a_late_one_is_seen() -> None:
+    repeated = RepeatedReadings()
+    made = Reading((), True)
+    for prefix in ("wp_", "wp_2_", "wp_3_"):
+        repeated.keep(prefix, "claims", (0,), made, [])
+    repeated.retain(["wp_", "wp_3_"])
+    assert repeated.get("wp_2_", "claims", (0,)) is None
+    assert repeated.get("wp_3_", "claims", (0,)) is not None
+    # A round that ran past its deadline keeps a reading of a prefix gone meanwhile:
+    # the next retain, with the same prefixes, still forgets it.
+    repeated.keep("wp_2_", "claims", (0,), made, [])
+    repeated.retain(["wp_", "wp_3_"])
+    assert repeated.get("wp_2_", "claims", (0,)) is None
