@@ -20,42 +20,36 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterable
+from typing import Generic, TypeVar
 
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.timing import Clock
 
+Kept = TypeVar("Kept")
 
-class CachedReadings:
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
+
+class _ByPrefix(Generic[Kept]):
+    """What is kept per table prefix and source, locked: a network's subsites are read
+    by several threads, and a round that ran past its deadline may still keep something
+    while the next one starts."""
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str], tuple[float, Reading]] = {}
-        # The prefixes of the last `retain`; None: the next one looks at every reading.
+        self._kept: dict[tuple[str, str], Kept] = {}
+        # The prefixes of the last `retain`; None: the next one looks at every entry.
         self._retained: frozenset[str] | None = None
 
-    def get(self, prefix: str, source: str) -> Reading | None:
-        """The kept reading, while its interval has not passed."""
+    def _get(self, prefix: str, source: str) -> Kept | None:
         with self._lock:
-            kept = self._kept.get((prefix, source))
-        if kept is None or self._clock() >= kept[0]:
-            return None
-        return kept[1]
+            return self._kept.get((prefix, source))
 
-    def last(self, prefix: str, source: str) -> Reading | None:
-        """The kept reading, whether or not its interval has passed (to be renewed:
-        `Collector.renewed`)."""
+    def _put(self, prefix: str, source: str, kept: Kept) -> None:
         with self._lock:
-            kept = self._kept.get((prefix, source))
-        return None if kept is None else kept[1]
-
-    def keep(self, site: str, prefix: str, source: str, interval: float, reading: Reading) -> None:
-        due = self._clock() + interval * stagger(site, prefix, source)
-        with self._lock:
-            self._kept[(prefix, source)] = (due, reading)
+            self._kept[(prefix, source)] = kept
             if self._retained is not None and prefix not in self._retained:
-                self._retained = None
+                self._retained = None  # a late round's: the next `retain` looks again
 
     def drop(self, prefix: str, source: str) -> None:
         with self._lock:
@@ -72,22 +66,38 @@ class CachedReadings:
             self._kept = {key: kept for key, kept in self._kept.items() if key[0] in wanted}
 
 
-class RepeatedReadings:
-    """Per table prefix and collector, the last good reading, its reported samples and
-    the values it was made of. Locked: a network's subsites are read by several threads,
-    and a round that ran past its deadline may still keep a reading while the next one
-    starts."""
+class CachedReadings(_ByPrefix[tuple[float, Reading]]):
+    """Each cached source's last reading, and the clock time it is served until."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: dict[tuple[str, str], tuple[Row, Reading, list[Sample]]] = {}
-        # The prefixes of the last `retain`; None: the next one looks at every reading.
-        self._retained: frozenset[str] | None = None
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def get(self, prefix: str, source: str) -> Reading | None:
+        """The kept reading, while its interval has not passed."""
+        kept = self._get(prefix, source)
+        if kept is None or self._clock() >= kept[0]:
+            return None
+        return kept[1]
+
+    def last(self, prefix: str, source: str) -> Reading | None:
+        """The kept reading, whether or not its interval has passed (to be renewed:
+        `Collector.renewed`)."""
+        kept = self._get(prefix, source)
+        return None if kept is None else kept[1]
+
+    def keep(self, site: str, prefix: str, source: str, interval: float, reading: Reading) -> None:
+        due = self._clock() + interval * stagger(site, prefix, source)
+        self._put(prefix, source, (due, reading))
+
+
+class RepeatedReadings(_ByPrefix[tuple[Row, Reading, list[Sample]]]):
+    """Each repeatable collector's last good reading, its reported samples and the
+    values it was made of."""
 
     def get(self, prefix: str, source: str, values: Row) -> tuple[Reading, list[Sample]] | None:
         """The reading made of the same `values` last time, with its reported samples."""
-        with self._lock:
-            last = self._last.get((prefix, source))
+        last = self._get(prefix, source)
         if last is None or last[0] != values:
             return None
         return last[1], last[2]
@@ -95,24 +105,7 @@ class RepeatedReadings:
     def keep(
         self, prefix: str, source: str, values: Row, reading: Reading, reported: list[Sample]
     ) -> None:
-        with self._lock:
-            self._last[(prefix, source)] = (values, reading, reported)
-            if self._retained is not None and prefix not in self._retained:
-                self._retained = None  # a late round's: the next `retain` looks again
-
-    def drop(self, prefix: str, source: str) -> None:
-        with self._lock:
-            self._last.pop((prefix, source), None)
-
-    def retain(self, prefixes: Iterable[str]) -> None:
-        """Forgets the prefixes that are gone; asked before each round's reading, and
-        looks only when the prefixes changed."""
-        wanted = frozenset(prefixes)
-        with self._lock:
-            if wanted == self._retained:
-                return
-            self._retained = wanted
-            self._last = {key: last for key, last in self._last.items() if key[0] in wanted}
+        self._put(prefix, source, (values, reading, reported))
 
 
 def stagger(*key: str) -> float:
