@@ -60,3 +60,10 @@ def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sampl
         f"{metric.name}: labels {unknown} are not declared, {missing} are missing "
         f"(declared: {list(names)})"
     )
+
+
+def labels_of(metric: MetricDef, **labels: str) -> Labels:
+    """The label set `sample` gives the metric's samples with these labels, shared and
+    checked as there: for a caller that makes many samples of one set (a source's health,
+    a counter's kinds) and builds them as `Sample(metric, value, labels)`."""
+    return sample(metric, 0, **labels).labels

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
+from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of
 
 
 class SiteCounters:
@@ -48,7 +48,7 @@ class SiteCounters:
         made = self._label_sets.get((metric, shape))
         if made is None:
             keys, label = shape
-            made = [sample(metric, 0, **{label: key}).labels for key in keys]
+            made = [labels_of(metric, **{label: key}) for key in keys]
             self._label_sets[(metric, shape)] = made
         return made
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from actionscheduler_exporter.errors import SourceError, unexpected
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
+from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of, sample
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.source import NOT_READ, Reading, Source
@@ -112,7 +112,7 @@ class SourceReader:
         round: a thousand sites' scrape made ten thousand of them through `sample`)."""
         labels = self._labels.get(source.name)
         if labels is None:
-            labels = sample(catalog.COLLECTOR_AGE, 0, collector=source.name).labels
+            labels = labels_of(catalog.COLLECTOR_AGE, collector=source.name)
             self._labels[source.name] = labels
         return labels
 
