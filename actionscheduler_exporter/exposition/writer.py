@@ -14,13 +14,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from operator import is_not
 from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
 from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN
+from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels, Sample
@@ -78,25 +77,25 @@ def families(
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
-    Each site's samples of one family are written as one text (`_site_texts`), the
+    Each site's samples of one family are written as one text (`kept_texts.KeptTexts`), the
     texts of the last scrape taken again for the families whose samples are the same.
     Each family's texts are given out in parts of `SITES_PER_JOIN` sites once every site
     is written. Written family by family over every site instead, nothing would be
     held, but finding each family's samples in each site's list cost a fleet of stores
     that differ 46 to 66 % more writing."""
     texts: dict[str, list[bytes]] = {}  # per family, its texts in the sites' order
-    last = _LAST.take()
-    kept: dict[str, _SiteText] = {}
+    last = TEXTS.take()
+    kept: dict[str, SiteText] = {}
     for result in results:
         site = _site_pairs(result.label, result.labels)
-        kept[site], site_texts = _site_texts(result.samples, site, last.pop(site, None))
+        kept[site], site_texts = TEXTS.site_texts(result.samples, site, last.pop(site, None))
         for metric, family_text in zip(kept[site].layout.metrics, site_texts, strict=True):
             family = texts.get(metric.name)
             if family is None:
                 texts[metric.name] = [family_text]
             else:
                 family.append(family_text)
-    _LAST.keep(kept)
+    TEXTS.keep(kept)
     for metric, extra_labels, value in extra:
         pairs = _pairs(extra_labels)
         labels = "{" + pairs + "}" if pairs else ""
@@ -134,175 +133,6 @@ def _parts(family: list[bytes]) -> Iterator[bytes]:
         yield b"".join(family[first : first + SITES_PER_JOIN])
 
 
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """Where each family's samples are in a site's list: sites with the same families
-    in the same places (most of a fleet) share one."""
-
-    key: tuple[MetricDef, ...]  # the metric of each sample, in order
-    metrics: tuple[MetricDef, ...]  # the families, in the order they first come
-    positions: tuple[tuple[int, ...], ...]  # each family's samples' places
-    family_at: tuple[int, ...]  # the family of each place (an index into `metrics`)
-
-
-@dataclass(slots=True)
-class _SiteText:
-    """A site's samples as the last scrape wrote them, and each family's text, kept
-    while its samples stay the same: not a family's that changed at that scrape (its
-    ages, its durations), which will mostly change again (2.9 of a thousand stores'
-    16.2 MiB of texts)."""
-
-    samples: tuple[Sample, ...]
-    layout: _Layout
-    texts: list[bytes | None]  # aligned with `layout.metrics`
-    unkept: set[int]  # the families whose text is not kept (None in `texts`)
-
-
-class _LastTexts:
-    """Each site's texts as the last scrape wrote them, by the site's label text: a quiet
-    store's samples are five in six the same from scrape to scrape (the heavy tier's and
-    the cached readings' are the same objects, a hot reading's often equal), and their
-    lines are not written again. Only the last scrape's sites are held, and a site's old
-    texts are let go of as it is written anew: at most one exposition's text (13.3 MiB
-    for a thousand quiet stores), which a scrape held anyway until it was given out."""
-
-    def __init__(self) -> None:
-        self._sites: dict[str, _SiteText] = {}
-
-    def take(self) -> dict[str, _SiteText]:
-        """The last scrape's texts, now the caller's: a scrape whose sites are written
-        meanwhile (in another thread) finds none, and writes every line."""
-        taken, self._sites = self._sites, {}
-        return taken
-
-    def keep(self, sites: dict[str, _SiteText]) -> None:
-        """Keeps a scrape's texts, and only the layouts its sites have: a site's layout
-        changes with its data (a hook that fails, a group that comes), and the layouts
-        no site has any more are let go of."""
-        self._sites = sites
-        layouts = {id(site.layout): site.layout for site in sites.values()}
-        if len(layouts) < len(_LAYOUTS):
-            _LAYOUTS.clear()
-            _LAYOUTS.update((layout.key, layout) for layout in layouts.values())
-
-    def forget(self) -> None:
-        """Lets go of the texts: a scraper asks for protobuf, and would leave a text
-        scrape's (a `curl`'s) held until the next."""
-        self._sites = {}
-
-
-_LAST = _LastTexts()
-
-
-def forget() -> None:
-    """The texts kept from the last scrape are let go of (`_LastTexts.forget`)."""
-    _LAST.forget()
-
-
-def _site_texts(
-    samples: list[Sample], site_pairs: str, last: _SiteText | None
-) -> tuple[_SiteText, list[bytes]]:
-    """What to keep of the site for the next scrape, and its text of each family: the
-    last scrape's for the families whose samples write the same lines, the others
-    written anew (all of them for a site new, or whose samples are not in the same
-    places)."""
-    now = list(samples)
-    if last is not None:
-        changed = _changed_families(last, now)
-        if changed is not None:
-            return _changed_texts(last, now, changed, site_pairs)
-    layout = _layout_of(now)
-    texts: list[bytes | None] = [
-        _family_text(now, places, site_pairs) for places in layout.positions
-    ]
-    return _SiteText(tuple(now), layout, texts, set()), cast(list[bytes], texts)
-
-
-def _changed_texts(
-    last: _SiteText, now: list[Sample], changed: set[int], site_pairs: str
-) -> tuple[_SiteText, list[bytes]]:
-    """The site's texts with the `changed` families (and those not kept) written anew:
-    a few of a site's, the others' texts taken as they are."""
-    layout = last.layout
-    written = changed | last.unkept
-    if not written:
-        return _SiteText(tuple(now), layout, last.texts, changed), cast(list[bytes], last.texts)
-    texts = last.texts.copy()
-    for family in written:
-        texts[family] = _family_text(now, layout.positions[family], site_pairs)
-    kept = texts.copy() if changed else texts
-    for family in changed:
-        kept[family] = None
-    return _SiteText(tuple(now), layout, kept, changed), cast(list[bytes], texts)
-
-
-def _changed_families(last: _SiteText, now: list[Sample]) -> set[int] | None:
-    """The families (indices into the layout) whose samples write other lines than at the
-    last scrape, or None when the samples are not in the same places. The samples that
-    are the same objects are found in C (a scrape's two hundred thousand); those made
-    anew (a few dozen of a site's) are compared one by one, and an equal one is replaced
-    in `now` by the one kept (what is kept is then only samples whose value changed)."""
-    before = last.samples
-    if len(before) != len(now):
-        return None
-    differing = list(map(is_not, before, now))
-    changed: set[int] = set()
-    place = -1
-    try:
-        while True:
-            place = differing.index(True, place + 1)
-            old, new = before[place], now[place]
-            if old.metric is not new.metric:
-                return None
-            if _same_line(old, new):
-                now[place] = old
-            else:
-                changed.add(last.layout.family_at[place])
-    except ValueError:  # no sample differs after `place`
-        return changed
-
-
-def _same_line(old: Sample, new: Sample) -> bool:
-    """Whether two samples of one metric write the same line: equal values of one type
-    (an int is written "8", a float "8.0") and, for zeros, of one sign."""
-    value, old_value = new.value, old.value
-    if value != old_value or type(value) is not type(old_value):
-        return False
-    if not value and math.copysign(1.0, value) != math.copysign(1.0, old_value):
-        return False
-    return new.labels == old.labels and new.suffix == old.suffix
-
-
-def _layout_of(samples: list[Sample]) -> _Layout:
-    """The families of a site's samples and their places, shared by the sites with the
-    same families in the same places (at most `MAX_LAYOUTS` kept)."""
-    key = tuple([item.metric for item in samples])
-    layout = _LAYOUTS.get(key)
-    if layout is not None:
-        return layout
-    places: dict[MetricDef, list[int]] = {}
-    for place, item in enumerate(samples):
-        found = places.get(item.metric)
-        if found is None:
-            found = places[item.metric] = []
-        found.append(place)
-    index = {metric: number for number, metric in enumerate(places)}
-    family_at = [index[item.metric] for item in samples]
-    layout = _Layout(
-        key, tuple(places), tuple(tuple(found) for found in places.values()), tuple(family_at)
-    )
-    if len(_LAYOUTS) < MAX_LAYOUTS:
-        _LAYOUTS[key] = layout
-    return layout
-
-
-# Sites' layouts by the metrics of their samples, in order (definitions hash by identity):
-# those the last scrape's sites have (`_LastTexts.keep`), shared by the sites with the
-# same. Past the bound, a site's own is made at each of its full writings.
-_LAYOUTS: dict[tuple[MetricDef, ...], _Layout] = {}
-MAX_LAYOUTS = 4096
-
-
 def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str) -> bytes:
     """The lines of a site's samples of one family (at `places`). The hot loop of a
     scrape whose samples changed: the number is formatted inline (`_number`), and 4 in
@@ -328,6 +158,16 @@ def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str
         else:
             append(f"{sample_name}{item.suffix}{bare}{number}\n")
     return "".join(lines).encode()
+
+
+# The text formats' encodings of each site's families, kept from the last scrape.
+TEXTS: KeptTexts[str] = KeptTexts(_family_text)
+
+
+def forget() -> None:
+    """The texts kept from the last scrape are let go of: the scraper asks for protobuf,
+    and would leave a text scrape's (a `curl`'s) held until the next."""
+    TEXTS.forget()
 
 
 @functools.lru_cache(maxsize=512)

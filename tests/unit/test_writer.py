@@ -172,13 +172,13 @@ def text_of(found: list[SiteResult], openmetrics: bool = False) -> bytes:
 
 def fresh_text_of(found: list[SiteResult], openmetrics: bool = False) -> bytes:
     """The text as a first scrape writes it, with nothing kept from the scrapes before."""
-    writer._LAST.take()
+    writer.TEXTS.take()
     return text_of(found, openmetrics)
 
 
 def family_texts(site: str) -> dict[str, bytes | None]:
     """The texts the last scrape wrote for a site (by its label text), per family."""
-    kept = writer._LAST._sites[writer._site_pairs(site, ())]
+    kept = writer.TEXTS.sites[writer._site_pairs(site, ())]
     return {metric.name: text for metric, text in zip(kept.layout.metrics, kept.texts, strict=True)}
 
 
@@ -262,10 +262,10 @@ def test_layouts_kept_stop_at_their_bound_and_the_rest_read_the_same(
     same, at its first writing and at the next."""
     both = results()
     expected = fresh_text_of(both)
-    monkeypatch.setattr(writer, "_LAYOUTS", {})
-    monkeypatch.setattr(writer, "MAX_LAYOUTS", 0)
+    monkeypatch.setattr(writer.TEXTS, "layouts", {})
+    monkeypatch.setattr(writer.TEXTS, "max_layouts", 0)
     assert [fresh_text_of(both), text_of([anew(result) for result in both])] == [expected] * 2
-    assert writer._LAYOUTS == {}
+    assert writer.TEXTS.layouts == {}
 
 
 def test_only_the_last_scrapes_sites_are_kept() -> None:
@@ -274,7 +274,7 @@ def test_only_the_last_scrapes_sites_are_kept() -> None:
     both = results()
     text_of(both)
     text_of(both[1:])
-    assert list(writer._LAST._sites) == [writer._site_pairs("other shop", both[1].labels)]
+    assert list(writer.TEXTS.sites) == [writer._site_pairs("other shop", both[1].labels)]
     assert text_of(both) == fresh_text_of(both)
 
 
@@ -285,19 +285,19 @@ def test_scrapes_written_at_once_read_the_same(monkeypatch: pytest.MonkeyPatch) 
     expected = fresh_text_of(both)
     text_of(both)  # the texts kept
     inner: list[bytes] = []
-    site_texts = writer._site_texts
+    site_texts = writer.TEXTS.site_texts
 
     def meanwhile(*arguments: Any) -> Any:
         if not inner:  # another scrape, written in full while the first site is
             inner.append(b"")
-            assert writer._LAST._sites == {}
+            assert writer.TEXTS.sites == {}
             inner[0] = text_of([anew(result) for result in both])
         return site_texts(*arguments)
 
-    monkeypatch.setattr(writer, "_site_texts", meanwhile)
+    monkeypatch.setattr(writer.TEXTS, "site_texts", meanwhile)
     assert text_of(both) == expected
     assert inner == [expected]
-    monkeypatch.setattr(writer, "_site_texts", site_texts)
+    monkeypatch.setattr(writer.TEXTS, "site_texts", site_texts)
     assert text_of(both) == expected
 
 
@@ -306,9 +306,9 @@ def test_a_protobuf_scrape_lets_go_of_the_texts() -> None:
     scrape's (a `curl`'s) are let go of."""
     both = results()
     render(both, None)
-    assert writer._LAST._sites
+    assert writer.TEXTS.sites
     render(both, NATIVE_ACCEPT)
-    assert writer._LAST._sites == {}
+    assert writer.TEXTS.sites == {}
 
 
 def test_label_texts_kept_stop_at_their_bound_and_the_rest_read_the_same(
