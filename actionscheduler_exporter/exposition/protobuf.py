@@ -16,10 +16,11 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 
 from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN, given_out, join_pending
+from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Labels
+from actionscheduler_exporter.metrics.samples import Labels, Sample
 from actionscheduler_exporter.rounds.result import SiteResult
 
 # MetricType of metrics.proto.
@@ -180,30 +181,31 @@ def families(
     extra: Iterable[tuple[MetricDef, Labels, float]],
 ) -> Iterator[bytes]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
-    samples without a site (build info). Each family's Metric fields (a thousand
-    stores' are 174,000) are joined every `SITES_PER_JOIN` sites and given out after
-    the family's length and head (`family_parts`), as the text writer's texts are."""
+    samples without a site (build info). Each site's Metric fields of one family are
+    encoded as one piece, the last scrape's taken again while its samples encode the
+    same (`kept_texts`, as the text writer's); each family's pieces (a thousand stores'
+    fields are 174,000) are joined every `SITES_PER_JOIN` sites and given out after the
+    family's length and head (`family_parts`)."""
     metrics: dict[str, list[bytes]] = {}  # per family, its fields joined so far
-    fields: dict[str, list[bytes]] = {}  # per family, its fields not joined yet
+    fields: dict[str, list[bytes]] = {}  # per family, its sites' fields not joined yet
+    last = FIELDS.take()
+    kept: dict[bytes, SiteText] = {}
     for index, result in enumerate(results, 1):
         # The site's labels and a sample's own are encoded apart, each set once (as the
         # text writer does); Prometheus sorts a series' labels itself.
         site = _label_pairs((("site", result.label), *result.labels))
-        for item in result.samples:
-            definition = item.metric
-            kind = _TYPES[definition.kind]
-            if kind == _HISTOGRAM:
-                if not isinstance(item, native.HistogramCount) or item.native is None:
-                    continue  # _bucket and _sum: the text formats'
-                body = site + _label_pairs(item.labels) + _bytes(7, histogram(item.native))
-            else:
-                body = _value_metric(site + _label_pairs(item.labels), kind, item.value)
+        kept[site], pieces = FIELDS.site_texts(result.samples, site, last.pop(site, None))
+        for definition, piece in zip(kept[site].layout.metrics, pieces, strict=True):
+            if not piece:
+                continue  # a histogram without a native one: the text formats' alone
             found = fields.get(definition.name)
             if found is None:
-                found = fields[definition.name] = []
-            found.append(_METRIC_KEY + varint(len(body)) + body)
+                fields[definition.name] = [piece]
+            else:
+                found.append(piece)
         if index % SITES_PER_JOIN == 0:
             join_pending(fields, metrics, b"".join)
+    FIELDS.keep(kept)
     for definition, labels_of, value in extra:
         body = _value_metric(_label_pairs(labels_of), _TYPES[definition.kind], value)
         fields.setdefault(definition.name, []).append(_METRIC_KEY + varint(len(body)) + body)
@@ -213,6 +215,37 @@ def families(
         if joined:
             head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
             yield from given_out(varint(len(head) + sum(map(len, joined))) + head, joined)
+
+
+def _family_fields(samples: list[Sample], places: tuple[int, ...], site: bytes) -> bytes:
+    """A site's Metric fields of one family (its samples at `places`)."""
+    kind = _TYPES[samples[places[0]].metric.kind]
+    out: list[bytes] = []
+    for place in places:
+        item = samples[place]
+        if kind == _HISTOGRAM:
+            if not isinstance(item, native.HistogramCount) or item.native is None:
+                continue  # _bucket and _sum: the text formats'
+            body = site + _label_pairs(item.labels) + _bytes(7, histogram(item.native))
+        else:
+            body = _value_metric(site + _label_pairs(item.labels), kind, item.value)
+        out += (_METRIC_KEY, varint(len(body)), body)
+    return b"".join(out)
+
+
+def _same_field(old: Sample, new: Sample) -> bool:
+    """Whether a sample made anew encodes as the one kept: a histogram's count says
+    nothing of its buckets, so a histogram is only when it is the same object."""
+    return not isinstance(new, native.HistogramCount) and same_line(old, new)
+
+
+# Each site's fields of each family, kept from the last protobuf scrape.
+FIELDS: KeptTexts[bytes] = KeptTexts(_family_fields, _same_field)
+
+
+def forget() -> None:
+    """The fields kept from the last scrape are let go of: the scraper asks for text."""
+    FIELDS.forget()
 
 
 def encode_process(samples: Iterable[ProcessSample]) -> bytes:

@@ -94,6 +94,7 @@ def render_parts(
     if content_type == PROTOBUF:
         writer.forget()  # the texts of a text scrape before are not read again soon
         return _protobuf(results, [build, *exporter]), content_type
+    protobuf.forget()  # the fields of a protobuf scrape before are not read again soon
     openmetrics = content_type == OPENMETRICS
     return _text(results, [build, *exporter], openmetrics), content_type
 

@@ -317,3 +317,64 @@ def test_the_messages_are_given_in_parts_and_read_the_same(
         {family.name for family in decode(whole)},
         key=[protobuf.family_name(metric) for metric in catalog.ALL].index,
     )
+
+
+def fresh_encoding(found: list[SiteResult]) -> bytes:
+    """The encoding as a first protobuf scrape makes it, with nothing kept before."""
+    protobuf.FIELDS.take()
+    return protobuf.encode(found, catalog.ALL, [])
+
+
+def anew(result: SiteResult) -> SiteResult:
+    """The result with samples of the same values, made anew (as a hot reading's are)."""
+    return dataclasses.replace(result, samples=[dataclasses.replace(s) for s in result.samples])
+
+
+def test_fields_kept_from_scrape_to_scrape_encode_as_a_first_scrape_does() -> None:
+    """Each site's fields of a family are encoded once and taken again while its samples
+    stay the same objects, or equal ones; a changed value is encoded anew, alone."""
+    both = results()
+    first = fresh_encoding([anew(result) for result in both])
+    assert [protobuf.encode(both, catalog.ALL, []) for _ in range(3)] == [first] * 3
+    kept = protobuf.FIELDS.sites
+    assert len(kept) == 2 and all(None not in site.texts for site in kept.values())
+    assert protobuf.encode([anew(result) for result in both], catalog.ALL, []) == first
+    # Equal samples made anew are taken as kept; a histogram's only when the same object.
+    for site in protobuf.FIELDS.sites.values():
+        assert [site.layout.metrics[family] for family in site.unkept] == [catalog.START_DELAY]
+    changed = dataclasses.replace(both[0], samples=list(both[0].samples))
+    place = next(
+        place for place, item in enumerate(changed.samples) if item.metric is catalog.ACTIVE_CLAIMS
+    )
+    changed.samples[place] = dataclasses.replace(changed.samples[place], value=7)
+    expected = fresh_encoding([changed, both[1]])
+    protobuf.encode(both, catalog.ALL, [])
+    assert protobuf.encode([changed, both[1]], catalog.ALL, []) == expected
+    site = next(iter(protobuf.FIELDS.sites.values()))
+    assert [site.layout.metrics[family] for family in site.unkept] == [catalog.ACTIVE_CLAIMS]
+
+
+def test_a_histogram_with_the_same_count_and_other_buckets_is_encoded_anew() -> None:
+    """A histogram's count says nothing of its buckets: one made anew is encoded again,
+    whatever its count (the text formats write its buckets as samples of their own)."""
+    (site, _) = results()
+    place, item = next(
+        (place, item)
+        for place, item in enumerate(site.samples)
+        if isinstance(item, native.HistogramCount) and item.native is not None
+    )
+    assert isinstance(item, native.HistogramCount) and item.native is not None
+    moved = dataclasses.replace(item.native, positive=((item.native.positive[0][0] + 1, 1),))
+    other = anew(site)
+    other.samples[place] = dataclasses.replace(item, native=moved)
+    expected = fresh_encoding([other])
+    protobuf.encode([site], catalog.ALL, [])
+    assert protobuf.encode([other], catalog.ALL, []) == expected != fresh_encoding([site])
+
+
+def test_a_text_scrape_lets_go_of_the_protobuf_fields() -> None:
+    both = results()
+    render(both, NATIVE_ACCEPT)
+    assert protobuf.FIELDS.sites
+    render(both, None)
+    assert protobuf.FIELDS.sites == {}
