@@ -22,7 +22,7 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.result import SiteResult
 from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from testbed.metrics_proto import decode, family_names, metrics_pb2
-from tests.unit.test_writer import results
+from tests.unit.test_writer import anew, results
 
 TYPES = {"counter": 0, "gauge": 1, "info": 1, "histogram": 4, "unknown": 3}
 
@@ -323,11 +323,6 @@ def fresh_encoding(found: list[SiteResult]) -> bytes:
     """The encoding as a first protobuf scrape makes it, with nothing kept before."""
     protobuf.FIELDS.take()
     return protobuf.encode(found, catalog.ALL, [])
-
-
-def anew(result: SiteResult) -> SiteResult:
-    """The result with samples of the same values, made anew (as a hot reading's are)."""
-    return dataclasses.replace(result, samples=[dataclasses.replace(s) for s in result.samples])
 
 
 def test_fields_kept_from_scrape_to_scrape_encode_as_a_first_scrape_does() -> None:
