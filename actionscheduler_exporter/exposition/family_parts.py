@@ -1,6 +1,7 @@
-"""Each family's samples, gathered site by site and given out in parts: how the protobuf
-encoder holds a scrape's exposition (the text writer gives out its texts, kept from scrape
-to scrape, in parts of `SITES_PER_JOIN` sites too).
+"""Each family's pieces, gathered site by site and given out in parts: how the protobuf
+encoder holds a scrape's exposition (each site's fields of a family, kept from scrape to
+scrape as the text writer's texts are: `kept_texts`); the text writer gives out its texts
+in parts of `SITES_PER_JOIN` sites too.
 
 A family needs every site, so a scrape's families are gathered whole before the first
 is given out; gathered as one small object per sample they spread over the interpreter's

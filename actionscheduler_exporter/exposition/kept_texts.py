@@ -99,8 +99,10 @@ class KeptTexts(Generic[Site]):
             self.layouts = {layout.key: layout for layout in layouts.values()}
 
     def forget(self) -> None:
-        """Lets go of the encodings: the scraper asks for another format."""
+        """Lets go of the encodings and their layouts: the scraper asks for another
+        format."""
         self._sites = {}
+        self.layouts = {}
 
     @property
     def sites(self) -> dict[Site, SiteText]:

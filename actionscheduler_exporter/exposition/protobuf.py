@@ -235,8 +235,11 @@ def _family_fields(samples: list[Sample], places: tuple[int, ...], site: bytes) 
 
 def _same_field(old: Sample, new: Sample) -> bool:
     """Whether a sample made anew encodes as the one kept: a histogram's count says
-    nothing of its buckets, so a histogram is only when it is the same object."""
-    return not isinstance(new, native.HistogramCount) and same_line(old, new)
+    nothing of its buckets, so a histogram (then or now) is only when it is the same
+    object."""
+    if isinstance(old, native.HistogramCount) or isinstance(new, native.HistogramCount):
+        return False
+    return same_line(old, new)
 
 
 # Each site's fields of each family, kept from the last protobuf scrape.
