@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.exposition import writer
+from actionscheduler_exporter.exposition.family_parts import Part
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.web import metrics_route
 from testbed.mariadb import Server
@@ -223,10 +224,10 @@ def test_nothing_more_is_written_once_the_client_has_gone(
     running = exporter_http()
     taken: list[int] = []  # per answer, the parts written before it ended
 
-    def counted(*arguments: object, **options: object) -> tuple[Iterator[bytes], str]:
+    def counted(*arguments: object, **options: object) -> tuple[Iterator[Part], str]:
         parts, content_type = render_parts(*arguments, **options)  # type: ignore[arg-type]
 
-        def counting() -> Iterator[bytes]:
+        def counting() -> Iterator[Part]:
             count = 0
             try:
                 for part in parts:

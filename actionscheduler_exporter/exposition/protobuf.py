@@ -14,8 +14,9 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 
-from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN, given_out, join_pending
+from actionscheduler_exporter.exposition.family_parts import Gathered, Part, in_parts
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
@@ -172,49 +173,44 @@ def encode(
     extra: Iterable[tuple[MetricDef, Labels, float]],
 ) -> bytes:
     """The whole exposition of `families`, at once (tests)."""
-    return b"".join(families(results, definitions, extra))
+    return b"".join(chain.from_iterable(families(results, definitions, extra)))
 
 
 def families(
     results: Sequence[SiteResult],
     definitions: Iterable[MetricDef],
     extra: Iterable[tuple[MetricDef, Labels, float]],
-) -> Iterator[bytes]:
+) -> Iterator[Part]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
     samples without a site (build info). Each site's Metric fields of one family are
     encoded as one piece, the last scrape's taken again while its samples encode the
     same (`kept_texts`, as the text writer's); each family's pieces (a thousand stores'
-    fields are 174,000) are joined every `SITES_PER_JOIN` sites and given out after the
+    fields are 174,000) are given out in parts of `SITES_PER_PART` sites after the
     family's length and head (`family_parts`)."""
-    metrics: dict[str, list[bytes]] = {}  # per family, its fields joined so far
-    fields: dict[str, list[bytes]] = {}  # per family, its sites' fields not joined yet
+    gathered = Gathered()
     last = FIELDS.take()
     kept: dict[bytes, SiteText] = {}
-    for index, result in enumerate(results, 1):
+    for result in results:
         # The site's labels and a sample's own are encoded apart, each set once (as the
         # text writer does); Prometheus sorts a series' labels itself.
         site = _label_pairs((("site", result.label), *result.labels))
         kept[site], pieces = FIELDS.site_texts(result.samples, site, last.pop(site, None))
-        for definition, piece in zip(kept[site].layout.metrics, pieces, strict=True):
-            if not piece:
-                continue  # a histogram without a native one: the text formats' alone
-            found = fields.get(definition.name)
-            if found is None:
-                fields[definition.name] = [piece]
-            else:
-                found.append(piece)
-        if index % SITES_PER_JOIN == 0:
-            join_pending(fields, metrics, b"".join)
+        gathered.add(kept[site].layout.metrics, pieces)
+    gathered.end_run()
     FIELDS.keep(kept)
+    fields = gathered.families  # per family, its sites' fields in the sites' order
     for definition, labels_of, value in extra:
         body = _value_metric(_label_pairs(labels_of), _TYPES[definition.kind], value)
         fields.setdefault(definition.name, []).append(_METRIC_KEY + varint(len(body)) + body)
-    join_pending(fields, metrics, b"".join)
     for definition in definitions:
-        joined = metrics.pop(definition.name, None)
-        if joined:
+        family = fields.pop(definition.name, None)
+        # None of a histogram family without a native one: the text formats' alone.
+        size = sum(map(len, family)) if family else 0
+        if family and size:
             head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
-            yield from given_out(varint(len(head) + sum(map(len, joined))) + head, joined)
+            # The head (with the family's length) apart: it changes with any site's fields.
+            yield [varint(len(head) + size) + head]
+            yield from in_parts(family)
 
 
 def _family_fields(samples: list[Sample], places: tuple[int, ...], site: bytes) -> bytes:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import functools
 import platform
 from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
+from actionscheduler_exporter.exposition.family_parts import Part
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Labels
@@ -79,16 +81,17 @@ def render(
     """The exposition body and its content type, negotiated from the Accept header;
     `exporter`: the server's own samples without a site (how the last reload went)."""
     parts, content_type = render_parts(results, accept, exporter)
-    return b"".join(parts), content_type
+    return b"".join(chain.from_iterable(parts)), content_type
 
 
 def render_parts(
     results: Sequence[SiteResult],
     accept: str | None,
     exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
-) -> tuple[Iterator[bytes], str]:
+) -> tuple[Iterator[Part], str]:
     """`render`'s body in parts, written as they are taken, so that a large exposition
-    is never joined into one body (`writer.families`, `protobuf.families`)."""
+    is never joined into one body (`writer.families`, `protobuf.families`); a part is
+    its pieces, mostly kept from the last scrape (`family_parts`)."""
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
@@ -101,17 +104,17 @@ def render_parts(
 
 def _protobuf(
     results: Sequence[SiteResult], extra: list[tuple[catalog.MetricDef, Labels, float]]
-) -> Iterator[bytes]:
+) -> Iterator[Part]:
     yield from protobuf.families(results, catalog.ALL, extra)
-    yield protobuf.encode_process(process_samples())
+    yield [protobuf.encode_process(process_samples())]
 
 
 def _text(
     results: Sequence[SiteResult],
     extra: list[tuple[catalog.MetricDef, Labels, float]],
     openmetrics: bool,
-) -> Iterator[bytes]:
+) -> Iterator[Part]:
     yield from writer.families(results, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
-    yield writer.encode_process(process_samples(), openmetrics=openmetrics).encode()
+    yield [writer.encode_process(process_samples(), openmetrics=openmetrics).encode()]
     if openmetrics:
-        yield b"# EOF\n"
+        yield [b"# EOF\n"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
-from actionscheduler_exporter.exposition.family_parts import SITES_PER_JOIN
+from actionscheduler_exporter.exposition.family_parts import Gathered, Part, in_parts
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
@@ -64,7 +65,8 @@ def encode(
     openmetrics: bool,
 ) -> bytes:
     """The whole exposition of `families`, at once (`render`, for tests)."""
-    return b"".join(families(results, definitions, extra, openmetrics=openmetrics))
+    parts = families(results, definitions, extra, openmetrics=openmetrics)
+    return b"".join(chain.from_iterable(parts))
 
 
 def families(
@@ -73,34 +75,28 @@ def families(
     extra: Iterable[tuple[MetricDef, Labels, float]],
     *,
     openmetrics: bool,
-) -> Iterator[bytes]:
+) -> Iterator[Part]:
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
     Each site's samples of one family are written as one text (`kept_texts.KeptTexts`), the
     texts of the last scrape taken again for the families whose samples are the same.
-    Each family's texts are given out in parts of `SITES_PER_JOIN` sites once every site
-    is written. Written family by family over every site instead, nothing would be
+    Each family's texts are given out in parts of `SITES_PER_PART` sites once every site
+    is written (`family_parts`). Written family by family over every site instead, nothing would be
     held, but finding each family's samples in each site's list cost a fleet of stores
     that differ 46 to 66 % more writing."""
-    texts: dict[str, list[bytes]] = {}  # per family, its texts in the sites' order
+    gathered = Gathered()
     last = TEXTS.take()
     kept: dict[str, SiteText] = {}
     for result in results:
         site = _site_pairs(result.label, result.labels)
         kept[site], site_texts = TEXTS.site_texts(result.samples, site, last.pop(site, None))
-        for metric, family_text in zip(kept[site].layout.metrics, site_texts, strict=True):
-            family = texts.get(metric.name)
-            if family is None:
-                texts[metric.name] = [family_text]
-            else:
-                family.append(family_text)
+        gathered.add(kept[site].layout.metrics, site_texts)
+    gathered.end_run()
     TEXTS.keep(kept)
+    texts = gathered.families  # per family, its texts in the sites' order
     for metric, extra_labels, value in extra:
-        pairs = _pairs(extra_labels)
-        labels = "{" + pairs + "}" if pairs else ""
-        line = f"{metric.sample_name}{labels} {_number(value)}\n"
-        texts.setdefault(metric.name, []).append(line.encode())
+        texts.setdefault(metric.name, []).append(_extra_line(metric, extra_labels, value))
     # A few sites are written as one part: their answer is sent whole, and a part per
     # family was a tenth of one store's scrape outside the database.
     if len(results) <= ONE_PART_SITES:
@@ -109,28 +105,29 @@ def families(
     for metric in definitions:
         family = texts.pop(metric.name, None)
         if family:
-            yield _header(metric, openmetrics).encode()
-            yield from _parts(family)
+            yield from in_parts(family, (_header(metric, openmetrics),))
+
+
+@functools.lru_cache(maxsize=64)
+def _extra_line(metric: MetricDef, labels: Labels, value: float) -> bytes:
+    """A sample without a site (build info, the last reload's): the same object while
+    it is the same, as the kept texts are."""
+    pairs = _pairs(labels)
+    written = "{" + pairs + "}" if pairs else ""
+    return f"{metric.sample_name}{written} {_number(value)}\n".encode()
 
 
 def _one_part(
     texts: dict[str, list[bytes]], definitions: Iterable[MetricDef], openmetrics: bool
-) -> bytes:
-    """Every family's head and texts, in the definitions' order, as one text."""
-    written: list[bytes] = []
+) -> Part:
+    """Every family's head and texts, in the definitions' order, as one part."""
+    written: Part = []
     for metric in definitions:
         family = texts.get(metric.name)
         if family:
-            written.append(_header(metric, openmetrics).encode())
+            written.append(_header(metric, openmetrics))
             written += family
-    return b"".join(written)
-
-
-def _parts(family: list[bytes]) -> Iterator[bytes]:
-    """A family's texts joined `SITES_PER_JOIN` sites at a time, as they are taken: a
-    thousand stores' largest family is 3.3 MB, never held as one text."""
-    for first in range(0, len(family), SITES_PER_JOIN):
-        yield b"".join(family[first : first + SITES_PER_JOIN])
+    return written
 
 
 def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str) -> bytes:
@@ -171,13 +168,15 @@ def forget() -> None:
 
 
 @functools.lru_cache(maxsize=512)
-def _header(metric: MetricDef, openmetrics: bool) -> str:
+def _header(metric: MetricDef, openmetrics: bool) -> bytes:
+    """A family's HELP and TYPE, made once: the same object at every scrape, as the
+    texts kept are (`web.kept_gzip` knows a part of the same pieces by them)."""
     if openmetrics:
         help_text = _escape(metric.help, quote=True)
-        return f"# HELP {metric.name} {help_text}\n# TYPE {metric.name} {metric.kind}\n"
+        return f"# HELP {metric.name} {help_text}\n# TYPE {metric.name} {metric.kind}\n".encode()
     name = metric.sample_name if metric.kind in ("counter", "info") else metric.name
     help_text = _escape(metric.help, quote=False)
-    return f"# HELP {name} {help_text}\n# TYPE {name} {_TEXT_TYPES[metric.kind]}\n"
+    return f"# HELP {name} {help_text}\n# TYPE {name} {_TEXT_TYPES[metric.kind]}\n".encode()
 
 
 @functools.lru_cache(maxsize=65_536)

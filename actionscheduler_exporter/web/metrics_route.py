@@ -11,7 +11,6 @@ to the FastAPI app (`app.py`).
 from __future__ import annotations
 
 import asyncio
-import zlib
 from collections.abc import Iterator
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -19,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.web import encoding
+from actionscheduler_exporter.web.kept_gzip import KeptGzip
 from actionscheduler_exporter.web.serving import CurrentServing
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -30,8 +30,6 @@ _METHODS = ("GET", "HEAD")
 # Bytes of the answer sent at once when more follows: a larger answer goes in pieces of at
 # least this (each at most one part more: a few hundred kB of text).
 _PIECE = 256 * 1024
-# zlib's window, and the gzip container around it (16 + 15).
-_GZIP_WINDOW = 31
 # The body depends on Accept too (text, OpenMetrics, protobuf): a cache keys on both.
 _VARY = (b"vary", b"Accept, Accept-Encoding")
 _PLAIN = b"text/plain; charset=utf-8"
@@ -45,6 +43,7 @@ class MetricsRoute:
         self.app = app
         self.live = live
         self.path = path
+        self._gzip = KeptGzip()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != self.path:
@@ -82,20 +81,14 @@ class MetricsRoute:
         )
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth
-        # of it compressed (the fastest level: the CPU is the scrape's, the bytes are not).
+        # of it compressed, most of it as the last scrape's was (`kept_gzip`).
+        body: Iterator[bytes]
         if encoding.chosen(headers.get(_ACCEPT_ENCODING)) == encoding.GZIP:
-            parts = _gzipped(parts)
+            body = self._gzip.gzipped(parts, content_type)
             extra.append((b"content-encoding", b"gzip"))
-        await _send_parts(send, receive, scope, parts, content_type.encode("latin-1"), extra)
-
-
-def _gzipped(parts: Iterator[bytes]) -> Iterator[bytes]:
-    """The parts compressed as one gzip stream, as they come."""
-    compressor = zlib.compressobj(1, zlib.DEFLATED, _GZIP_WINDOW)
-    for part in parts:
-        if compressed := compressor.compress(part):
-            yield compressed
-    yield compressor.flush()
+        else:
+            body = map(b"".join, parts)
+        await _send_parts(send, receive, scope, body, content_type.encode("latin-1"), extra)
 
 
 async def _send_parts(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
-from actionscheduler_exporter.exposition import protobuf, writer
+from actionscheduler_exporter.exposition import family_parts, protobuf, writer
 from actionscheduler_exporter.exposition.render import PROTOBUF, negotiate, render
 from actionscheduler_exporter.metrics import catalog, native
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -303,13 +303,14 @@ def test_the_documented_resolution_of_schema_3() -> None:
 def test_the_messages_are_given_in_parts_and_read_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 40: each family's Metric fields are joined every `SITES_PER_JOIN` sites and
-    given out in turn after the family's head and length, never joined into one body;
-    however the sites are grouped, the stream is the same bytes, message by message."""
+    """Issue 40: each family's Metric fields are gathered in parts of `SITES_PER_PART`
+    sites and given out in turn after the family's head and length, never joined into
+    one body; however the sites are grouped, the stream is the same bytes, message by
+    message."""
     found = [*results(), *(dataclasses.replace(result, label="third") for result in results())]
     whole = protobuf.encode(found, catalog.ALL, [])
-    monkeypatch.setattr(protobuf, "SITES_PER_JOIN", 1)
-    parts = list(protobuf.families(found, catalog.ALL, []))
+    monkeypatch.setattr(family_parts, "SITES_PER_PART", 1)
+    parts = [b"".join(part) for part in protobuf.families(found, catalog.ALL, [])]
     assert b"".join(parts) == whole
     assert family_names(whole) == [family.name for family in decode(whole)]
     assert len(parts) > 2 * len(decode(whole))

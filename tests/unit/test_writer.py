@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.log_events.histogram import Histogram
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.exposition import process, writer
+from actionscheduler_exporter.exposition import family_parts, process, writer
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render
 from actionscheduler_exporter.metrics import catalog
@@ -113,19 +113,19 @@ def test_a_family_whose_samples_come_apart_is_written_whole() -> None:
 def test_the_exposition_is_given_in_parts_of_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 40: the exposition is given in parts, each encoded and let go of in turn, so
     that a thousand stores' 15 MB are never joined into one body, nor a family into one
-    text: a part is the lines of `SITES_PER_JOIN` sites of one family (here one site's).
-    Each part is whole lines, a family's header comes once, before its first part, and
-    sites whose samples come in another order of families are written as they are."""
-    monkeypatch.setattr(writer, "SITES_PER_JOIN", 1)
+    text: a part is the lines of `SITES_PER_PART` sites of one family (here one site's),
+    as pieces. Each part is whole lines, a family's header comes once, in its first part,
+    and sites whose samples come in another order of families are written as they are."""
+    monkeypatch.setattr(family_parts, "SITES_PER_PART", 1)
     monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
     found = [
         *results(),
         SiteResult("few", (), True, [Sample(catalog.UP, 1.0)]),
         SiteResult("families reversed", (), True, families_reversed(results()[0].samples)),
     ]
-    parts = list(writer.families(found, catalog.ALL, [], openmetrics=True))
+    parts = [b"".join(part) for part in writer.families(found, catalog.ALL, [], openmetrics=True)]
     families = {item.metric.name for result in found for item in result.samples}
-    assert len(parts) > 2 * len(families)  # a head and parts of one site each
+    assert len(parts) > len(families)  # a part of one site each, the head in the first
     assert all(part.endswith(b"\n") for part in parts)
     body = b"".join(parts)
     assert body == text_of(found, openmetrics=True)
@@ -142,7 +142,7 @@ def test_a_few_sites_are_written_as_one_part(monkeypatch: pytest.MonkeyPatch) ->
     found = [*results(), SiteResult("families reversed", (), True,
                                     families_reversed(results()[0].samples))]  # fmt: skip
     extra = [(catalog.BUILD_INFO, (("version", "1"),), 1.0)]
-    monkeypatch.setattr(writer, "SITES_PER_JOIN", 2)  # a join within them changes nothing
+    monkeypatch.setattr(family_parts, "SITES_PER_PART", 2)  # a part within them changes nothing
     for openmetrics in (False, True):
         whole = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
         assert len(whole) == 1
@@ -150,7 +150,7 @@ def test_a_few_sites_are_written_as_one_part(monkeypatch: pytest.MonkeyPatch) ->
         in_parts = list(writer.families(found, catalog.ALL, extra, openmetrics=openmetrics))
         monkeypatch.setattr(writer, "ONE_PART_SITES", len(found))
         assert len(in_parts) > len(found)
-        assert whole == [b"".join(in_parts)]
+        assert b"".join(whole[0]) == b"".join(piece for part in in_parts for piece in part)
 
 
 def families_reversed(samples: list[Sample]) -> list[Sample]:

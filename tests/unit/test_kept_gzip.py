@@ -1,0 +1,127 @@
+"""The gzip coding that keeps each part's deflated bytes while its pieces stay the same
+objects (`web.kept_gzip`): whatever is kept, the answer is one valid gzip member of the
+whole text, as a fresh coding of it reads."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import zlib
+
+import pytest
+
+from actionscheduler_exporter.exposition.family_parts import Part
+from actionscheduler_exporter.web import kept_gzip
+from actionscheduler_exporter.web.kept_gzip import KeptGzip, combined
+
+TEXT = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+
+def lines(count: int, seed: int) -> bytes:
+    rows = random.Random(seed)
+    return b"".join(
+        b'actionscheduler_due_actions{site="db%d"} %d\n' % (rows.randrange(1000), rows.random())
+        for _ in range(count)
+    )
+
+
+def answer(coder: KeptGzip, parts: list[Part], kind: str = TEXT) -> tuple[bytes, list[bytes]]:
+    """The coded answer, and its pieces as given out (each part's deflated bytes)."""
+    given = list(coder.gzipped(parts, kind))
+    return b"".join(given), given
+
+
+def deflations(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The texts of the parts deflated from now on."""
+    made: list[bytes] = []
+    deflate = kept_gzip._deflated
+
+    def counted(part: Part) -> object:
+        made.append(b"".join(part))
+        return deflate(part)
+
+    monkeypatch.setattr(kept_gzip, "_deflated", counted)
+    return made
+
+
+def test_the_answer_reads_as_the_whole_text_whatever_was_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 40: a part whose pieces are the objects of the part at its place at the last
+    scrape is sent as deflated then, the others deflated anew; the stream reads as the
+    whole text (its CRC-32 and length right, which Prometheus' reader checks) when every
+    part is new, when every part is kept, when one in the middle changed, when parts
+    come or go, with empty pieces and parts, and with a part longer than the run of
+    zeros its CRC-32 is carried through."""
+    head, empty, long = b"# HELP x y\n# TYPE x gauge\n", b"", lines(20_000, 9)
+    assert len(long) > len(kept_gzip._ZEROS)
+    texts = [lines(count, seed) for seed, count in enumerate((3, 50, 1, 400, 7))]
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+    first: list[Part] = [[head, texts[0]], [texts[1], empty, texts[2]], [], [long], texts[3:]]
+    body, _ = answer(coder, first)
+    assert gzip.decompress(body) == b"".join(piece for part in first for piece in part)
+    assert len(made) == len(first)
+
+    made.clear()
+    again, _ = answer(coder, [list(part) for part in first])  # new lists, the same pieces
+    assert again == body and made == []
+
+    changed = lines(50, 99)
+    second: list[Part] = [first[0], [changed, empty, texts[2]], [], [long], texts[3:], [head]]
+    body, _ = answer(coder, second)
+    assert gzip.decompress(body) == b"".join(piece for part in second for piece in part)
+    assert made == [b"".join(second[1]), head]
+
+    made.clear()
+    third: list[Part] = [first[0], [long], texts[3:]]  # parts gone: each at another place
+    body, _ = answer(coder, third)
+    assert gzip.decompress(body) == b"".join(piece for part in third for piece in part)
+    assert made == [long, b"".join(texts[3:])]
+    assert zlib.decompress(body, 16 + zlib.MAX_WBITS) == gzip.decompress(body)
+
+
+def test_an_equal_piece_made_anew_is_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is kept is known by the pieces' identity, not by their bytes: a piece made
+    anew was written anew, and is compared by nobody."""
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+    piece = lines(10, 1)
+    answer(coder, [[piece]])
+    body, _ = answer(coder, [[bytes(bytearray(piece))]])
+    assert len(made) == 2
+    assert gzip.decompress(body) == piece
+
+
+def test_an_answer_of_another_type_or_not_taken_to_its_end_keeps_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scraper that asks for another format reads other parts at the same places; an
+    answer whose client went before its end has not deflated the rest."""
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+    parts: list[Part] = [[lines(5, seed)] for seed in range(4)]
+    answer(coder, parts)
+    answer(coder, parts, OPENMETRICS)
+    assert len(made) == 8
+    made.clear()
+    answer(coder, parts)
+    assert len(made) == 4
+    made.clear()
+    stream = coder.gzipped(parts, TEXT)
+    next(stream), next(stream)  # the head and the first part (kept), then the client goes
+    stream.close()
+    assert made == []
+    answer(coder, parts)
+    assert len(made) == 4
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (0, 5), (5, 0), (1, 1), (300_000, 7), (7, 600_000)])
+def test_combined_is_the_crc_of_the_texts_one_after_the_other(sizes: tuple[int, int]) -> None:
+    rows = random.Random(sum(sizes))
+    first, second = (rows.randbytes(size) for size in sizes)
+    zeros = zlib.crc32(bytes(len(second)))
+    assert combined(zlib.crc32(first), zlib.crc32(second), len(second), zeros) == zlib.crc32(
+        first + second
+    )
