@@ -31,6 +31,7 @@ _HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\xff"
 # The last block of the stream: final, fixed codes, empty.
 _LAST_BLOCK = b"\x03\x00"
 _ZEROS = memoryview(bytes(256 * 1024))
+_ALL_ONES = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,6 @@ class _Deflated:
     data: bytes  # deflated on its own, ending on a byte boundary
     crc: int  # of the text
     size: int
-    zeros_crc: int  # of as many zeros (`combined`)
 
 
 class KeptGzip:
@@ -76,7 +76,7 @@ class KeptGzip:
             if unchanged:
                 crc, size = last_running[place]
             else:
-                crc = combined(crc, kept.crc, kept.size, kept.zeros_crc)
+                crc = combined(crc, kept.crc, kept.size)
                 size += kept.size
             made.append(kept)
             running.append((crc, size))
@@ -93,21 +93,20 @@ def _deflated(part: Part) -> _Deflated:
     text = b"".join(part)
     compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     data = compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    return _Deflated(tuple(part), data, zlib.crc32(text), len(text), _through_zeros(0, len(text)))
+    return _Deflated(tuple(part), data, zlib.crc32(text), len(text))
 
 
-def combined(first: int, second: int, second_size: int, second_zeros: int) -> int:
-    """The CRC-32 of two texts one after the other, from each one's, the second's length
-    and the CRC-32 of as many zeros: the first's carried through that many zeros, the
-    second's added, and the zeros' own taken out (zlib's crc32_combine, which Python's
-    zlib does not offer; CRC-32 is affine in its text)."""
-    if not second_size:
-        return first
-    return _through_zeros(first, second_size) ^ second ^ second_zeros
-
-
-def _through_zeros(crc: int, size: int) -> int:
+def combined(first: int, second: int, second_size: int) -> int:
+    """The CRC-32 of two texts one after the other, from each one's and the second's
+    length (zlib's crc32_combine, which Python's zlib does not offer). CRC-32 is affine
+    in its text: the first's register, carried through as many zeros as the second is
+    long, is added to the second's. zlib inverts the register before and after, so the
+    first's is given inverted, and the result inverted back."""
+    if not first or not second_size:
+        return first ^ second
+    size = second_size
+    register = first ^ _ALL_ONES
     while size > len(_ZEROS):
-        crc = zlib.crc32(_ZEROS, crc)
+        register = zlib.crc32(_ZEROS, register)
         size -= len(_ZEROS)
-    return zlib.crc32(_ZEROS[:size], crc)
+    return zlib.crc32(_ZEROS[:size], register) ^ _ALL_ONES ^ second
