@@ -6,11 +6,11 @@ in parts of `SITES_PER_PART` sites too.
 A family needs every site, so a scrape's families are gathered whole before the first
 is given out. A part is a list of its pieces, not joined: the pieces are the ones kept
 from the last scrape while a site's family does not change, so a part of the same pieces
-is known at once (`web.kept_gzip` sends it as it was deflated then), and none of the
-answer is copied before it is coded. Neither a family (a thousand stores' largest text
-is 3.3 MB) nor the answer is ever joined whole, which held the answer twice more (that
-body, and the socket's buffer of it), 31 MiB over a thousand stores' resident size at
-every scrape (docs/performance.md).
+is known at once (`web.kept_gzip` sends it as it was deflated then); a part is joined
+only where it is coded (deflated anew, or sent as it is). Neither a family (a thousand
+stores' largest text is 3.3 MB) nor the answer is ever joined whole, which held the
+answer twice more (that body, and the socket's buffer of it), 31 MiB over a thousand
+stores' resident size at every scrape (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -32,21 +32,26 @@ class Gathered:
     pieces took a third of the text writer's own time."""
 
     def __init__(self) -> None:
-        self.families: dict[str, list[bytes]] = {}  # by family name
+        self._families: dict[str, list[bytes]] = {}  # by family name
         self._metrics: tuple[MetricDef, ...] = ()  # the families of the run's sites
         self._run: list[Sequence[bytes]] = []
 
     def add(self, metrics: tuple[MetricDef, ...], pieces: Sequence[bytes]) -> None:
         """A site's piece of each of `metrics`, in that order."""
         if metrics is not self._metrics:
-            self.end_run()
+            self._end_run()
             self._metrics = metrics
         self._run.append(pieces)
 
-    def end_run(self) -> None:
+    def finished(self) -> dict[str, list[bytes]]:
+        """Each family's pieces, by its name, once every site is added."""
+        self._end_run()
+        return self._families
+
+    def _end_run(self) -> None:
         if not self._run:
             return
-        families = self.families
+        families = self._families
         for metric, column in zip(self._metrics, zip(*self._run, strict=True), strict=True):
             found = families.get(metric.name)
             if found is None:

@@ -196,21 +196,36 @@ def families(
         site = _label_pairs((("site", result.label), *result.labels))
         kept[site], pieces = FIELDS.site_texts(result.samples, site, last.pop(site, None))
         gathered.add(kept[site].layout.metrics, pieces)
-    gathered.end_run()
     FIELDS.keep(kept)
-    fields = gathered.families  # per family, its sites' fields in the sites' order
+    fields = gathered.finished()  # per family, its sites' fields in the sites' order
     for definition, labels_of, value in extra:
-        body = _value_metric(_label_pairs(labels_of), _TYPES[definition.kind], value)
-        fields.setdefault(definition.name, []).append(_METRIC_KEY + varint(len(body)) + body)
+        metric = _extra_metric(definition, labels_of, float(value).hex())
+        fields.setdefault(definition.name, []).append(metric)
     for definition in definitions:
         family = fields.pop(definition.name, None)
         # None of a histogram family without a native one: the text formats' alone.
         size = sum(map(len, family)) if family else 0
         if family and size:
-            head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
             # The head (with the family's length) apart: it changes with any site's fields.
-            yield [varint(len(head) + size) + head]
+            yield [_sized_head(definition, size)]
             yield from in_parts(family)
+
+
+@functools.lru_cache(maxsize=64)
+def _extra_metric(definition: MetricDef, labels: Labels, value: str) -> bytes:
+    """A sample without a site (build info, the last reload's), by its value's exact
+    bits (`float.hex`: 0.0 and -0.0 are equal keys, not equal fields): the same object
+    while it is the same, as the kept fields are."""
+    body = _value_metric(_label_pairs(labels), _TYPES[definition.kind], float.fromhex(value))
+    return _METRIC_KEY + varint(len(body)) + body
+
+
+@functools.lru_cache(maxsize=256)
+def _sized_head(definition: MetricDef, fields_size: int) -> bytes:
+    """A family's length and head, made once per length: the same object while its
+    fields' length is (`web.kept_gzip` knows a part of the same pieces by them)."""
+    head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
+    return varint(len(head) + fields_size) + head
 
 
 def _family_fields(samples: list[Sample], places: tuple[int, ...], site: bytes) -> bytes:

@@ -79,12 +79,12 @@ def families(
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
     samples of every site; `extra` are samples without a site (build info). UTF-8.
 
-    Each site's samples of one family are written as one text (`kept_texts.KeptTexts`), the
-    texts of the last scrape taken again for the families whose samples are the same.
-    Each family's texts are given out in parts of `SITES_PER_PART` sites once every site
-    is written (`family_parts`). Written family by family over every site instead, nothing would be
-    held, but finding each family's samples in each site's list cost a fleet of stores
-    that differ 46 to 66 % more writing."""
+    Each site's samples of one family are written as one text (`kept_texts.KeptTexts`),
+    the texts of the last scrape taken again for the families whose samples are the
+    same. Each family's texts are given out in parts of `SITES_PER_PART` sites once
+    every site is written (`family_parts`). Written family by family over every site
+    instead, nothing would be held, but finding each family's samples in each site's
+    list cost a fleet of stores that differ 46 to 66 % more writing."""
     gathered = Gathered()
     last = TEXTS.take()
     kept: dict[str, SiteText] = {}
@@ -92,11 +92,11 @@ def families(
         site = _site_pairs(result.label, result.labels)
         kept[site], site_texts = TEXTS.site_texts(result.samples, site, last.pop(site, None))
         gathered.add(kept[site].layout.metrics, site_texts)
-    gathered.end_run()
     TEXTS.keep(kept)
-    texts = gathered.families  # per family, its texts in the sites' order
+    texts = gathered.finished()  # per family, its texts in the sites' order
     for metric, extra_labels, value in extra:
-        texts.setdefault(metric.name, []).append(_extra_line(metric, extra_labels, value))
+        line = _extra_line(metric, extra_labels, _number(value))
+        texts.setdefault(metric.name, []).append(line)
     # A few sites are written as one part: their answer is sent whole, and a part per
     # family was a tenth of one store's scrape outside the database.
     if len(results) <= ONE_PART_SITES:
@@ -109,12 +109,13 @@ def families(
 
 
 @functools.lru_cache(maxsize=64)
-def _extra_line(metric: MetricDef, labels: Labels, value: float) -> bytes:
-    """A sample without a site (build info, the last reload's): the same object while
-    it is the same, as the kept texts are."""
+def _extra_line(metric: MetricDef, labels: Labels, number: str) -> bytes:
+    """A sample without a site (build info, the last reload's), by its number as
+    written (1 and 1.0, 0.0 and -0.0 are equal keys, not equal lines): the same object
+    while it is the same, as the kept texts are."""
     pairs = _pairs(labels)
     written = "{" + pairs + "}" if pairs else ""
-    return f"{metric.sample_name}{written} {_number(value)}\n".encode()
+    return f"{metric.sample_name}{written} {number}\n".encode()
 
 
 def _one_part(

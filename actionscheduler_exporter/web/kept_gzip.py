@@ -26,7 +26,8 @@ from actionscheduler_exporter.exposition.family_parts import Part
 
 # Level 1: the CPU is the scrape's, the bytes are not (a tenth of the text, as one stream).
 LEVEL = 1
-# A gzip member's head: deflate, no flags, no time, the fastest level, an unknown system.
+# A gzip member's head: deflate, no flags, no time, the fastest level (XFL 4: LEVEL 1),
+# an unknown system.
 _HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\xff"
 # The last block of the stream: final, fixed codes, empty.
 _LAST_BLOCK = b"\x03\x00"
@@ -42,12 +43,18 @@ class _Deflated:
     size: int
 
 
+# What is kept at a place: the part as deflated, or, for a part deflated anew where one
+# was kept (one that changes at every scrape, mostly: its durations, its ages), only the
+# identity of its pieces, so that a part that has settled is kept at the next scrape.
+_Kept = _Deflated | int
+
+
 class KeptGzip:
-    """The deflated parts of the last scrape's answer, by their place in it, the CRC-32
-    and length of its text up to each of them, and the content type they were of."""
+    """The deflated parts of the last gzip answer, by their place in it, the CRC-32 and
+    length of its text up to each of them, and the content type they were of."""
 
     def __init__(self) -> None:
-        self._kept: list[_Deflated] = []
+        self._kept: list[_Kept | None] = []
         self._running: list[tuple[int, int]] = []
         self._kind = ""
 
@@ -57,32 +64,52 @@ class KeptGzip:
         one format's texts). A scrape running meanwhile finds nothing kept and deflates
         every part; an answer not taken to its end (the client gone) keeps nothing.
 
-        While every part so far is the last scrape's, the text so far is too, and so is
+        While every part so far is the last answer's, the text so far is too, and so is
         its CRC-32: only from the first part that changed on is each part's combined."""
         same_kind = kind == self._kind
-        last, self._kept = self._kept if same_kind else [], []
-        last_running, self._running = self._running if same_kind else [], []
-        self._kind = kind
-        made: list[_Deflated] = []
+        last = self._kept if same_kind else []
+        last_running = self._running if same_kind else []
+        self.forget()
+        kept_now: list[_Kept | None] = []
         running: list[tuple[int, int]] = []
         crc = size = 0
-        unchanged = True  # every part so far is the last scrape's at its place
+        unchanged = True  # every part so far is the last answer's at its place
         yield _HEAD
         for place, part in enumerate(parts):
-            kept = last[place] if place < len(last) else None
-            if kept is None or not _same_pieces(kept.pieces, part):
-                kept = _deflated(part)
+            before = last[place] if place < len(last) else None
+            if place < len(last):
+                last[place] = None  # let go of as it is passed
+            kept: _Kept
+            if isinstance(before, _Deflated) and _same_pieces(before.pieces, part):
+                deflated = kept = before
+            else:
                 unchanged = False
+                deflated = _deflated(part)
+                pieces = _identity(part)
+                # Kept when new here, or when its pieces are those of the last answer's
+                # part deflated anew here: it has settled.
+                settled = before is None or before == pieces
+                kept = deflated if settled else pieces
             if unchanged:
                 crc, size = last_running[place]
             else:
-                crc = combined(crc, kept.crc, kept.size)
-                size += kept.size
-            made.append(kept)
+                crc = combined(crc, deflated.crc, deflated.size)
+                size += deflated.size
+            kept_now.append(kept)
             running.append((crc, size))
-            yield kept.data
-        self._kept, self._running = made, running
+            yield deflated.data
+        self._kept, self._running, self._kind = kept_now, running, kind
         yield _LAST_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF)
+
+    def forget(self) -> None:
+        """Lets go of what is kept: the scraper asks for an answer of another coding."""
+        self._kept, self._running, self._kind = [], [], ""
+
+
+def _identity(part: Part) -> int:
+    """Its pieces' identity, as a number: only ever a reason to keep a part, never to
+    use one (an identity that comes again by chance keeps a part one answer longer)."""
+    return hash(tuple(map(id, part)))
 
 
 def _same_pieces(kept: tuple[bytes, ...], part: Part) -> bool:

@@ -87,6 +87,7 @@ class MetricsRoute:
             body = self._gzip.gzipped(parts, content_type)
             extra.append((b"content-encoding", b"gzip"))
         else:
+            self._gzip.forget()  # not held for a scraper that does not ask for gzip
             body = map(b"".join, parts)
         await _send_parts(send, receive, scope, body, content_type.encode("latin-1"), extra)
 

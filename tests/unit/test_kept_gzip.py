@@ -4,15 +4,22 @@ whole text, as a fresh coding of it reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import random
 import zlib
 
 import pytest
 
-from actionscheduler_exporter.exposition.family_parts import Part
+from actionscheduler_exporter.exposition import protobuf, writer
+from actionscheduler_exporter.exposition.family_parts import SITES_PER_PART, Part
+from actionscheduler_exporter.exposition.render import render_parts
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.web import kept_gzip
 from actionscheduler_exporter.web.kept_gzip import KeptGzip, combined
+from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
+from tests.unit.test_writer import anew, results
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -80,6 +87,69 @@ def test_the_answer_reads_as_the_whole_text_whatever_was_kept(
     assert gzip.decompress(body) == b"".join(piece for part in third for piece in part)
     assert made == [long, b"".join(texts[3:])]
     assert zlib.decompress(body, 16 + zlib.MAX_WBITS) == gzip.decompress(body)
+
+
+def test_a_part_that_changed_is_kept_once_it_has_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A part deflated anew where one was kept is not kept (one that changes at every
+    scrape, its durations and ages, would be held for nothing), but one whose pieces
+    are then the same at the next answer is kept from there on."""
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+    steady, changing = lines(8, 1), [lines(8, seed) for seed in range(2, 6)]
+    answer(coder, [[steady], [changing[0]]])
+    answer(coder, [[steady], [changing[1]]])
+    answer(coder, [[steady], [changing[2]]])
+    assert made[2:] == [changing[1], changing[2]]  # the steady part was kept
+    made.clear()
+    body, _ = answer(coder, [[steady], [changing[2]]])  # settled: deflated once more, kept
+    assert made == [changing[2]]
+    made.clear()
+    again, _ = answer(coder, [[steady], [changing[2]]])
+    assert made == [] and again == body
+
+
+@pytest.mark.parametrize("accept", [None, PROMETHEUS_ACCEPT, NATIVE_ACCEPT])
+def test_the_writers_parts_are_kept_while_their_sites_are_the_same(
+    accept: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: what the writers give out is kept as it is: a thousand quiet stores'
+    next answer deflates only the parts of the families that changed. Here 70 sites (two
+    parts per family): answered again with the same samples, only the process's own
+    metrics are deflated again; with one site's `up` changed, its part of that family
+    too."""
+    writer.TEXTS.take()
+    protobuf.FIELDS.take()
+    site = results()[0]
+    found = [dataclasses.replace(site, label=f"site{index}") for index in range(70)]
+    assert len(found) > SITES_PER_PART
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+
+    def scrape(sites: list[SiteResult]) -> bytes:
+        parts, content_type = render_parts(sites, accept)
+        body, _ = answer(coder, list(parts), content_type)
+        return body
+
+    scrape(found)
+    first = len(made)
+    made.clear()
+    # Equal samples made anew write the same pieces; a native histogram made anew is
+    # encoded anew (its count says nothing of its buckets): in protobuf, the same ones.
+    scrape(found if accept == NATIVE_ACCEPT else [anew(result) for result in found])
+    assert len(made) == 1  # the process's own metrics
+    made.clear()
+    changed = [*found]
+    up = [item.metric is catalog.UP for item in site.samples].index(True)
+    samples = [*site.samples]
+    samples[up] = dataclasses.replace(samples[up], value=0.0)
+    changed[SITES_PER_PART] = dataclasses.replace(site, label="site64", samples=samples)
+    body = scrape(changed)
+    assert 2 <= len(made) < first / 10
+    parts, _ = render_parts(changed, accept)
+    plain = b"".join(b"".join(part) for part in parts)
+    assert gzip.decompress(body).replace(b"\x00", b"")[:200] == plain.replace(b"\x00", b"")[:200]
 
 
 def test_an_equal_piece_made_anew_is_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -390,3 +390,12 @@ def test_the_process_cpu_is_read_afresh_at_each_scrape() -> None:
     assert process._stat_file is not None
     os.close(process._stat_file[1])
     assert cpu_seconds() >= first
+
+
+def test_a_sample_without_a_site_is_written_as_its_own_value() -> None:
+    """Its line is made once per value as written: 0.0 and -0.0, 1 and 1.0 are equal,
+    and their lines are not."""
+    for value, written in ((0.0, "0.0"), (-0.0, "-0.0"), (1.0, "1.0"), (1, "1"), (0.0, "0.0")):
+        extra = [(catalog.BUILD_INFO, (("version", "1"),), value)]
+        text = writer.encode([], catalog.ALL, extra, openmetrics=False).decode()
+        assert text.splitlines()[-1] == f'{catalog.BUILD_INFO.sample_name}{{version="1"}} {written}'
