@@ -15,55 +15,119 @@ stores' resident size at every scrape (docs/performance.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
 
 SITES_PER_PART = 64
 
-# A part of the exposition: its pieces, whose bytes follow one another.
-Part = list[bytes]
+# What tells a part's pieces from others: each site's key (its label pairs), or a small
+# piece itself (a family's head), compared by value.
+Mark = Hashable
+
+
+class Part(list[bytes]):
+    """A part of the exposition: its pieces, whose bytes follow one another; `marks`,
+    what they are of (None: a part coded anew every time, such as the process's own);
+    `fresh`, whether a piece was written anew at this scrape; `kept`, the generations
+    of the writer's kept texts (`kept_texts.KeptTexts.generation`) its pieces were taken
+    from and that it left (None: pieces marked by their own bytes). A part with the
+    marks of the part at its place in an answer that left the generation it was taken
+    from, none of its pieces fresh, is that part's text."""
+
+    __slots__ = ("fresh", "kept", "marks")
+
+    def __init__(
+        self,
+        pieces: Iterable[bytes] = (),
+        marks: tuple[Mark, ...] | None = None,
+        fresh: bool = False,
+        kept: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(pieces)
+        self.marks = marks
+        self.fresh = fresh
+        self.kept = kept
+
+
+@dataclass(slots=True)
+class Family:
+    """A family's pieces, in the sites' order: each site's key, and whether its piece was
+    written anew at this scrape."""
+
+    pieces: list[bytes] = field(default_factory=list)
+    sites: list[Mark] = field(default_factory=list)
+    fresh: list[bool] = field(default_factory=list)
 
 
 class Gathered:
-    """Each family's pieces in the sites' order. The sites of a run with the same
+    """Each family's pieces, in the sites' order. The sites of a run with the same
     families in the same places (most of a fleet: `kept_texts.Layout`) are turned into
     families at once, in C (`zip`), rather than piece by piece: a thousand stores' 46,000
     pieces took a third of the text writer's own time."""
 
     def __init__(self) -> None:
-        self._families: dict[str, list[bytes]] = {}  # by family name
+        self._families: dict[str, Family] = {}  # by family name
         self._metrics: tuple[MetricDef, ...] = ()  # the families of the run's sites
         self._run: list[Sequence[bytes]] = []
+        self._sites: list[Mark] = []
+        self._fresh: list[Sequence[bool]] = []
 
-    def add(self, metrics: tuple[MetricDef, ...], pieces: Sequence[bytes]) -> None:
-        """A site's piece of each of `metrics`, in that order."""
+    def add(
+        self,
+        metrics: tuple[MetricDef, ...],
+        pieces: Sequence[bytes],
+        site: Mark,
+        fresh: Iterable[int] | None,
+    ) -> None:
+        """A site's piece of each of `metrics`, in that order; `fresh`: the places of
+        those written anew at this scrape (None: all)."""
         if metrics is not self._metrics:
             self._end_run()
             self._metrics = metrics
         self._run.append(pieces)
+        self._sites.append(site)
+        if fresh is None:
+            flags = [True] * len(pieces)
+        else:
+            flags = [False] * len(pieces)
+            for place in fresh:
+                flags[place] = True
+        self._fresh.append(flags)
 
-    def finished(self) -> dict[str, list[bytes]]:
-        """Each family's pieces, by its name, once every site is added."""
+    def finished(self) -> dict[str, Family]:
+        """Each family, by its name, once every site is added."""
         self._end_run()
         return self._families
 
     def _end_run(self) -> None:
         if not self._run:
             return
-        families = self._families
-        for metric, column in zip(self._metrics, zip(*self._run, strict=True), strict=True):
+        families, sites = self._families, self._sites
+        columns = zip(*self._run, strict=True)
+        fresh = zip(*self._fresh, strict=True)
+        for metric, column, flags in zip(self._metrics, columns, fresh, strict=True):
             found = families.get(metric.name)
             if found is None:
-                families[metric.name] = list(column)
-            else:
-                found += column
-        self._run = []
+                found = families[metric.name] = Family()
+            found.pieces += column
+            found.sites += sites
+            found.fresh += flags
+        self._run, self._sites, self._fresh = [], [], []
 
 
-def in_parts(family: list[bytes], first: Sequence[bytes] = ()) -> Iterator[Part]:
-    """A family's pieces, `SITES_PER_PART` sites' a part, after `first` (its head) in
-    the first part."""
-    yield [*first, *family[:SITES_PER_PART]]
-    for start in range(SITES_PER_PART, len(family), SITES_PER_PART):
-        yield family[start : start + SITES_PER_PART]
+def in_parts(family: Family, kept: tuple[int, int], head: bytes | None = None) -> Iterator[Part]:
+    """A family's pieces, `SITES_PER_PART` sites' a part, after its `head` in the first
+    part (the head's own mark its bytes); `kept`: as `Part.kept`."""
+    pieces, sites, fresh = family.pieces, family.sites, family.fresh
+    first = [] if head is None else [head]
+    yield Part(
+        [*first, *pieces[:SITES_PER_PART]],
+        (*first, *sites[:SITES_PER_PART]),
+        any(fresh[:SITES_PER_PART]),
+        kept,
+    )
+    for start in range(SITES_PER_PART, len(pieces), SITES_PER_PART):
+        end = start + SITES_PER_PART
+        yield Part(pieces[start:end], tuple(sites[start:end]), any(fresh[start:end]), kept)

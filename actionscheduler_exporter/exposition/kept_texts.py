@@ -13,7 +13,7 @@ encoded again. A family that changed is not kept (it mostly changes again).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass
 from operator import is_not
 from typing import Generic, TypeVar, cast
@@ -78,6 +78,9 @@ class KeptTexts(Generic[Site]):
         self._write_family = write_family
         self._same = same
         self._sites: dict[Site, SiteText] = {}
+        # Counts the scrapes kept (and forgotten): which kept texts a site's `fresh`
+        # families are told against (`taken`), for a coding that keeps its own.
+        self.generation = 0
         # Sites' layouts by the metrics of their samples, in order (definitions hash by
         # identity): those the last scrape's sites have (`keep`).
         self.layouts: dict[tuple[MetricDef, ...], Layout] = {}
@@ -87,6 +90,7 @@ class KeptTexts(Generic[Site]):
         """The last scrape's encodings, now the caller's: a scrape whose sites are
         written meanwhile (in another thread) finds none, and writes every line."""
         taken, self._sites = self._sites, {}
+        self.generation += 1
         return taken
 
     def keep(self, sites: dict[Site, SiteText]) -> None:
@@ -94,6 +98,7 @@ class KeptTexts(Generic[Site]):
         layout changes with its data (a hook that fails, a group that comes), and the
         layouts no site has any more are let go of."""
         self._sites = sites
+        self.generation += 1
         layouts = {id(site.layout): site.layout for site in sites.values()}
         if len(layouts) < len(self.layouts):
             self.layouts = {layout.key: layout for layout in layouts.values()}
@@ -103,6 +108,7 @@ class KeptTexts(Generic[Site]):
         format."""
         self._sites = {}
         self.layouts = {}
+        self.generation += 1
 
     @property
     def sites(self) -> dict[Site, SiteText]:
@@ -110,11 +116,13 @@ class KeptTexts(Generic[Site]):
 
     def site_texts(
         self, samples: list[Sample], site: Site, last: SiteText | None
-    ) -> tuple[SiteText, list[bytes]]:
-        """What to keep of the site for the next scrape, and its encoding of each
-        family: the last scrape's for the families whose samples encode the same, the
-        others written anew (all of them for a site new, or whose samples are not in the
-        same places)."""
+    ) -> tuple[SiteText, list[bytes], Collection[int] | None]:
+        """What to keep of the site for the next scrape, its encoding of each family,
+        and the families written anew (None: all): the last scrape's encodings for the
+        families whose samples encode the same, the others written anew (all of them for
+        a site new, or whose samples are not in the same places). The others' are the
+        same objects as at the last scrape (`web.kept_gzip` keeps a part's coding while
+        none of its sites wrote its family anew)."""
         now = list(samples)
         if last is not None:
             changed = self._changed_families(last, now)
@@ -123,24 +131,25 @@ class KeptTexts(Generic[Site]):
         layout = self._layout_of(now)
         write = self._write_family
         texts: list[bytes | None] = [write(now, places, site) for places in layout.positions]
-        return SiteText(tuple(now), layout, texts, set()), cast(list[bytes], texts)
+        return SiteText(tuple(now), layout, texts, set()), cast(list[bytes], texts), None
 
     def _changed_texts(
         self, last: SiteText, now: list[Sample], changed: set[int], site: Site
-    ) -> tuple[SiteText, list[bytes]]:
+    ) -> tuple[SiteText, list[bytes], Collection[int]]:
         """The site's encodings with the `changed` families (and those not kept) written
         anew: a few of a site's, the others' taken as they are."""
         layout = last.layout
         written = changed | last.unkept
         if not written:
-            return SiteText(tuple(now), layout, last.texts, changed), cast(list[bytes], last.texts)
+            kept_site = SiteText(tuple(now), layout, last.texts, changed)
+            return kept_site, cast(list[bytes], last.texts), written
         texts = last.texts.copy()
         for family in written:
             texts[family] = self._write_family(now, layout.positions[family], site)
         kept = texts.copy() if changed else texts
         for family in changed:
             kept[family] = None
-        return SiteText(tuple(now), layout, kept, changed), cast(list[bytes], texts)
+        return SiteText(tuple(now), layout, kept, changed), cast(list[bytes], texts), written
 
     def _changed_families(self, last: SiteText, now: list[Sample]) -> set[int] | None:
         """The families (indices into the layout) whose samples encode otherwise than at

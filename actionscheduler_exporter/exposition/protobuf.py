@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 
-from actionscheduler_exporter.exposition.family_parts import Gathered, Part, in_parts
+from actionscheduler_exporter.exposition.family_parts import Family, Gathered, Part, in_parts
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
@@ -188,42 +188,46 @@ def families(
     fields are 174,000) are given out in parts of `SITES_PER_PART` sites after the
     family's length and head (`family_parts`)."""
     gathered = Gathered()
+    taken = FIELDS.generation
     last = FIELDS.take()
     kept: dict[bytes, SiteText] = {}
     for result in results:
         # The site's labels and a sample's own are encoded apart, each set once (as the
         # text writer does); Prometheus sorts a series' labels itself.
         site = _label_pairs((("site", result.label), *result.labels))
-        kept[site], pieces = FIELDS.site_texts(result.samples, site, last.pop(site, None))
-        gathered.add(kept[site].layout.metrics, pieces)
+        kept[site], pieces, fresh = FIELDS.site_texts(result.samples, site, last.pop(site, None))
+        gathered.add(kept[site].layout.metrics, pieces, site, fresh)
     FIELDS.keep(kept)
+    generations = (taken, FIELDS.generation)
     fields = gathered.finished()  # per family, its sites' fields in the sites' order
     for definition, labels_of, value in extra:
         metric = _extra_metric(definition, labels_of, float(value).hex())
-        fields.setdefault(definition.name, []).append(metric)
+        family = fields.setdefault(definition.name, Family())
+        family.pieces.append(metric)
+        family.sites.append(metric)  # a small piece is its own mark
+        family.fresh.append(False)
     for definition in definitions:
-        family = fields.pop(definition.name, None)
+        found = fields.pop(definition.name, None)
         # None of a histogram family without a native one: the text formats' alone.
-        size = sum(map(len, family)) if family else 0
-        if family and size:
+        size = sum(map(len, found.pieces)) if found is not None else 0
+        if found is not None and size:
             # The head (with the family's length) apart: it changes with any site's fields.
-            yield [_sized_head(definition, size)]
-            yield from in_parts(family)
+            head = _sized_head(definition, size)
+            yield Part([head], (head,))
+            yield from in_parts(found, generations)
 
 
 @functools.lru_cache(maxsize=64)
 def _extra_metric(definition: MetricDef, labels: Labels, value: str) -> bytes:
     """A sample without a site (build info, the last reload's), by its value's exact
-    bits (`float.hex`: 0.0 and -0.0 are equal keys, not equal fields): the same object
-    while it is the same, as the kept fields are."""
+    bits (`float.hex`: 0.0 and -0.0 are equal keys, not equal fields), made once."""
     body = _value_metric(_label_pairs(labels), _TYPES[definition.kind], float.fromhex(value))
     return _METRIC_KEY + varint(len(body)) + body
 
 
 @functools.lru_cache(maxsize=256)
 def _sized_head(definition: MetricDef, fields_size: int) -> bytes:
-    """A family's length and head, made once per length: the same object while its
-    fields' length is (`web.kept_gzip` knows a part of the same pieces by them)."""
+    """A family's length and head, made once per length."""
     head = _family_head(family_name(definition), definition.help, _TYPES[definition.kind])
     return varint(len(head) + fields_size) + head
 

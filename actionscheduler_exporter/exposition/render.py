@@ -29,6 +29,7 @@ _PROTOBUF_OPTIONS = {"proto": "io.prometheus.client.MetricFamily", "encoding": "
 # The text formats have no native histograms: families that exist only as one stay out.
 _TEXT_FAMILIES = tuple(metric for metric in catalog.ALL if metric not in catalog.NATIVE_ONLY)
 
+_EOF = b"# EOF\n"
 BUILD_LABELS = (("python_version", platform.python_version()), ("version", __version__))
 
 
@@ -106,7 +107,7 @@ def _protobuf(
     results: Sequence[SiteResult], extra: list[tuple[catalog.MetricDef, Labels, float]]
 ) -> Iterator[Part]:
     yield from protobuf.families(results, catalog.ALL, extra)
-    yield [protobuf.encode_process(process_samples())]
+    yield Part([protobuf.encode_process(process_samples())])  # coded anew every time
 
 
 def _text(
@@ -115,6 +116,6 @@ def _text(
     openmetrics: bool,
 ) -> Iterator[Part]:
     yield from writer.families(results, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
-    yield [writer.encode_process(process_samples(), openmetrics=openmetrics).encode()]
+    yield Part([writer.encode_process(process_samples(), openmetrics=openmetrics).encode()])
     if openmetrics:
-        yield [b"# EOF\n"]
+        yield Part([_EOF], (_EOF,))

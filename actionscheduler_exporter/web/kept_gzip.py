@@ -1,13 +1,12 @@
 """The gzip coding of an exposition whose parts mostly repeat from scrape to scrape.
 
-A thousand quiet stores' answer is 11.7 MB of text, of which about nine tenths are the
+A thousand quiet stores' answer is 14 MB of text, of which about nine tenths are the
 same bytes at the next scrape: the writers hand each family's text out in parts whose
-pieces (a site's lines of a family) are the same objects while they do not change
-(`exposition.kept_texts`). Each part is deflated on its own, ending on a byte boundary
-(a sync flush), so that the parts' deflated bytes follow one another as one stream; a
-part whose pieces are the same objects as the part at its place at the last scrape is
-sent as it was deflated then. Deflating the whole answer took a tenth of the exporter's
-CPU per scrape (docs/performance.md).
+pieces (a site's lines of a family) are kept while they do not change, each with a mark
+no text written anew has (`exposition.kept_texts`). Each part is deflated on its own,
+ending on a byte boundary (a full flush), so that the parts' deflated bytes follow one
+another as one stream; a part whose pieces' marks are those of the part at its place in
+the last answer is sent as it was deflated then (docs/performance.md).
 
 The gzip trailer's CRC-32 of the whole text is the last scrape's up to the first part
 that changed, then combined from each part's (`combined`), so that a part sent as kept
@@ -20,9 +19,8 @@ import struct
 import zlib
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
-from operator import is_
 
-from actionscheduler_exporter.exposition.family_parts import Part
+from actionscheduler_exporter.exposition.family_parts import Mark, Part
 
 # Level 1: the CPU is the scrape's, the bytes are not (a tenth of the text, as one stream).
 LEVEL = 1
@@ -37,26 +35,38 @@ _ALL_ONES = 0xFFFFFFFF
 
 @dataclass(frozen=True, slots=True)
 class _Deflated:
-    pieces: tuple[bytes, ...]  # held, so that their identity at the next scrape is theirs
     data: bytes  # deflated on its own, ending on a byte boundary
     crc: int  # of the text
     size: int
 
 
-# What is kept at a place: the part as deflated, or, for a part deflated anew where one
-# was kept (one that changes at every scrape, mostly: its durations, its ages), only the
-# identity of its pieces, so that a part that has settled is kept at the next scrape.
-_Kept = _Deflated | int
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """A part kept at its place in the answer: its pieces' marks, and where its
+    deflated bytes are in the answer's one text of them."""
+
+    marks: tuple[Mark, ...]
+    start: int
+    end: int
+    crc: int
+    size: int
 
 
 class KeptGzip:
-    """The deflated parts of the last gzip answer, by their place in it, the CRC-32 and
-    length of its text up to each of them, and the content type they were of."""
+    """The deflated parts of the last gzip answer, by their place in it and their marks
+    (`family_parts.Part`), the CRC-32 and length of its text up to each of them, and
+    the content type they were of.
+
+    The pieces themselves are not held: held (to know them by their identity), a
+    thousand stores' answer kept 10 MiB more of the process's memory than the writers'
+    kept texts did. The deflated bytes are held as one text, not one per part."""
 
     def __init__(self) -> None:
-        self._kept: list[_Kept | None] = []
+        self._places: list[_Place | None] = []
+        self._deflated = b""
         self._running: list[tuple[int, int]] = []
         self._kind = ""
+        self._generation = -1
 
     def gzipped(self, parts: Iterable[Part], kind: str) -> Generator[bytes, None, None]:
         """The parts as one gzip member, as they are taken; `kind`: the answer's content
@@ -67,60 +77,68 @@ class KeptGzip:
         While every part so far is the last answer's, the text so far is too, and so is
         its CRC-32: only from the first part that changed on is each part's combined."""
         same_kind = kind == self._kind
-        last = self._kept if same_kind else []
-        last_running = self._running if same_kind else []
+        last = self._places if same_kind else []
+        last_deflated, last_running = self._deflated, self._running
+        last_generation = self._generation
         self.forget()
-        kept_now: list[_Kept | None] = []
+        generation = -1  # of the writer's kept texts this answer leaves
+        places: list[_Place | None] = []
+        deflated: list[bytes] = []
+        kept_size = 0  # of `deflated`
         running: list[tuple[int, int]] = []
         crc = size = 0
         unchanged = True  # every part so far is the last answer's at its place
+        compressor: zlib._Compress | None = None  # one for the parts deflated anew
         yield _HEAD
         for place, part in enumerate(parts):
             before = last[place] if place < len(last) else None
-            if place < len(last):
-                last[place] = None  # let go of as it is passed
-            kept: _Kept
-            if isinstance(before, _Deflated) and _same_pieces(before.pieces, part):
-                deflated = kept = before
+            marks = part.marks
+            kept_from = part.kept
+            if kept_from is not None:
+                generation = kept_from[1]
+            if (
+                before is not None
+                and not part.fresh
+                and (kept_from is None or kept_from[0] == last_generation)
+                and before.marks == marks
+            ):
+                made = _Deflated(last_deflated[before.start : before.end], before.crc, before.size)
             else:
                 unchanged = False
-                deflated = _deflated(part)
-                pieces = _identity(part)
-                # Kept when new here, or when its pieces are those of the last answer's
-                # part deflated anew here: it has settled.
-                settled = before is None or before == pieces
-                kept = deflated if settled else pieces
+                if compressor is None:
+                    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+                made = _deflated(part, compressor)
+            kept = None
+            if marks is not None:
+                end = kept_size + len(made.data)
+                kept = _Place(marks, kept_size, end, made.crc, made.size)
+                deflated.append(made.data)
+                kept_size = end
             if unchanged:
                 crc, size = last_running[place]
             else:
-                crc = combined(crc, deflated.crc, deflated.size)
-                size += deflated.size
-            kept_now.append(kept)
+                crc = combined(crc, made.crc, made.size)
+                size += made.size
+            places.append(kept)
             running.append((crc, size))
-            yield deflated.data
-        self._kept, self._running, self._kind = kept_now, running, kind
+            yield made.data
+        self._places, self._running, self._kind = places, running, kind
+        self._deflated, self._generation = b"".join(deflated), generation
         yield _LAST_BLOCK + struct.pack("<II", crc, size & 0xFFFFFFFF)
 
     def forget(self) -> None:
         """Lets go of what is kept: the scraper asks for an answer of another coding."""
-        self._kept, self._running, self._kind = [], [], ""
+        self._places, self._deflated, self._running, self._kind = [], b"", [], ""
+        self._generation = -1
 
 
-def _identity(part: Part) -> int:
-    """Its pieces' identity, as a number: only ever a reason to keep a part, never to
-    use one (an identity that comes again by chance keeps a part one answer longer)."""
-    return hash(tuple(map(id, part)))
-
-
-def _same_pieces(kept: tuple[bytes, ...], part: Part) -> bool:
-    return len(kept) == len(part) and all(map(is_, kept, part))
-
-
-def _deflated(part: Part) -> _Deflated:
+def _deflated(part: Part, compressor: zlib._Compress) -> _Deflated:
+    """The part deflated as a piece that stands alone: a full flush ends it on a byte
+    boundary and lets the compressor forget it, so that nothing after it refers back
+    to it, nor it to anything before."""
     text = b"".join(part)
-    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    data = compressor.compress(text) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    return _Deflated(tuple(part), data, zlib.crc32(text), len(text))
+    data = compressor.compress(text) + compressor.flush(zlib.Z_FULL_FLUSH)
+    return _Deflated(data, zlib.crc32(text), len(text))
 
 
 def combined(first: int, second: int, second_size: int) -> int:

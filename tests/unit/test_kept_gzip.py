@@ -1,6 +1,6 @@
-"""The gzip coding that keeps each part's deflated bytes while its pieces stay the same
-objects (`web.kept_gzip`): whatever is kept, the answer is one valid gzip member of the
-whole text, as a fresh coding of it reads."""
+"""The gzip coding that keeps each part's deflated bytes while its pieces' marks stay the
+same (`web.kept_gzip`): whatever is kept, the answer is one valid gzip member of the whole
+text, as a fresh coding of it reads."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import random
 import zlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -33,6 +34,11 @@ def lines(count: int, seed: int) -> bytes:
     )
 
 
+def m(*pieces: bytes) -> Part:
+    """A part whose pieces are their own marks (as a family's head is)."""
+    return Part(pieces, pieces)
+
+
 def answer(coder: KeptGzip, parts: list[Part], kind: str = TEXT) -> tuple[bytes, list[bytes]]:
     """The coded answer, and its pieces as given out (each part's deflated bytes)."""
     given = list(coder.gzipped(parts, kind))
@@ -44,9 +50,9 @@ def deflations(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     made: list[bytes] = []
     deflate = kept_gzip._deflated
 
-    def counted(part: Part) -> object:
+    def counted(part: Part, compressor: object) -> object:
         made.append(b"".join(part))
-        return deflate(part)
+        return deflate(part, compressor)  # type: ignore[arg-type]
 
     monkeypatch.setattr(kept_gzip, "_deflated", counted)
     return made
@@ -55,8 +61,8 @@ def deflations(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 def test_the_answer_reads_as_the_whole_text_whatever_was_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 40: a part whose pieces are the objects of the part at its place at the last
-    scrape is sent as deflated then, the others deflated anew; the stream reads as the
+    """Issue 40: a part whose pieces' marks are those of the part at its place in the
+    last answer is sent as deflated then, the others deflated anew; the stream reads as the
     whole text (its CRC-32 and length right, which Prometheus' reader checks) when every
     part is new, when every part is kept, when one in the middle changed, when parts
     come or go, with empty pieces and parts, and with a part longer than the run of
@@ -66,48 +72,57 @@ def test_the_answer_reads_as_the_whole_text_whatever_was_kept(
     texts = [lines(count, seed) for seed, count in enumerate((3, 50, 1, 400, 7))]
     coder = KeptGzip()
     made = deflations(monkeypatch)
-    first: list[Part] = [[head, texts[0]], [texts[1], empty, texts[2]], [], [long], texts[3:]]
+    first = [m(head, texts[0]), m(texts[1], empty, texts[2]), m(), m(long), m(*texts[3:])]
     body, _ = answer(coder, first)
     assert gzip.decompress(body) == b"".join(piece for part in first for piece in part)
     assert len(made) == len(first)
 
     made.clear()
-    again, _ = answer(coder, [list(part) for part in first])  # new lists, the same pieces
+    again, _ = answer(coder, [Part(part, part.marks) for part in first])  # new parts
     assert again == body and made == []
 
     changed = lines(50, 99)
-    second: list[Part] = [first[0], [changed, empty, texts[2]], [], [long], texts[3:], [head]]
+    second = [first[0], m(changed, empty, texts[2]), m(), m(long), m(*texts[3:]), m(head)]
     body, _ = answer(coder, second)
     assert gzip.decompress(body) == b"".join(piece for part in second for piece in part)
     assert made == [b"".join(second[1]), head]
 
     made.clear()
-    third: list[Part] = [first[0], [long], texts[3:]]  # parts gone: each at another place
+    third = [first[0], m(long), m(*texts[3:])]  # parts gone: each at another place
     body, _ = answer(coder, third)
     assert gzip.decompress(body) == b"".join(piece for part in third for piece in part)
     assert made == [long, b"".join(texts[3:])]
     assert zlib.decompress(body, 16 + zlib.MAX_WBITS) == gzip.decompress(body)
 
 
-def test_a_part_that_changed_is_kept_once_it_has_settled(
+def test_a_part_is_taken_again_only_from_the_kept_texts_it_was_told_against(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A part deflated anew where one was kept is not kept (one that changes at every
-    scrape, its durations and ages, would be held for nothing), but one whose pieces
-    are then the same at the next answer is kept from there on."""
+    """A writer's part tells whether a piece was written anew since the writer's kept
+    texts it took, and which generation of them that was: it is taken as deflated only
+    from the answer that left that generation (two scrapes at once, or one of another
+    coding between, leave other ones), and only when none of its pieces is fresh. A part
+    without marks (the process's own metrics) is deflated every time."""
     coder = KeptGzip()
     made = deflations(monkeypatch)
-    steady, changing = lines(8, 1), [lines(8, seed) for seed in range(2, 6)]
-    answer(coder, [[steady], [changing[0]]])
-    answer(coder, [[steady], [changing[1]]])
-    answer(coder, [[steady], [changing[2]]])
-    assert made[2:] == [changing[1], changing[2]]  # the steady part was kept
+    steady, changing = lines(8, 1), lines(8, 2)
+    unmarked = Part([lines(3, 7)])
+
+    def told(piece: bytes, fresh: bool, generations: tuple[int, int]) -> Part:
+        return Part([piece], ("site",), fresh, generations)
+
+    answer(coder, [told(steady, True, (0, 1)), told(changing, True, (0, 1)), unmarked])
+    assert len(made) == 3
     made.clear()
-    body, _ = answer(coder, [[steady], [changing[2]]])  # settled: deflated once more, kept
-    assert made == [changing[2]]
+    answer(coder, [told(steady, False, (1, 2)), told(changing, True, (1, 2)), unmarked])
+    assert made == [changing, unmarked[0]]
     made.clear()
-    again, _ = answer(coder, [[steady], [changing[2]]])
-    assert made == [] and again == body
+    # Told against generation 5: another answer left it, not this coder's last (2).
+    answer(coder, [told(steady, False, (5, 6)), told(changing, False, (5, 6))])
+    assert made == [steady, changing]
+    made.clear()
+    body, _ = answer(coder, [told(steady, False, (6, 7)), told(changing, False, (6, 7))])
+    assert made == [] and gzip.decompress(body) == steady + changing
 
 
 @pytest.mark.parametrize("accept", [None, PROMETHEUS_ACCEPT, NATIVE_ACCEPT])
@@ -152,15 +167,17 @@ def test_the_writers_parts_are_kept_while_their_sites_are_the_same(
     assert gzip.decompress(body).replace(b"\x00", b"")[:200] == plain.replace(b"\x00", b"")[:200]
 
 
-def test_an_equal_piece_made_anew_is_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What is kept is known by the pieces' identity, not by their bytes: a piece made
-    anew was written anew, and is compared by nobody."""
+def test_a_piece_written_anew_is_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is kept is known by the pieces' marks and freshness, not by their bytes: a
+    text written anew is deflated anew, whatever it reads, and is compared by nobody;
+    a part of other sites' pieces at the place is deflated anew too."""
     coder = KeptGzip()
     made = deflations(monkeypatch)
     piece = lines(10, 1)
-    answer(coder, [[piece]])
-    body, _ = answer(coder, [[bytes(bytearray(piece))]])
-    assert len(made) == 2
+    answer(coder, [Part([piece], ("site",), False, (0, 1))])
+    answer(coder, [Part([piece], ("site",), True, (1, 2))])
+    body, _ = answer(coder, [Part([piece], ("other site",), False, (2, 3))])
+    assert len(made) == 3
     assert gzip.decompress(body) == piece
 
 
@@ -171,7 +188,7 @@ def test_an_answer_of_another_type_or_not_taken_to_its_end_keeps_nothing(
     answer whose client went before its end has not deflated the rest."""
     coder = KeptGzip()
     made = deflations(monkeypatch)
-    parts: list[Part] = [[lines(5, seed)] for seed in range(4)]
+    parts = [m(lines(5, seed)) for seed in range(4)]
     answer(coder, parts)
     answer(coder, parts, OPENMETRICS)
     assert len(made) == 8
@@ -195,3 +212,51 @@ def test_combined_is_the_crc_of_the_texts_one_after_the_other(sizes: tuple[int, 
     first, second = (rows.randbytes(size) for size in sizes)
     together = zlib.crc32(first + second)
     assert combined(zlib.crc32(first), zlib.crc32(second), len(second)) == together
+
+
+def test_scrapes_at_once_never_take_another_answers_coding() -> None:
+    """Two text scrapes written at once, with other values, each finish in turn (the
+    writer's kept texts left by one, the coder's by the other); the scrape after them
+    reads as its own text, whichever was kept."""
+    writer.TEXTS.take()
+    site = results()[0]
+    up = [item.metric is catalog.UP for item in site.samples].index(True)
+
+    def sites(value: float) -> list[SiteResult]:
+        samples = [*site.samples]
+        samples[up] = dataclasses.replace(samples[up], value=value)
+        return [
+            dataclasses.replace(site, label=f"site{index}", samples=samples) for index in range(70)
+        ]
+
+    def recorded(parts: Iterator[Part], texts: list[bytes]) -> Iterator[Part]:
+        for part in parts:
+            texts.append(b"".join(part))
+            yield part
+
+    coder = KeptGzip()
+    for first_ends_first in (True, False):
+        written: list[list[bytes]] = [[], []]
+        streams = [
+            coder.gzipped(recorded(render_parts(sites(value), None)[0], texts), TEXT)
+            for value, texts in zip((0.0, 1.0), written, strict=True)
+        ]
+        given: list[list[bytes]] = [[next(stream), next(stream)] for stream in streams]
+        order = (0, 1) if first_ends_first else (1, 0)
+        for index in order:
+            given[index] += streams[index]
+        for index in (0, 1):
+            assert gzip.decompress(b"".join(given[index])) == b"".join(written[index])
+        for value in (1.0, 0.0):
+            texts: list[bytes] = []
+            body, _ = answer(coder, list(recorded(render_parts(sites(value), None)[0], texts)))
+            assert gzip.decompress(body) == b"".join(texts)
+    # A scrape whose writer found nothing kept (another took it meanwhile) writes every
+    # site anew and keeps its texts, coded elsewhere: the next answer's pieces are not
+    # fresh against them, yet the coder's last answer had other values.
+    answer(coder, list(render_parts(sites(0.0), None)[0]))
+    writer.TEXTS.take()
+    b"".join(b"".join(part) for part in render_parts(sites(1.0), None)[0])
+    texts = []
+    body, _ = answer(coder, list(recorded(render_parts(sites(1.0), None)[0], texts)))
+    assert gzip.decompress(body) == b"".join(texts)
