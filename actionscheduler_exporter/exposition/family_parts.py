@@ -4,13 +4,14 @@ scrape as the text writer's texts are: `kept_texts`); the text writer gives out 
 in parts of `SITES_PER_PART` sites too.
 
 A family needs every site, so a scrape's families are gathered whole before the first
-is given out. A part is a list of its pieces, not joined: the pieces are the ones kept
-from the last scrape while a site's family does not change, so a part of the same pieces
-is known at once (`web.kept_gzip` sends it as it was deflated then); a part is joined
-only where it is coded (deflated anew, or sent as it is). Neither a family (a thousand
-stores' largest text is 3.3 MB) nor the answer is ever joined whole, which held the
-answer twice more (that body, and the socket's buffer of it), 31 MiB over a thousand
-stores' resident size at every scrape (docs/performance.md).
+is given out. A part is a list of its pieces, not joined, and tells which sites' they
+are and whether any was written anew since the writer's kept texts it took: a part of
+the same sites, none written anew, is the last answer's (`web.kept_gzip` sends it as it
+was deflated then); a part is joined only where it is coded (deflated anew, or sent as
+it is). Neither a family (a thousand stores' largest text is 3.3 MB) nor the answer is
+ever joined whole, which held the answer twice more (that body, and the socket's buffer
+of it), 31 MiB over a thousand stores' resident size at every scrape
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -110,10 +111,11 @@ class Gathered:
         for metric, column, flags in zip(self._metrics, columns, fresh, strict=True):
             found = families.get(metric.name)
             if found is None:
-                found = families[metric.name] = Family()
-            found.pieces += column
-            found.sites += sites
-            found.fresh += flags
+                families[metric.name] = Family(list(column), list(sites), list(flags))
+            else:
+                found.pieces += column
+                found.sites += sites
+                found.fresh += flags
         self._run, self._sites, self._fresh = [], [], []
 
 

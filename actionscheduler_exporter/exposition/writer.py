@@ -22,7 +22,6 @@ from prometheus_client.utils import floatToGoString
 from actionscheduler_exporter.exposition.family_parts import (
     Family,
     Gathered,
-    Mark,
     Part,
     in_parts,
 )
@@ -111,7 +110,7 @@ def families(
     # A few sites are written as one part: their answer is sent whole, and a part per
     # family was a tenth of one store's scrape outside the database.
     if len(results) <= ONE_PART_SITES:
-        yield _one_part(texts, definitions, openmetrics, generations)
+        yield _one_part(texts, definitions, openmetrics)
         return
     for metric in definitions:
         family = texts.pop(metric.name, _NO_FAMILY)
@@ -133,23 +132,18 @@ def _extra_line(metric: MetricDef, labels: Labels, number: str) -> bytes:
 
 
 def _one_part(
-    texts: dict[str, Family],
-    definitions: Iterable[MetricDef],
-    openmetrics: bool,
-    generations: tuple[int, int],
+    texts: dict[str, Family], definitions: Iterable[MetricDef], openmetrics: bool
 ) -> Part:
-    """Every family's head and texts, in the definitions' order, as one part."""
-    written: list[bytes] = []
-    marks: list[Mark] = []
-    fresh = False
+    """Every family's head and texts, in the definitions' order, as one part, without
+    marks: a few sites' answer changes at every scrape (its durations), and is coded
+    anew each time (`web.kept_gzip`)."""
+    written = Part()
     for metric in definitions:
         family = texts.get(metric.name)
         if family is not None and family.pieces:
-            head = _header(metric, openmetrics)
-            written += (head, *family.pieces)
-            marks += (head, *family.sites)
-            fresh = fresh or any(family.fresh)
-    return Part(written, tuple(marks), fresh, generations)
+            written.append(_header(metric, openmetrics))
+            written += family.pieces
+    return written
 
 
 def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str) -> bytes:

@@ -2,11 +2,12 @@
 
 A thousand quiet stores' answer is 14 MB of text, of which about nine tenths are the
 same bytes at the next scrape: the writers hand each family's text out in parts whose
-pieces (a site's lines of a family) are kept while they do not change, each with a mark
-no text written anew has (`exposition.kept_texts`). Each part is deflated on its own,
-ending on a byte boundary (a full flush), so that the parts' deflated bytes follow one
-another as one stream; a part whose pieces' marks are those of the part at its place in
-the last answer is sent as it was deflated then (docs/performance.md).
+pieces (a site's lines of a family) are kept while they do not change
+(`exposition.kept_texts`), and each part tells which sites' pieces it holds and whether
+any was written anew (`family_parts.Part`). Each part is deflated on its own, ending on
+a byte boundary (a full flush), so that the parts' deflated bytes follow one another as
+one stream; a part of the same sites as the part at its place in the last answer, none
+written anew since, is sent as it was deflated then (docs/performance.md).
 
 The gzip trailer's CRC-32 of the whole text is the last scrape's up to the first part
 that changed, then combined from each part's (`combined`), so that a part sent as kept
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 from actionscheduler_exporter.exposition.family_parts import Mark, Part
 
@@ -29,6 +31,8 @@ LEVEL = 1
 _HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\xff"
 # The last block of the stream: final, fixed codes, empty.
 _LAST_BLOCK = b"\x03\x00"
+# zlib's window, and the gzip container around it (16 + 15), for an answer in one stream.
+_GZIP_WINDOW = 31
 _ZEROS = memoryview(bytes(256 * 1024))
 _ALL_ONES = 0xFFFFFFFF
 
@@ -76,6 +80,14 @@ class KeptGzip:
 
         While every part so far is the last answer's, the text so far is too, and so is
         its CRC-32: only from the first part that changed on is each part's combined."""
+        given = iter(parts)
+        first = next(given, None)
+        if first is not None and first.marks is None:
+            # An answer that is coded anew every time (a few sites'): one stream.
+            self.forget()
+            yield from _streamed(chain((first,), given))
+            return
+        parts = given if first is None else chain((first,), given)
         same_kind = kind == self._kind
         last = self._places if same_kind else []
         last_deflated, last_running = self._deflated, self._running
@@ -130,6 +142,15 @@ class KeptGzip:
         """Lets go of what is kept: the scraper asks for an answer of another coding."""
         self._places, self._deflated, self._running, self._kind = [], b"", [], ""
         self._generation = -1
+
+
+def _streamed(parts: Iterable[Part]) -> Iterator[bytes]:
+    """The parts as one gzip stream, each compressed as it comes."""
+    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, _GZIP_WINDOW)
+    for part in parts:
+        if compressed := compressor.compress(b"".join(part)):
+            yield compressed
+    yield compressor.flush()
 
 
 def _deflated(part: Part, compressor: zlib._Compress) -> _Deflated:
