@@ -190,13 +190,20 @@ def families(
     gathered = Gathered()
     taken = FIELDS.generation
     last = FIELDS.take()
+    # Sites whose labels come twice (a site named as another's subsite): not kept, so
+    # that neither is taken for the other's at the next scrape.
+    twice_written: set[bytes] = set()
     kept: dict[bytes, SiteText] = {}
     for result in results:
         # The site's labels and a sample's own are encoded apart, each set once (as the
         # text writer does); Prometheus sorts a series' labels itself.
         site = _label_pairs((("site", result.label), *result.labels))
+        if site in kept:
+            twice_written.add(site)
         kept[site], pieces, fresh = FIELDS.site_texts(result.samples, site, last.pop(site, None))
         gathered.add(kept[site].layout.metrics, pieces, site, fresh)
+    for twice in twice_written:  # written anew at the next scrape too
+        del kept[twice]
     FIELDS.keep(kept)
     generations = (taken, FIELDS.generation)
     fields = gathered.finished()  # per family, its sites' fields in the sites' order

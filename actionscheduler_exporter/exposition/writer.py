@@ -93,11 +93,18 @@ def families(
     gathered = Gathered()
     taken = TEXTS.generation
     last = TEXTS.take()
+    # Sites whose labels come twice (a site named as another's subsite): not kept, so
+    # that neither is taken for the other's at the next scrape.
+    twice_written: set[str] = set()
     kept: dict[str, SiteText] = {}
     for result in results:
         site = _site_pairs(result.label, result.labels)
+        if site in kept:
+            twice_written.add(site)
         kept[site], site_texts, fresh = TEXTS.site_texts(result.samples, site, last.pop(site, None))
         gathered.add(kept[site].layout.metrics, site_texts, site, fresh)
+    for twice in twice_written:  # written anew at the next scrape too
+        del kept[twice]
     TEXTS.keep(kept)
     generations = (taken, TEXTS.generation)
     texts = gathered.finished()  # per family, its texts in the sites' order

@@ -45,6 +45,13 @@ def answer(coder: KeptGzip, parts: list[Part], kind: str = TEXT) -> tuple[bytes,
     return b"".join(given), given
 
 
+def recorded(parts: Iterator[Part], texts: list[bytes]) -> Iterator[Part]:
+    """The parts, each one's text added to `texts` as it is taken."""
+    for part in parts:
+        texts.append(b"".join(part))
+        yield part
+
+
 def deflations(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The texts of the parts deflated from now on."""
     made: list[bytes] = []
@@ -229,11 +236,6 @@ def test_scrapes_at_once_never_take_another_answers_coding() -> None:
             dataclasses.replace(site, label=f"site{index}", samples=samples) for index in range(70)
         ]
 
-    def recorded(parts: Iterator[Part], texts: list[bytes]) -> Iterator[Part]:
-        for part in parts:
-            texts.append(b"".join(part))
-            yield part
-
     coder = KeptGzip()
     for first_ends_first in (True, False):
         written: list[list[bytes]] = [[], []]
@@ -260,3 +262,25 @@ def test_scrapes_at_once_never_take_another_answers_coding() -> None:
     texts = []
     body, _ = answer(coder, list(recorded(render_parts(sites(1.0), None)[0], texts)))
     assert gzip.decompress(body) == b"".join(texts)
+
+
+def test_a_site_whose_label_comes_twice_is_never_taken_for_the_other() -> None:
+    """Two results under one label (a site named as another's subsite) with other
+    values, spread over two parts: each scrape's answer reads as its own text."""
+    writer.TEXTS.take()
+    site = results()[0]
+    up = [item.metric is catalog.UP for item in site.samples].index(True)
+    coder = KeptGzip()
+
+    def with_up(label: str, value: float) -> SiteResult:
+        samples = [*site.samples]
+        samples[up] = dataclasses.replace(samples[up], value=value)
+        return dataclasses.replace(site, label=label, samples=samples)
+
+    # The first's values at each scrape are the other's at the scrape before.
+    for first, other in ((0.0, 1.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (1.0, 1.0)):
+        found = [dataclasses.replace(site, label=f"site{index}") for index in range(70)]
+        found[0], found[69] = with_up("site0", first), with_up("site0", other)
+        texts: list[bytes] = []
+        body, _ = answer(coder, list(recorded(render_parts(found, None)[0], texts)))
+        assert gzip.decompress(body) == b"".join(texts)
