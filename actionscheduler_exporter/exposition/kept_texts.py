@@ -13,11 +13,12 @@ encoded again. A family that changed is not kept (it mostly changes again).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass
 from operator import is_not
 from typing import Generic, TypeVar, cast
 
+from actionscheduler_exporter.exposition.family_parts import Family, Gathered
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Sample
 
@@ -113,6 +114,28 @@ class KeptTexts(Generic[Site]):
     @property
     def sites(self) -> dict[Site, SiteText]:
         return self._sites
+
+    def families(
+        self, sites: Iterable[tuple[Site, list[Sample]]]
+    ) -> tuple[dict[str, Family], tuple[int, int]]:
+        """Each family's pieces of every site (each site's samples by its key, in order),
+        the last scrape's taken again where they encode the same; and the generations of
+        the kept texts taken and left (`family_parts.Part.kept`). A site whose key comes
+        twice is not kept: neither is taken for the other's at the next scrape."""
+        gathered = Gathered()
+        taken = self.generation
+        last = self.take()
+        twice: set[Site] = set()
+        kept: dict[Site, SiteText] = {}
+        for site, samples in sites:
+            if site in kept:
+                twice.add(site)
+            kept[site], texts, fresh = self.site_texts(samples, site, last.pop(site, None))
+            gathered.add(kept[site].layout.metrics, texts, site, fresh)
+        for site in twice:
+            del kept[site]
+        self.keep(kept)
+        return gathered.finished(), (taken, self.generation)
 
     def site_texts(
         self, samples: list[Sample], site: Site, last: SiteText | None

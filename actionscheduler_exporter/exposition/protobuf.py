@@ -16,8 +16,8 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 
-from actionscheduler_exporter.exposition.family_parts import Family, Gathered, Part, in_parts
-from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText, same_line
+from actionscheduler_exporter.exposition.family_parts import Family, Part, in_parts
+from actionscheduler_exporter.exposition.kept_texts import KeptTexts, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
 from actionscheduler_exporter.metrics.catalog import MetricDef
@@ -187,26 +187,12 @@ def families(
     same (`kept_texts`, as the text writer's); each family's pieces (a thousand stores'
     fields are 174,000) are given out in parts of `SITES_PER_PART` sites after the
     family's length and head (`family_parts`)."""
-    gathered = Gathered()
-    taken = FIELDS.generation
-    last = FIELDS.take()
-    # Sites whose labels come twice (a site named as another's subsite): not kept, so
-    # that neither is taken for the other's at the next scrape.
-    twice_written: set[bytes] = set()
-    kept: dict[bytes, SiteText] = {}
-    for result in results:
-        # The site's labels and a sample's own are encoded apart, each set once (as the
-        # text writer does); Prometheus sorts a series' labels itself.
-        site = _label_pairs((("site", result.label), *result.labels))
-        if site in kept:
-            twice_written.add(site)
-        kept[site], pieces, fresh = FIELDS.site_texts(result.samples, site, last.pop(site, None))
-        gathered.add(kept[site].layout.metrics, pieces, site, fresh)
-    for twice in twice_written:  # written anew at the next scrape too
-        del kept[twice]
-    FIELDS.keep(kept)
-    generations = (taken, FIELDS.generation)
-    fields = gathered.finished()  # per family, its sites' fields in the sites' order
+    # The site's labels and a sample's own are encoded apart, each set once (as the
+    # text writer does); Prometheus sorts a series' labels itself.
+    fields, generations = FIELDS.families(
+        (_label_pairs((("site", result.label), *result.labels)), result.samples)
+        for result in results
+    )  # per family, its sites' fields in the sites' order
     for definition, labels_of, value in extra:
         metric = _extra_metric(definition, labels_of, float(value).hex())
         family = fields.setdefault(definition.name, Family())

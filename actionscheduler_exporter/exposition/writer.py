@@ -21,11 +21,10 @@ from prometheus_client.utils import floatToGoString
 
 from actionscheduler_exporter.exposition.family_parts import (
     Family,
-    Gathered,
     Part,
     in_parts,
 )
-from actionscheduler_exporter.exposition.kept_texts import KeptTexts, SiteText
+from actionscheduler_exporter.exposition.kept_texts import KeptTexts
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels, Sample
@@ -90,24 +89,9 @@ def families(
     every site is written (`family_parts`). Written family by family over every site
     instead, nothing would be held, but finding each family's samples in each site's
     list cost a fleet of stores that differ 46 to 66 % more writing."""
-    gathered = Gathered()
-    taken = TEXTS.generation
-    last = TEXTS.take()
-    # Sites whose labels come twice (a site named as another's subsite): not kept, so
-    # that neither is taken for the other's at the next scrape.
-    twice_written: set[str] = set()
-    kept: dict[str, SiteText] = {}
-    for result in results:
-        site = _site_pairs(result.label, result.labels)
-        if site in kept:
-            twice_written.add(site)
-        kept[site], site_texts, fresh = TEXTS.site_texts(result.samples, site, last.pop(site, None))
-        gathered.add(kept[site].layout.metrics, site_texts, site, fresh)
-    for twice in twice_written:  # written anew at the next scrape too
-        del kept[twice]
-    TEXTS.keep(kept)
-    generations = (taken, TEXTS.generation)
-    texts = gathered.finished()  # per family, its texts in the sites' order
+    texts, generations = TEXTS.families(
+        (_site_pairs(result.label, result.labels), result.samples) for result in results
+    )  # per family, its texts in the sites' order
     for metric, extra_labels, value in extra:
         line = _extra_line(metric, extra_labels, _number(value))
         family = texts.setdefault(metric.name, Family())
