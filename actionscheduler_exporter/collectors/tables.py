@@ -19,7 +19,7 @@ class TablesCollector(Collector):
 
     def __init__(self) -> None:
         # The samples made of each prefix's statistics, kept while the round serves the
-        # same statistics (about a minute): the same samples, written once.
+        # same statistics (about five minutes): the same samples, written once.
         self._made: dict[str, tuple[Mapping[str, TableStats], tuple[Sample, ...]]] = {}
 
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:

@@ -503,7 +503,8 @@ TABLE_ROWS = _define(
     meaning="Rows per table from the server's table statistics "
     "(`information_schema.TABLES.TABLE_ROWS`), not a `COUNT`: an estimate for InnoDB, "
     "refreshed by the server. On MySQL 8 the statistics are cached for "
-    "`information_schema_stats_expiry` (a day by default).",
+    "`information_schema_stats_expiry` (a day by default). The exporter reads them about "
+    "every five minutes per table prefix (and at once after a table went missing).",
 )
 TABLE_SIZE = _define(
     "actionscheduler_table_size_bytes",

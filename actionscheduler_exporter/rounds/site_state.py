@@ -47,7 +47,7 @@ class SiteState:
     # The statistics a network's listing read with its prefixes, until a round uses them.
     discovered_stats: dict[str, dict[str, TableStats]] = field(default_factory=dict)
     # Each prefix's statistics as a round read them, and the clock time they are good
-    # until (`rounds.database_round`: re-read about every minute, not in every round).
+    # until (`rounds.database_round`: re-read about every five minutes, not in every round).
     kept_stats: dict[str, tuple[float, Mapping[str, TableStats]]] = field(default_factory=dict)
     # Whether the database answered for a site label at the last round that read it.
     answers: dict[str, bool] = field(default_factory=dict)

@@ -147,7 +147,7 @@ def test_table_sizes_come_from_the_statistics() -> None:
 
 
 def test_table_samples_are_kept_while_the_round_serves_the_same_statistics() -> None:
-    """The statistics are read about every minute: the samples made of them are kept until
+    """The statistics are read about every five minutes: the samples made of them are kept until
     then, made again of new statistics, and forgotten with a subsite that is gone."""
     config = SiteConfig(name="shop")
     stats = {"actions": TableStats(95, 16384)}
