@@ -58,10 +58,17 @@ class Exporter:
     """One coordinator over the stores, through the proxy; each scrape's results by site
     and the statements it sent."""
 
-    def __init__(self, proxy: SlowProxy, stores: list[str], **overrides: Any) -> None:
+    def __init__(
+        self,
+        proxy: SlowProxy,
+        stores: list[str],
+        clock: Callable[[], float] = time.monotonic,
+        **overrides: Any,
+    ) -> None:
         self.proxy = proxy
         sites = tuple(self._site(database, overrides) for database in stores)
-        self.coordinator = Coordinator(ExporterConfig(sites=sites, connections_per_server=2))
+        config = ExporterConfig(sites=sites, connections_per_server=2)
+        self.coordinator = Coordinator(config, clock=clock)
         self.read_ahead: ReadAhead = self.coordinator.servers.for_site(sites[0]).read_ahead
 
     def _site(self, database: str, overrides: dict[str, Any]) -> SiteConfig:
@@ -75,8 +82,9 @@ class Exporter:
             "query_timeout": 4.0,
             # Neither the split of the backlog nor the heavy tier between the scrapes
             # counted: the hot statements alone, the same from scrape to scrape (the
-            # anomalies' columns come back into a store's statement when their interval
-            # passes, and the tables' statistics: a loaded machine's settling reached it).
+            # anomalies are read in a statement of their own when their interval passes,
+            # and the tables' statistics come back into a store's statement: a loaded
+            # machine's settling reached them).
             "due_split_interval": 3600.0,
             "heavy_interval": 3600.0,
             "anomalies_interval": 3600.0,
@@ -138,6 +146,42 @@ def test_quiet_stores_of_a_server_cost_fewer_statements_than_stores(
     assert min(sent) <= STORES // 2, sent
     assert sum(sent) < len(sent) * STORES, sent
     assert exporter.read_ahead.batches >= 3
+
+
+class MovableClock:
+    """The monotonic clock, moved forward on demand: every site's intervals pass at once."""
+
+    def __init__(self) -> None:
+        self.moved = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.moved
+
+
+def test_stores_whose_anomalies_come_due_are_still_read_together(
+    proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The anomalies (a cached collector, read about every `anomalies_interval`) come due
+    for every store at once: each store reads them in a statement of its own, and its hot
+    statement stays the one read with the other stores. In the hot statement, the stores'
+    statements differed from those read ahead for them, in that scrape and the next: each
+    was sent alone twice per refresh, and none was read with the others in that scrape."""
+    monkeypatch.setattr(database_round, "TABLE_STATS_INTERVAL", 3600.0)
+    clock = MovableClock()
+    exporter = Exporter(proxy, stores, clock, anomalies_interval=60.0)
+    try:
+        settled(exporter)
+        # A loaded machine may read a batch apart once: until a scrape reads them together.
+        assert wait_until(lambda: exporter.scrape()[1] <= 2, 60)
+        clock.moved += 1.25 * 60.0 + 1
+        batches = exporter.read_ahead.batches
+        results, sent = exporter.scrape()
+        assert exporter.read_ahead.batches > batches  # the hot statements, together
+        assert sent >= STORES + 1  # and each store's anomalies, alone
+        for database in stores:
+            assert results[database].value(catalog.ORPHANED_CLAIMS.name) == 0, database
+    finally:
+        exporter.close()
 
 
 def test_a_store_changed_between_scrapes_shows_the_change_at_the_next(

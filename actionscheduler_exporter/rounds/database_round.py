@@ -260,8 +260,17 @@ class DatabaseRound:
         dropped since, a lock), the statistics are read again, as after a failed statement
         of a first round (the collectors then read their columns apart, as there)."""
         state = self._state
-        reading = [c for c in state.in_round if c.name not in served]
         ahead = state.lane.read_ahead if state.lane is not None else None
+        # Read with other stores (a server's read-ahead), a cached collector due in this
+        # round reads its columns in a statement of its own: in the hot statement, its
+        # store's statement would differ from the one read ahead for it in this round and
+        # in the next (a store is read with others by its last statement), and was sent
+        # alone twice per refresh (docs/performance.md).
+        reading = [
+            c
+            for c in state.in_round
+            if c.name not in served and (ahead is None or not c.freshness(state.site).cached)
+        ]
         known = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)
         if known is None and kept is not None and state.clock() < kept[0]:
