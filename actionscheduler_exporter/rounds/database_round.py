@@ -245,7 +245,7 @@ class DatabaseRound:
         state = self._state
         served: dict[str, Reading] = {}
         for collector in state.in_round:
-            cached_alone = collector.freshness(state.site).cached and not collector.needs
+            cached_alone = collector.name in state.cached and not collector.needs
             if cached_alone and collector.cacheable(context):
                 cached = state.cache.get(prefix, collector.name)
                 if cached is not None:
@@ -269,7 +269,7 @@ class DatabaseRound:
         reading = [
             c
             for c in state.in_round
-            if c.name not in served and (ahead is None or not c.freshness(state.site).cached)
+            if c.name not in served and (ahead is None or c.name not in state.cached)
         ]
         known = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)

@@ -53,6 +53,12 @@ class SiteState:
     answers: dict[str, bool] = field(default_factory=dict)
     # The hot collectors' last readings, served while their values stay the same.
     repeated: RepeatedReadings = field(default_factory=RepeatedReadings)
+    # The in-round collectors read at most every so often (`Freshness.cached`), by name:
+    # it follows from the site's settings, which the state keeps for its life.
+    cached: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.cached = frozenset(c.name for c in self.in_round if c.freshness(self.site).cached)
 
     @classmethod
     def open(
