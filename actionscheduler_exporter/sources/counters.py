@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from actionscheduler_exporter.metrics.catalog import MetricDef
-from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of
+from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of, value_of
 
 
 class SiteCounters:
@@ -37,7 +37,7 @@ class SiteCounters:
             made = made_for.get(shape)
             if made is None:
                 made = made_for[shape] = [
-                    Sample(metric, float(self._counts[(site, metric, key)]), labels)
+                    Sample(metric, value_of(self._counts[(site, metric, key)]), labels)
                     for key, labels in zip(keys, self._labels(metric, shape), strict=True)
                 ]
             return list(made)
