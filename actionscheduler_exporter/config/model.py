@@ -101,7 +101,7 @@ class ReplicaConfig:
     fallback: str = "primary"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SiteConfig:
     """One configured site: a database and a table prefix (or `auto`)."""
 
