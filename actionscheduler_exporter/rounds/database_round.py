@@ -314,7 +314,7 @@ class DatabaseRound:
                     collector.name, reader.report(collector, NOT_READ, aged=False), skipped
                 )
                 continue
-            values = repeatable(collector, context)
+            values = repeatable(collector, context, self._state.cached)
             repeated = None
             if values is not None:
                 repeated = self._state.repeated.get(report.prefix, collector.name, values)
@@ -349,9 +349,9 @@ class DatabaseRound:
         """A reading of the collector, or its cached one while that may be served, or
         that one renewed once its interval has passed (`Collector.renewed`)."""
         state = self._state
-        freshness = collector.freshness(state.site)
-        if not freshness.cached:
+        if collector.name not in state.cached:
             return state.reader.read(collector, context, report.label)
+        freshness = collector.freshness(state.site)
         reading = None
         if collector.cacheable(context):
             cached = state.cache.get(report.prefix, collector.name)
@@ -401,17 +401,18 @@ class DatabaseRound:
             self._fail(PrefixReport(label, started), failure)
 
 
-def repeatable(collector: Collector, context: DatabaseContext) -> Row | None:
+def repeatable(
+    collector: Collector, context: DatabaseContext, cached: Collection[str]
+) -> Row | None:
     """The collector's values from the hot statement when a reading made of them may be
     served again while they stay the same (`Collector.same_samples_for`): its samples
     follow from them alone, it reports no duration (which a served reading would
-    repeat), and it is read in every round (a cached one keeps its own readings)."""
-    if collector.reports_duration:
+    repeat), and it is read in every round (not one of the `cached`, which keep their
+    own readings)."""
+    if collector.reports_duration or collector.name in cached:
         return None
     values = context.prefetched.get(collector.name)
     if values is None or not collector.same_samples_for(values):
-        return None
-    if collector.freshness(context.site).cached:
         return None
     return values
 
