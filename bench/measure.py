@@ -104,3 +104,8 @@ def process_cpu_seconds(pid: int) -> float:
         # The command name may hold spaces: the fields after its closing parenthesis.
         fields = stat.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds, as the tables print them."""
+    return f"{seconds * 1000:.1f} ms"

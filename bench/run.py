@@ -24,16 +24,11 @@ from typing import Any
 from bench.cases import burst_case, store_case
 from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
-from bench.floor_cases import (
-    cpu_table,
-    floor_table,
-    floor_targets,
-    many_stores_floor_case,
-    one_store_floor_case,
-    replay_table,
-)
+from bench.floor_cases import many_stores_floor_case, one_store_floor_case
+from bench.floor_report import cpu_table, floor_table, floor_targets, replay_table
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
+from bench.measure import ms
 from bench.native import native_case
 from bench.open_actions import open_actions_case
 from bench.open_actions import table as open_actions_table
@@ -205,12 +200,12 @@ def summary(report: dict[str, Any]) -> str:
         scrape, raw = store["scrape"], store["raw_hot_sql"]
         generic = store.get("generic_scrape")
         lines.append(
-            f"| {store['store']} | {_ms(scrape['median_s'])} | {_ms(scrape['p95_s'])} | "
-            f"{_ms(raw['median_s'])} | {scrape['median_s'] / raw['median_s']:.2f} | "
+            f"| {store['store']} | {ms(scrape['median_s'])} | {ms(scrape['p95_s'])} | "
+            f"{ms(raw['median_s'])} | {scrape['median_s'] / raw['median_s']:.2f} | "
             f"{store['scrape_rows_examined']:,.0f} / {store['raw_hot_rows_examined']:,.0f} | "
             f"{store['rss_mib']:.1f} | {sum(store['heavy_refresh_s'].values()):.2f} | "
             + (
-                f"{_ms(generic['median_s'])} | {generic['median_s'] / scrape['median_s']:.0f}x |"
+                f"{ms(generic['median_s'])} | {generic['median_s'] / scrape['median_s']:.0f}x |"
                 if generic
                 else "- | - |"
             )
@@ -222,7 +217,7 @@ def summary(report: dict[str, Any]) -> str:
             f"log burst of {burst['burst_rows']:,} rows on {burst['store']}: "
             f"{len(burst['scrapes'])} scrapes, at most {burst['max_rows_per_scrape']:,.0f} "
             f"rows per scrape (limit {burst['row_limit']:,}), slowest scrape "
-            f"{_ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
+            f"{ms(burst['max_scrape_s'])}, {burst['rows_counted']:,.0f} rows counted",
         ]
     lines += ["", *floor_table(report), "", *cpu_table(report), "", *replay_table(report)]
     lines += ["", *hot_cost_table(report["stores"])]
@@ -262,8 +257,8 @@ def hot_cost_table(stores: list[dict[str, Any]]) -> list[str]:
         longest = max(store["hot_statement_medians"], key=lambda item: item["median_s"])
         per_scrape = store["hot_db_seconds_per_scrape"]
         lines.append(
-            f"| {store['store']} | `{longest['sql'][:60]}…` | {_ms(longest['median_s'])} "
-            f"| {_ms(per_scrape)} | {per_scrape * SCRAPES_PER_HOUR:.1f} s |"
+            f"| {store['store']} | `{longest['sql'][:60]}…` | {ms(longest['median_s'])} "
+            f"| {ms(per_scrape)} | {per_scrape * SCRAPES_PER_HOUR:.1f} s |"
         )
     return lines
 
@@ -282,8 +277,8 @@ def side_by_side_table(stores: list[dict[str, Any]]) -> list[str]:
             continue
         ours, theirs = pair["scrape"], pair["baseline_scrape"]
         lines.append(
-            f"| {store['store']} | {_ms(ours['median_s'])} | {_ms(ours['p95_s'])} | "
-            f"{_ms(theirs['median_s'])} | {_ms(theirs['p95_s'])} | "
+            f"| {store['store']} | {ms(ours['median_s'])} | {ms(ours['p95_s'])} | "
+            f"{ms(theirs['median_s'])} | {ms(theirs['p95_s'])} | "
             f"{ours['median_s'] / theirs['median_s']:.2f} | "
             f"{store['rss_mib']:.1f} ({pair['baseline_rss_mib']:.1f}) |"
         )
@@ -305,8 +300,8 @@ def many_sites_table(setups: dict[str, dict[str, Any]]) -> list[str]:
         statements = setup.get("statements_per_site")
         lines.append(
             f"| {name} | {setup['first_scrape_s']:.2f} s | {setup['first_scrape_sites_up']:,} "
-            f"of {setup['sites']:,} | {_ms(setup['steady_median_s'])} | "
-            f"{_ms(setup['steady_p95_s'])} | {setup['rss_mib']:.1f} | {connections} | "
+            f"of {setup['sites']:,} | {ms(setup['steady_median_s'])} | "
+            f"{ms(setup['steady_p95_s'])} | {setup['rss_mib']:.1f} | {connections} | "
             + (f"{statements:.2f} | " if statements is not None else "- | ")
             + (f"{heavy:.1f} s |" if heavy is not None else "- |")
         )
@@ -341,11 +336,11 @@ def heavy_table(stores: list[dict[str, Any]]) -> list[str]:
             )
             lines.append(
                 f"| {store['store']} | {name}{detail} | {way['statements']:,.0f} | "
-                f"{_ms(way['longest_statement_s'])} | {way['database_s']:.2f} s | "
+                f"{ms(way['longest_statement_s'])} | {way['database_s']:.2f} s | "
                 f"{way['database_s_per_hour']:.1f} s | "
                 + (f"{way['wall_s']:.1f} s" if "wall_s" in way else "-")
                 + " | "
-                + (f"{_ms(during)} / {_ms(quiet)} ({during / quiet:.2f}x) |" if during else "- |")
+                + (f"{ms(during)} / {ms(quiet)} ({during / quiet:.2f}x) |" if during else "- |")
             )
     return lines
 
@@ -409,7 +404,7 @@ def targets(report: dict[str, Any]) -> list[str]:
             (
                 "scrape with a 1M due backlog < 1 s",
                 backlog["p95_s"] < 1.0,
-                f"median {_ms(backlog['median_s'])}, p95 {_ms(backlog['p95_s'])}",
+                f"median {ms(backlog['median_s'])}, p95 {ms(backlog['p95_s'])}",
             )
         )
     if "burst" in report:
@@ -431,7 +426,7 @@ def targets(report: dict[str, Any]) -> list[str]:
             (
                 f"no heavy statement over 1 s at {heavy['store']}",
                 at_10m and longest <= 1.0,
-                _ms(longest),
+                ms(longest),
             ),
             (
                 f"heavy database time <= 36 s per hour at {heavy['store']} (1 % of a core)",
@@ -456,7 +451,7 @@ def many_sites_targets(report: dict[str, Any]) -> list[tuple[str, bool | None, s
             (
                 f"{name}: steady scrape p95 <= 2 s",
                 setup["steady_p95_s"] <= 2.0,
-                _ms(setup["steady_p95_s"]),
+                ms(setup["steady_p95_s"]),
             ),
             (
                 f"{name}: first scrape within 10 s",
@@ -484,10 +479,6 @@ def _verdicts(checks: list[tuple[str, bool | None, str]], *, apart: bool = False
     if apart:
         return [f"- [info, the cores apart] {name}: {value}" for name, _, value in checks]
     return [f"- [{verdicts[ok]}] {name}: {value}" for name, ok, value in checks]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
 
 
 def _machine() -> dict[str, Any]:
