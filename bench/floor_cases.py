@@ -125,25 +125,20 @@ def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -
 
 def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
     """1,000 databases (a site entry each) and 1,000 subsites, on one server."""
-    # The heavy tier refreshes once at start, and is waited for: its cost is not the hot
-    # scrape's (bench.heavy measures it), and it shares the connections.
-    site = {
-        "host": server.host,
-        "port": server.port,
-        "user": USER,
-        "password": PASSWORD,
-        "heavy_interval": "1h",
-    }
+    site = thousand_stores_site(server)
     databases = [many_stores_statement(f"one_db_{index}", PREFIX) for index in range(SITES)]
     setups: dict[str, tuple[dict[str, Any], list[str]]] = {
-        f"{SITES} databases": (_databases(site), databases),
+        f"{SITES} databases": (databases_document(site), databases),
         f"{SITES} subsites": (
-            {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]},
+            network_document(site),
             [many_stores_statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
         ),
-        AT_PROMETHEUS_PACE: (_databases({**site, "due_split_interval": "100ms"}), databases),
-        SPLIT_READ_EACH_TIME: (_databases({**site, "due_split_interval": 0}), databases),
-        PROTOBUF: (_databases(site), databases),
+        AT_PROMETHEUS_PACE: (
+            databases_document({**site, "due_split_interval": "100ms"}),
+            databases,
+        ),
+        SPLIT_READ_EACH_TIME: (databases_document({**site, "due_split_interval": 0}), databases),
+        PROTOBUF: (databases_document(site), databases),
     }
     measured: dict[str, Any] = {}
     unknown = [name for name in SETUPS if name not in setups]
@@ -167,13 +162,32 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
     return measured
 
 
-def _databases(site: dict[str, Any]) -> dict[str, Any]:
+def thousand_stores_site(server: Server) -> dict[str, Any]:
+    """What every site entry of the thousand stores' set-ups has: the server, the
+    benchmark's reader, and the heavy tier refreshed once at start (and waited for: its
+    cost is not the hot scrape's, `bench.heavy` measures it, and it shares the
+    connections)."""
+    return {
+        "host": server.host,
+        "port": server.port,
+        "user": USER,
+        "password": PASSWORD,
+        "heavy_interval": "1h",
+    }
+
+
+def databases_document(site: dict[str, Any]) -> dict[str, Any]:
     """A site entry for each of the thousand databases."""
     return {
         "sites": [
             {**site, "name": f"db{index}", "database": f"one_db_{index}"} for index in range(SITES)
         ]
     }
+
+
+def network_document(site: dict[str, Any]) -> dict[str, Any]:
+    """One site entry for the network of a thousand subsites."""
+    return {"sites": [{**site, "name": "net", "database": NETWORK, "table_prefix": "auto"}]}
 
 
 def _many(

@@ -66,7 +66,7 @@ def serve(
     except listeners.ListenError as error:
         print(f"actionscheduler-exporter: {error}", file=sys.stderr)
         return EXIT_UNHEALTHY
-    _tune_garbage_collection()
+    tune_garbage_collection()
     coordinator = Coordinator(config)
     emit(log, logging.INFO, "starting", version=__version__, sites=len(coordinator.sites),
          shard=str(config.shard), listen=listeners.describe(sockets), tls=web.tls,
@@ -102,7 +102,7 @@ def serve(
     return 0
 
 
-def _tune_garbage_collection() -> None:
+def tune_garbage_collection() -> None:
     """A scrape of a thousand sites allocates a few hundred thousand short-lived objects;
     with the default thresholds the collector walks every long-lived one (the imported
     modules, the caches, the counts) many times per scrape. What exists at start is

@@ -1,0 +1,174 @@
+"""Where a thousand stores' scrape spends the exporter's CPU, phase by phase, in one
+process: joining the rounds, the rounds, the results' assembly, and the writing with its
+gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's server.
+
+    python -m bench.phases                         # 1,000 databases, 40 timed scrapes
+    python -m bench.phases --setup subsites --warm 400
+    python -m bench.phases --profile               # and cProfile of the assembly and writing
+
+The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
+thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
+blamed whatever allocated when it ran (docs/performance.md, "Session of 2026-12-05, from
+16:08 UTC"). The rounds' CPU is what the process spent beyond the scrape's own thread:
+their threads' (and the heavy tier's, idle after its first refresh).
+
+Run it alone: its CPU times are the machine's as much as the code's. It starts the
+benchmark's server (.bench/, or `AS_BENCH_MARIADB`) and prepares the thousand stores
+once, as `bench.run` does: not while `bench.run` uses the same data directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from actionscheduler_exporter.config import load_file
+from actionscheduler_exporter.exposition.render import render_parts
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.budget import ScrapeBudget
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.web.kept_gzip import KeptGzip
+from actionscheduler_exporter.web.server import tune_garbage_collection
+from bench.floor_cases import databases_document, network_document, thousand_stores_site
+from bench.many_sites import prepare
+from bench.measure import ms
+from bench.server import ROOT, bench_server
+from testbed.accept_headers import PROMETHEUS_ACCEPT
+
+PHASES = ("joining the rounds", "the rounds", "the results' assembly", "writing and gzip")
+# Prometheus' default scrape timeout: the rounds' deadline.
+TIMEOUT = 10.0
+
+
+class PhaseTimer:
+    """One scrape as the telemetry path runs it, its CPU counted phase by phase: the
+    scrape's own thread's for its phases, the process's beyond them for the rounds."""
+
+    def __init__(self, coordinator: Coordinator, profile: cProfile.Profile | None) -> None:
+        self._coordinator = coordinator
+        self._gzip = KeptGzip()
+        self._profile = profile
+        self.cpu: dict[str, list[float]] = {phase: [] for phase in PHASES}
+        self.wall: list[float] = []
+
+    def scrape(self, timed: bool = True) -> list[SiteResult]:
+        process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
+        pending = self._coordinator.begin(ScrapeBudget(TIMEOUT))
+        joined = time.thread_time()
+        pending.wait()
+        waited = time.thread_time()
+        if self._profile is not None and timed:
+            self._profile.enable()
+        results = pending.results()
+        assembled = time.thread_time()
+        parts, content_type = render_parts(results, PROMETHEUS_ACCEPT)
+        written = sum(len(piece) for piece in self._gzip.gzipped(parts, content_type))
+        if self._profile is not None and timed:
+            self._profile.disable()
+        done = time.thread_time()
+        if timed and written:
+            own = [joined - thread, assembled - waited, done - assembled]
+            rounds = time.process_time() - process - (done - thread)
+            for phase, seconds in zip(PHASES, [own[0], rounds, own[1], own[2]], strict=True):
+                self.cpu[phase].append(seconds)
+            self.wall.append(time.perf_counter() - wall)
+        return results
+
+    def table(self) -> list[str]:
+        lines = ["| phase | CPU median |", "| --- | --- |"]
+        lines += [f"| {phase} | {ms(statistics.median(self.cpu[phase]))} |" for phase in PHASES]
+        total = [sum(each) for each in zip(*self.cpu.values(), strict=True)]
+        lines.append(f"| in all | {ms(statistics.median(total))} |")
+        lines.append(f"| (the scrape's wall time) | {ms(statistics.median(self.wall))} |")
+        return lines
+
+
+def heavy_refreshed(results: list[SiteResult]) -> bool:
+    """Whether every site has its heavy tier's first values (their age is reported)."""
+    return all(
+        any(
+            item.metric is catalog.COLLECTOR_AGE and ("collector", "status") in item.labels
+            for item in result.samples
+        )
+        for result in results
+    )
+
+
+def collections_during(call: Callable[[], None]) -> int:
+    """How many times the garbage collector ran (any generation) during `call`."""
+    counted = 0
+
+    def count(phase: str, _: dict[str, Any]) -> None:
+        nonlocal counted
+        counted += phase == "start"
+
+    gc.callbacks.append(count)
+    try:
+        call()
+    finally:
+        gc.callbacks.remove(count)
+    return counted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setup", choices=("databases", "subsites"), default="databases")
+    parser.add_argument("--scrapes", type=int, default=40, help="timed scrapes")
+    parser.add_argument(
+        "--warm", type=float, default=60.0, help="seconds of scrapes, about one a second, first"
+    )
+    parser.add_argument("--profile", action="store_true", help="cProfile the assembly and writing")
+    arguments = parser.parse_args()
+    with bench_server() as server:
+        prepare([server], spread=False)
+        site = thousand_stores_site(server)
+        document = (network_document if arguments.setup == "subsites" else databases_document)(site)
+        path = ROOT / ".bench" / "work" / "phases.yml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        _measure(path, arguments)
+
+
+def _measure(path: Path, arguments: argparse.Namespace) -> None:
+    tune_garbage_collection()
+    coordinator = Coordinator(load_file(str(path)))
+    profile = cProfile.Profile() if arguments.profile else None
+    timer = PhaseTimer(coordinator, profile)
+    try:
+        started = time.monotonic()
+        while not heavy_refreshed(timer.scrape(timed=False)):
+            if time.monotonic() - started > 900:
+                raise SystemExit("the heavy tier was not refreshed within 900 s")
+            time.sleep(1.0)
+        started = time.monotonic()
+        while time.monotonic() - started < arguments.warm:
+            timer.scrape(timed=False)
+            time.sleep(1.0)
+
+        def timed() -> None:
+            for _ in range(arguments.scrapes):
+                timer.scrape()
+                time.sleep(0.3)
+
+        collected = collections_during(timed)
+    finally:
+        coordinator.close()
+    print(f"1,000 {arguments.setup}, {arguments.scrapes} scrapes after {arguments.warm:.0f} s:")
+    print("\n".join(timer.table()))
+    print(f"garbage collections while timed: {collected}")
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
