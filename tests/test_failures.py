@@ -317,3 +317,8 @@ def test_a_round_still_waiting_for_a_thread_serves_nothing_of_the_last_one(
     assert errors(queued, "deadline") == 1
     assert queued.value("actionscheduler_exporter_collector_success", collector="due") == 0
     assert queued.value("actionscheduler_due_actions", claim="unclaimed") is None
+    # The heavy tier's last values are its own, refreshed apart: served as they are.
+    assert queued.value("actionscheduler_exporter_collector_success", collector="status") == 1
+    pending = first.value("actionscheduler_actions", status="pending")
+    assert pending is not None
+    assert queued.value("actionscheduler_actions", status="pending") == pending

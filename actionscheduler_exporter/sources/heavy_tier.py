@@ -53,7 +53,9 @@ class HeavyTier:
         self._replica_lag: float | None = None
         self._replica_problem = ""
         self._prefixes: tuple[str, ...] = ()
-        self._labels: dict[str, str] = {}
+        self._labels: dict[str, str] = {}  # each prefix's site label, as rounds gave it
+        # The prefixes of each label, made again when `_labels` changes (`served`).
+        self._prefixes_by_label: dict[str, list[str]] = {}
         # Each prefix's samples of the readings last served, but their ages.
         self._kept: dict[str, tuple[Readings, list[Sample]]] = {}
         self._refresh = BackgroundRefresh[Readings](
@@ -78,7 +80,12 @@ class HeavyTier:
         if not labels:  # nothing answered: no refresh, and no stale values to serve
             return {}
         self._prefixes = tuple(labels)
-        self._labels.update(labels)
+        if not labels.items() <= self._labels.items():
+            self._labels.update(labels)
+            by_label: dict[str, list[str]] = {}
+            for prefix, label in self._labels.items():
+                by_label.setdefault(label, []).append(prefix)
+            self._prefixes_by_label = by_label
         for gone in self._kept.keys() - labels.keys():
             del self._kept[gone]
         readings = self._refresh.latest(round_ends.left() / 2, len(labels)) or {}
@@ -136,10 +143,11 @@ class HeavyTier:
         """The last readings for a site label, without starting a refresh (for a scrape
         that gives up waiting on a round)."""
         readings = self._refresh.peek() or {}
+        # By the labels' index: a network's thousand labels not reached in time each
+        # scanned the thousand prefixes (31 against 9 ms per scrape, after its deadline).
         return [
             item
-            for prefix, known in self._labels.items()
-            if known == label
+            for prefix in self._prefixes_by_label.get(label, ())
             for item in self._reported(prefix, readings)
         ]
 
