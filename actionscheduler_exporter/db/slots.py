@@ -30,25 +30,13 @@ class FairSlots:
                 return True
             handed = threading.Event()
             self._waiting.append(handed)
-        try:
-            if handed.wait(max(0.0, timeout)):
-                return True
-        except BaseException:  # interrupted: a slot handed over meanwhile goes on
-            self._leave(handed, keep=False)
-            raise
-        return self._leave(handed, keep=True)
-
-    def _leave(self, handed: threading.Event, *, keep: bool) -> bool:
-        """Leaves the line after a wait that ran out (or broke): True when the slot was
-        handed over just then and is kept; one not kept goes to the next in line."""
-        with self._lock:
-            if not handed.is_set():
-                self._waiting.remove(handed)
-                return False
-        if keep:
+        if handed.wait(max(0.0, timeout)):
             return True
-        self.release()
-        return False
+        with self._lock:
+            if handed.is_set():  # handed over as the wait ran out: it is this one's
+                return True
+            self._waiting.remove(handed)
+            return False
 
     def release(self) -> None:
         """Gives a slot back: to the one waiting longest, if any."""
