@@ -23,7 +23,6 @@ import pymysql.err
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.slots import FairSlots
 
 # Who a connection is logged in as and how its statements are bounded: a connection is
 # reused only for a site with the same key.
@@ -62,7 +61,7 @@ class ServerPool:
     def __init__(self, endpoint: str, size: int) -> None:
         self.endpoint = endpoint
         self.size = size
-        self._slots = FairSlots(size)  # given back, to the site waiting longest
+        self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._idle: list[Pooled] = []  # most recently returned last
         self._in_use = 0
@@ -72,7 +71,7 @@ class ServerPool:
 
     def acquire(self, site: SiteConfig, wait: float, open_new: Callable[[], Pooled]) -> Pooled:
         """A connection for the site, waiting at most `wait` seconds for a free one."""
-        if not self._slots.acquire(wait):
+        if not self._slots.acquire(timeout=max(0.0, wait)):
             raise QueryError(
                 "connect",
                 f"all {self.size} connections to {self.endpoint} stayed busy for {wait:.0f}s "
