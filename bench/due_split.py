@@ -20,7 +20,7 @@ from actionscheduler_exporter.collectors.due_split import DueSplitCollector
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.tables import read_table_stats
 from actionscheduler_exporter.sources.database import DatabaseContext
-from bench.measure import timed, timed_side_by_side
+from bench.measure import ms, timed, timed_side_by_side
 from bench.server import bench_server
 from testbed import hot_sql
 from testbed.mariadb import Server
@@ -95,8 +95,8 @@ def table(cases: list[dict[str, Any]]) -> list[str]:
             on, off = item["hot_with_split_median_s"], item["hot_without_split_median_s"]
             lines.append(
                 f"| {case['store']} | {case['due']:,} | {item['cap']:,} "
-                f"| {item['split_median_s'] * 1000:.1f} ms | {rows:,} "
-                f"| {on * 1000:.1f} ms | {off * 1000:.1f} ms | {on / off:.2f} |"
+                f"| {ms(item['split_median_s'])} | {rows:,} "
+                f"| {ms(on)} | {ms(off)} | {on / off:.2f} |"
             )
     return lines
 
