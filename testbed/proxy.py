@@ -33,6 +33,7 @@ class SlowProxy:
         self.delay = delay
         self.idle_close = idle_close
         self.dropped = 0  # connections dropped (idle, or by drop_connections)
+        self.accepted = 0  # connections made through the proxy so far
         self._last_traffic: dict[int, float] = {}  # by the client socket's fileno
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
@@ -61,6 +62,7 @@ class SlowProxy:
                 client.close()
                 continue
             with self._count_lock:
+                self.accepted += 1
                 self._sockets += [client, server]
                 self._pairs.append((client, server))
                 self._last_traffic[id(client)] = time.monotonic()

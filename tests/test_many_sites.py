@@ -5,6 +5,7 @@ TLS context for all connections of the same TLS setting."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -15,7 +16,10 @@ import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db import tls_contexts
+from actionscheduler_exporter.db.pool import ServerPool
+from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import quoted_identifier
+from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -271,6 +275,74 @@ def test_the_heavy_refreshes_of_a_server_run_one_at_a_time(
     finally:
         coordinator.close()
     assert max(seen) == 1  # one after the other, never two at once
+
+
+def test_a_borrowed_connection_takes_the_borrowers_query_timeout(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """The rounds (query_timeout) and the heavy tier (heavy_query_timeout) borrow the same
+    connections of a full pool: each sets its own bound on the connection, so a round's
+    statement is still stopped at the round's timeout after a refresh used it, and a
+    refresh's at its own (the server's variables, on one connection throughout)."""
+    rounds = store_site(mariadb, databases[0], query_timeout=1.0)
+    refresh = dataclasses.replace(rounds, query_timeout=30.0)
+    pool = ServerPool(rounds.endpoint, 1)
+
+    def bound(site: SiteConfig) -> tuple[Any, ...]:
+        session = Session(site, pool=pool)
+        try:
+            (row,) = session.query(
+                "SELECT CONNECTION_ID(), @@max_statement_time, @@lock_wait_timeout,"
+                " @@GLOBAL.lock_wait_timeout, @@tx_read_only"
+            )
+            return (int(row[0]), float(row[1]), int(row[2]), int(row[3]), int(row[4]))
+        finally:
+            session.release()
+
+    try:
+        first, heavy, again = bound(rounds), bound(refresh), bound(rounds)
+        assert first[0] == heavy[0] == again[0]  # one connection throughout
+        assert heavy[1:3] == (30.0, 15)  # a lock wait of half the timeout
+        # Under 2 s no lock wait of its own: the server's again, not the refresh's.
+        assert first[1:3] == again[1:3] == (1.0, first[3])
+        assert first[4] == heavy[4] == again[4] == 1  # read-only throughout
+        session = Session(rounds, pool=pool)
+        with pytest.raises(QueryError) as stopped:
+            session.query("SELECT SLEEP(5)")
+        assert stopped.value.kind == "timeout"
+        session.release()
+    finally:
+        pool.close()
+
+
+def test_heavy_refreshes_take_turns_on_the_rounds_connections(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """Refreshes, with their longer timeout, borrow the rounds' connections instead of
+    closing one to open their own: over scrapes and a dozen refreshes of a full pool, no
+    more connections are ever made than connections_per_server (counted at a proxy), and
+    every site stays up."""
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    counting = SleepingHeavyCollector(0)
+    heavy = {"heavy_interval": 0.2, "heavy_query_timeout": 30.0}
+    through_proxy = {"host": "127.0.0.1", "port": proxy.port}
+    sites = tuple(
+        store_site(mariadb, database, **heavy, **through_proxy) for database in databases[:4]
+    )
+    config = ExporterConfig(sites=sites, connections_per_server=2)
+    coordinator = Coordinator(config, (counting,))
+
+    def refreshed() -> bool:
+        for result in coordinator.scrape(10.0):
+            assert result.up, result.problems
+        return counting.runs >= 3 * len(sites)
+
+    try:
+        assert wait_until(refreshed, 120)
+        assert proxy.accepted == 2, proxy.accepted
+    finally:
+        coordinator.close()
+        proxy.close()
 
 
 class SleepingHeavyCollector(Collector):

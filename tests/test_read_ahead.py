@@ -19,7 +19,7 @@ from pymysql.constants import FIELD_TYPE
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db import read_ahead
 from actionscheduler_exporter.db.packed import PackedStatement
-from actionscheduler_exporter.db.pool import login_of
+from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.read_ahead import FORGET_SECONDS, ReadAhead
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row, Session
@@ -316,7 +316,7 @@ class ThreeStores:
             if version is not None:
                 session.server_version = version
             statement.learn(session.endpoint, answer_types)
-            self.sessions.append((session, (login_of(site), session.endpoint, "wp_")))
+            self.sessions.append((session, (reader_of(site), session.endpoint, "wp_")))
 
     def wave(self, wave: float, *, counted: bool = True) -> int:
         """One round of the three stores; the statements it sent. With `counted`, each

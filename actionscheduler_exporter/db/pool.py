@@ -24,8 +24,11 @@ import pymysql.err
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
 
-# Who a connection is logged in as and how its statements are bounded: a connection is
-# reused only for a site with the same key.
+# Who a connection is logged in as: a connection is reused only for a site with the same
+# login. Not how long its statements may run: a borrower with another query timeout sets
+# its own on the connection (`db.session`), so that the heavy tier's refreshes (with
+# `heavy_query_timeout`) take turns on the rounds' connections, instead of closing one of
+# them to open their own and the next round doing the reverse.
 Login = tuple[Any, ...]
 # An idle connection older than this is closed, not reused: load balancers and proxies
 # drop idle connections silently (AWS's after 350 s, a short wait_timeout sooner).
@@ -33,6 +36,12 @@ MAX_IDLE_SECONDS = 120.0
 
 
 def login_of(site: SiteConfig) -> Login:
+    return (site.user, site.password, site.tls)
+
+
+def reader_of(site: SiteConfig) -> Login:
+    """Who reads and how long a statement may run: the stores one statement may read
+    together (`db.read_ahead`) share both."""
     return (site.user, site.password, site.tls, site.query_timeout)
 
 
@@ -42,6 +51,9 @@ class Pooled:
 
     connection: pymysql.connections.Connection[Any]
     login: Login
+    # The query timeout the connection's statements are bounded by now (its session's
+    # variables and the client's read timeout).
+    bound: float
     server_version: str = ""
     grants: list[str] | None = None  # SHOW GRANTS, once read
     # Taken from the pool's idle ones (the network may have dropped it since), and when.
@@ -135,14 +147,16 @@ class ServerPool:
             stale = [p for p in idle if now - p.idle_since > MAX_IDLE_SECONDS]
             if stale:
                 idle = self._idle = [p for p in idle if now - p.idle_since <= MAX_IDLE_SECONDS]
-            # The most recently returned of the login (the same object, mostly: `login_of`),
-            # taken out by its place (a Pooled's generated == compares every field).
-            for place in range(len(idle) - 1, -1, -1):
-                found = idle[place].login
-                if found is login or found == login:
-                    chosen = idle.pop(place)
-                    chosen.reused = True
-                    break
+            # The most recently returned of the login: bound as the site needs, else (while
+            # the pool is full) any of the login, which the session binds again; a pool
+            # with room opens a new one instead, so that each tier keeps connections of
+            # its own bound and a round sends no statement to set it. Taken out by its
+            # place (a Pooled's generated == compares every field).
+            room = self._in_use + len(idle) <= self.size
+            place = self._idle_place(idle, login, site.query_timeout, any_bound=not room)
+            if place is not None:
+                chosen = idle.pop(place)
+                chosen.reused = True
         for pooled in stale:
             pooled.close()
         if chosen is not None:
@@ -154,6 +168,22 @@ class ServerPool:
         for pooled in closing:
             pooled.close()
         return None
+
+    @staticmethod
+    def _idle_place(
+        idle: list[Pooled], login: Login, bound: float, *, any_bound: bool
+    ) -> int | None:
+        """Where the most recently returned idle connection of the login is that is bound
+        by the query timeout `bound`; `any_bound`: else of any bound."""
+        fallback = None
+        for place in range(len(idle) - 1, -1, -1):
+            found = idle[place]
+            if found.login is login or found.login == login:
+                if found.bound == bound:
+                    return place
+                if fallback is None and any_bound:
+                    fallback = place
+        return fallback
 
     def _give_back_slot(self) -> None:
         with self._lock:

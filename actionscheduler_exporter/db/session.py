@@ -180,14 +180,23 @@ class Session:
                 pooled = self._open()
             else:
                 pooled = self._pool.acquire(site, site.query_timeout, self._open)
-            if self._check_grants and pooled.grants is None:
-                pooled.grants = _grants(pooled.connection)
         except pymysql.err.MySQLError as error:
             raise query_error_of(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures
             raise QueryError("connect", str(error), connection_lost=True) from error
         self._pooled = pooled
         self._proven = False
+        try:
+            if pooled.bound != site.query_timeout:  # last used by the other tier
+                _bound(pooled, site.query_timeout)
+            if self._check_grants and pooled.grants is None:
+                pooled.grants = _grants(pooled.connection)
+        except pymysql.err.MySQLError as error:
+            # Not handed back: the connection's bound or grants are not known.
+            self._drop()
+            failure = query_error_of(error, site.password, connecting=True)
+            failure.on_idle_connection = pooled.reused
+            raise failure from error
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
         if self.can_write and _first_time((site.endpoint, site.user)):
@@ -217,15 +226,16 @@ class Session:
             write_timeout=max(1, round(timeout + 2)),
             **_tls_arguments(site),
         )
+        pooled = Pooled(connection, login_of(site), timeout)
         try:
-            version = _prepare(connection, timeout)
+            pooled.server_version = _prepare(connection)
+            _bound(pooled, timeout, first=True)
         except BaseException:
             connection.close()
             raise
-        emit(
-            log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint, server=version
-        )
-        return Pooled(connection, login_of(site), version)
+        emit(log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint,
+             server=pooled.server_version)  # fmt: skip
+        return pooled
 
     def _drop(self) -> None:
         pooled, self._pooled = self._pooled, None
@@ -251,25 +261,50 @@ def lock_wait_seconds(timeout: float) -> int | None:
     return seconds if seconds >= 1 else None
 
 
-def _prepare(connection: pymysql.connections.Connection[Any], timeout: float) -> str:
-    """Makes the session read-only and bounds every statement on the server side."""
+def _prepare(connection: pymysql.connections.Connection[Any]) -> str:
+    """Makes the session read-only; the server's version."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT VERSION()")
         row = cursor.fetchone()
         version = str(row[0]) if row else ""
-        cursor.execute("SET SESSION TRANSACTION READ ONLY")
         # Whatever the server's defaults: no statement uses GROUP_CONCAT now (the table
         # statistics are looked up by name, joined by CONCAT_WS, which it does not
         # bound), and one a collector adds is not cut at MySQL's 1,024 bytes.
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
         cursor.execute("SET SESSION group_concat_max_len = %s", (GROUP_CONCAT_MAX_LEN,))
-        lock_wait = lock_wait_seconds(timeout)
-        if lock_wait is not None:
-            cursor.execute("SET SESSION lock_wait_timeout = %s", (lock_wait,))
-        if "mariadb" in version.lower():
-            cursor.execute("SET SESSION max_statement_time = %s", (timeout,))
-        else:
-            cursor.execute("SET SESSION max_execution_time = %s", (int(timeout * 1000),))
     return version
+
+
+def _bound(pooled: Pooled, timeout: float, *, first: bool = False) -> None:
+    """Bounds every statement of the connection by `timeout` on the server side (and its
+    lock waits by half of it), and the client's wait for an answer a little longer, so
+    that the server's own error, which names the cause, arrives first. `first`: on a new
+    connection, whose lock wait is the server's default."""
+    connection = pooled.connection
+    lock_wait = lock_wait_seconds(timeout)
+    if "mariadb" in pooled.server_version.lower():
+        settings = ["max_statement_time = %s"]
+        values: list[object] = [timeout]
+    else:
+        settings = ["max_execution_time = %s"]
+        values = [int(timeout * 1000)]
+    if lock_wait is not None:
+        settings.append("lock_wait_timeout = %s")
+        values.append(lock_wait)
+    elif not first:
+        settings.append("lock_wait_timeout = DEFAULT")
+    with connection.cursor() as cursor:
+        cursor.execute("SET SESSION " + ", SESSION ".join(settings), values)
+    set_client_timeout(connection, max(1, round(timeout + 2)))
+    pooled.bound = timeout
+
+
+def set_client_timeout(connection: pymysql.connections.Connection[Any], seconds: float) -> None:
+    """How long the client waits for the server to answer or take a statement, from the
+    next one on (PyMySQL takes them at connecting only, and applies its attributes at
+    each read and write)."""
+    connection._read_timeout = seconds  # type: ignore[attr-defined]
+    connection._write_timeout = seconds  # type: ignore[attr-defined]
 
 
 def _grants(connection: pymysql.connections.Connection[Any]) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.db.packed import PackedStatement
-from actionscheduler_exporter.db.pool import login_of
+from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.read_ahead import ReadAhead
 from actionscheduler_exporter.db.schema import TableNames
@@ -84,7 +84,7 @@ def read_hot_statement(
             if read_ahead is None:
                 values = statement.unpack(endpoint, session.query(packed, statement.args))
             else:
-                key = (login_of(context.site), endpoint, tables.prefix)
+                key = (reader_of(context.site), endpoint, tables.prefix)
                 values, seconds = read_ahead.query(
                     session, key, statement, packed, context.site.database, wave
                 )

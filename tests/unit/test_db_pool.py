@@ -21,7 +21,7 @@ class Connection:
 
 def pooled(site: SiteConfig) -> Pooled:
     connection: Any = Connection()
-    return Pooled(connection, login_of(site))
+    return Pooled(connection, login_of(site), site.query_timeout)
 
 
 def closed(connection: Pooled) -> bool:
@@ -82,3 +82,37 @@ def test_the_most_recently_returned_connection_of_the_login_is_taken() -> None:
     assert pool.idle_connections() == [stranger] and not closed(stranger)
     fresh = pool.acquire(site, 1.0, lambda: pooled(site))
     assert fresh not in (older, newer, stranger) and not fresh.reused
+
+
+def test_a_full_pool_lends_a_connection_of_the_login_whatever_its_bound() -> None:
+    """The heavy tier's refreshes (a longer query timeout) borrow the rounds' idle
+    connections when the pool is full, and set their own bound, instead of closing one
+    to open their own (which the next round did the other way round: hundreds of
+    connections opened a minute); of the login's idle ones, one already bound as the
+    site needs is taken first."""
+    rounds = SiteConfig(name="shop", database="wp", query_timeout=5.0)
+    heavy = SiteConfig(name="shop", database="wp", query_timeout=60.0)
+    pool = ServerPool("db:3306", 2)
+    bound_for_heavy = pool.acquire(heavy, 1.0, lambda: pooled(heavy))
+    bound_for_rounds = pool.acquire(rounds, 1.0, lambda: pooled(rounds))
+    pool.release(bound_for_heavy)
+    pool.release(bound_for_rounds)
+    assert pool.acquire(heavy, 1.0, lambda: pooled(heavy)) is bound_for_heavy
+    other = pool.acquire(heavy, 1.0, lambda: pooled(heavy))
+    assert other is bound_for_rounds and other.reused  # to be bound again, not replaced
+    assert not closed(bound_for_rounds) and pool.open_connections() == 2
+
+
+def test_a_pool_with_room_opens_a_connection_of_the_bound_the_site_needs() -> None:
+    """While the pool has room, each tier keeps connections of its own bound: a round
+    sends no statement to set its timeout again after a refresh."""
+    rounds = SiteConfig(name="shop", database="wp", query_timeout=5.0)
+    heavy = SiteConfig(name="shop", database="wp", query_timeout=60.0)
+    pool = ServerPool("db:3306", 2)
+    round_connection = pool.acquire(rounds, 1.0, lambda: pooled(rounds))
+    pool.release(round_connection)
+    refresh_connection = pool.acquire(heavy, 1.0, lambda: pooled(heavy))
+    assert refresh_connection is not round_connection and not refresh_connection.reused
+    assert pool.idle_connections() == [round_connection] and not closed(round_connection)
+    pool.release(refresh_connection)
+    assert pool.acquire(rounds, 1.0, lambda: pooled(rounds)) is round_connection
