@@ -315,6 +315,42 @@ def test_a_borrowed_connection_takes_the_borrowers_query_timeout(
         pool.close()
 
 
+def test_a_connection_killed_while_idle_is_replaced_for_the_other_tier_too(
+    mariadb: Server, databases: list[str]
+) -> None:
+    """A refresh borrowing a round's connection that was killed while idle fails to set
+    its timeout on it: the connection is closed, its slot given back (a pool of one would
+    wait its whole timeout otherwise), and the statement is read on a new connection."""
+    rounds = store_site(mariadb, databases[0], query_timeout=2.0)
+    refresh = dataclasses.replace(rounds, query_timeout=30.0)
+    pool = ServerPool(rounds.endpoint, 1)
+
+    def connection_id(site: SiteConfig) -> int:
+        session = Session(site, pool=pool)
+        try:
+            return int(session.query("SELECT CONNECTION_ID()")[0][0])
+        finally:
+            session.release()
+
+    try:
+        killed = connection_id(rounds)
+        with mariadb.connect() as connection, connection.cursor() as cursor:
+            cursor.execute(f"KILL CONNECTION {killed}")
+        assert wait_until(lambda: killed not in processlist_ids(mariadb), 10)
+        replaced = connection_id(refresh)
+        assert replaced != killed
+        assert connection_id(rounds) == replaced  # the one slot is free again
+        assert pool.open_connections() == 1
+    finally:
+        pool.close()
+
+
+def processlist_ids(mariadb: Server) -> set[int]:
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (USER,))
+        return {int(row[0]) for row in cursor.fetchall()}
+
+
 def test_heavy_refreshes_take_turns_on_the_rounds_connections(
     mariadb: Server, databases: list[str]
 ) -> None:
