@@ -23,6 +23,7 @@ import pymysql.err
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.slots import FairSlots
 
 # Who a connection is logged in as: a connection is reused only for a site with the same
 # login. Not how long its statements may run: a borrower with another query timeout sets
@@ -73,7 +74,7 @@ class ServerPool:
     def __init__(self, endpoint: str, size: int) -> None:
         self.endpoint = endpoint
         self.size = size
-        self._slots = threading.BoundedSemaphore(size)
+        self._slots = FairSlots(size)  # given back, to the site waiting longest
         self._lock = threading.Lock()
         self._idle: list[Pooled] = []  # most recently returned last
         self._in_use = 0
@@ -83,7 +84,7 @@ class ServerPool:
 
     def acquire(self, site: SiteConfig, wait: float, open_new: Callable[[], Pooled]) -> Pooled:
         """A connection for the site, waiting at most `wait` seconds for a free one."""
-        if not self._slots.acquire(timeout=max(0.0, wait)):
+        if not self._slots.acquire(wait):
             raise QueryError(
                 "connect",
                 f"all {self.size} connections to {self.endpoint} stayed busy for {wait:.0f}s "

@@ -1,12 +1,18 @@
-"""The connection pool's handling of idle connections, without a server."""
+"""The connection pool's handling of idle connections and of its slots, without a server."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.pool import MAX_IDLE_SECONDS, Pooled, ServerPool, login_of
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.slots import FairSlots
 
 
 class Connection:
@@ -116,3 +122,104 @@ def test_a_pool_with_room_opens_a_connection_of_the_bound_the_site_needs() -> No
     assert pool.idle_connections() == [round_connection] and not closed(round_connection)
     pool.release(refresh_connection)
     assert pool.acquire(rounds, 1.0, lambda: pooled(rounds)) is round_connection
+
+
+# The connection slots: handed out in the order they were asked for. ------------------
+
+
+def _until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Waits for `condition` (another thread's progress), failing after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not come true"
+        time.sleep(0.001)
+
+
+def _ask_in_thread(slots: FairSlots, got: list[str], name: str) -> threading.Thread:
+    """A thread that takes a slot (noting its name), and gives it back at once."""
+
+    def take() -> None:
+        if slots.acquire(30.0):
+            got.append(name)
+            slots.release()
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_slot_given_back_goes_to_the_one_waiting_not_to_the_one_giving_it() -> None:
+    """The giver asking again at once does not take it first: with a semaphore, the
+    server's round threads kept their slots while a round that had asked before them
+    waited until its query timeout, and its site was reported down."""
+    slots = FairSlots(1)
+    assert slots.acquire(0.0)
+    waiter_has_it = threading.Event()
+    done = threading.Event()
+
+    def wait_for_slot() -> None:
+        assert slots.acquire(30.0)
+        waiter_has_it.set()
+        done.wait(30.0)
+        slots.release()
+
+    waiter = threading.Thread(target=wait_for_slot, daemon=True)
+    waiter.start()
+    _until(lambda: slots.waiting == 1)
+    slots.release()
+    assert not slots.acquire(0.0)  # it is the waiter's now, whether it has run or not
+    assert waiter_has_it.wait(30.0)
+    done.set()
+    waiter.join(30.0)
+    assert slots.acquire(0.0)
+
+
+def test_waiting_ones_get_their_slots_in_the_order_they_asked() -> None:
+    slots = FairSlots(1)
+    assert slots.acquire(0.0)
+    got: list[str] = []
+    threads = []
+    for number, name in enumerate(("first", "second", "third"), start=1):
+        threads.append(_ask_in_thread(slots, got, name))
+        _until(lambda number=number: slots.waiting == number)  # type: ignore[misc]
+    slots.release()
+    for thread in threads:
+        thread.join(30.0)
+    assert got == ["first", "second", "third"]
+    assert slots.acquire(0.0)  # the last one gave it back to the free ones
+
+
+def test_a_wait_that_runs_out_leaves_the_line() -> None:
+    slots = FairSlots(1)
+    assert slots.acquire(0.0)
+    assert not slots.acquire(0.01)
+    assert slots.waiting == 0
+    slots.release()  # nobody waits: the slot is free again
+    assert slots.acquire(0.0)
+
+
+def test_more_slots_than_taken_cannot_be_given_back() -> None:
+    slots = FairSlots(2)
+    assert slots.acquire(0.0)
+    slots.release()
+    with pytest.raises(ValueError, match="not taken"):
+        slots.release()
+
+
+def test_the_pool_hands_a_connection_to_the_site_that_waited_longest() -> None:
+    """Through the pool: a site whose round waits is not overtaken by the one that gives
+    a connection back and asks again."""
+    site = SiteConfig(name="shop", database="wp")
+    pool = ServerPool("db:3306", 1)
+    holder = pool.acquire(site, 1.0, lambda: pooled(site))
+    taken: list[Pooled] = []
+    waiter = threading.Thread(
+        target=lambda: taken.append(pool.acquire(site, 30.0, lambda: pooled(site))), daemon=True
+    )
+    waiter.start()
+    _until(lambda: pool._slots.waiting == 1)
+    pool.release(holder)
+    with pytest.raises(QueryError, match="stayed busy"):
+        pool.acquire(site, 0.0, lambda: pooled(site))
+    waiter.join(30.0)
+    assert taken and taken[0] is holder  # the connection given back, reused
