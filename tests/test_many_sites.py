@@ -299,8 +299,17 @@ def test_a_borrowed_connection_takes_the_borrowers_query_timeout(
         finally:
             session.release()
 
+    def client_wait() -> float:
+        (idle,) = pool.idle_connections()
+        return float(idle.connection._read_timeout)  # type: ignore[attr-defined]
+
     try:
-        first, heavy, again = bound(rounds), bound(refresh), bound(rounds)
+        first = bound(rounds)
+        assert client_wait() == 3  # the query timeout and 2 s for the server's own error
+        heavy = bound(refresh)
+        assert client_wait() == 32
+        again = bound(rounds)
+        assert client_wait() == 3
         assert first[0] == heavy[0] == again[0]  # one connection throughout
         assert heavy[1:3] == (30.0, 15)  # a lock wait of half the timeout
         # Under 2 s no lock wait of its own: the server's again, not the refresh's.
@@ -318,28 +327,37 @@ def test_a_borrowed_connection_takes_the_borrowers_query_timeout(
 def test_a_connection_killed_while_idle_is_replaced_for_the_other_tier_too(
     mariadb: Server, databases: list[str]
 ) -> None:
-    """A refresh borrowing a round's connection that was killed while idle fails to set
-    its timeout on it: the connection is closed, its slot given back (a pool of one would
-    wait its whole timeout otherwise), and the statement is read on a new connection."""
+    """A round (or refresh) borrowing the other tier's connection that was killed while
+    idle fails to set its timeout on it: the connection is closed, its slot given back (a
+    pool of one would wait its whole timeout otherwise), and the round's connecting or
+    the refresh's statement is done again on a new connection, nothing reported."""
     rounds = store_site(mariadb, databases[0], query_timeout=2.0)
     refresh = dataclasses.replace(rounds, query_timeout=30.0)
     pool = ServerPool(rounds.endpoint, 1)
 
-    def connection_id(site: SiteConfig) -> int:
+    def connection_id(site: SiteConfig, *, open_first: bool = False) -> int:
         session = Session(site, pool=pool)
         try:
+            if open_first:
+                session.open()  # as a round does, before its first statement
             return int(session.query("SELECT CONNECTION_ID()")[0][0])
         finally:
             session.release()
 
+    def kill(connection: int) -> None:
+        with mariadb.connect() as admin, admin.cursor() as cursor:
+            cursor.execute(f"KILL CONNECTION {connection}")
+        assert wait_until(lambda: connection not in processlist_ids(mariadb), 10)
+
     try:
-        killed = connection_id(rounds)
-        with mariadb.connect() as connection, connection.cursor() as cursor:
-            cursor.execute(f"KILL CONNECTION {killed}")
-        assert wait_until(lambda: killed not in processlist_ids(mariadb), 10)
-        replaced = connection_id(refresh)
+        killed = connection_id(refresh)
+        kill(killed)
+        replaced = connection_id(rounds, open_first=True)
         assert replaced != killed
-        assert connection_id(rounds) == replaced  # the one slot is free again
+        kill(replaced)
+        again = connection_id(refresh)
+        assert again not in (killed, replaced)
+        assert connection_id(rounds) == again  # the one slot is free again
         assert pool.open_connections() == 1
     finally:
         pool.close()
@@ -360,7 +378,8 @@ def test_heavy_refreshes_take_turns_on_the_rounds_connections(
     every site stays up."""
     proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
     counting = SleepingHeavyCollector(0)
-    heavy = {"heavy_interval": 0.2, "heavy_query_timeout": 30.0}
+    # Rounds that may wait for a connection as long as a loaded machine makes them.
+    heavy = {"heavy_interval": 0.2, "heavy_query_timeout": 30.0, "query_timeout": 10.0}
     through_proxy = {"host": "127.0.0.1", "port": proxy.port}
     sites = tuple(
         store_site(mariadb, database, **heavy, **through_proxy) for database in databases[:4]

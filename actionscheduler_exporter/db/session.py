@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 import pymysql.err
@@ -41,6 +41,7 @@ def _first_time(key: tuple[str, str]) -> bool:
 
 
 Row = tuple[Any, ...]
+_T = TypeVar("_T")
 # Takes the seconds one statement took.
 Meter = Callable[[float], None]
 
@@ -97,19 +98,23 @@ class Session:
     ) -> tuple[list[Row], tuple[tuple[Any, ...], ...]]:
         sql, args = in_database(sql, args, self._site.database)
         with self._lock:
-            try:
-                return self._attempt(sql, args)
-            except QueryError as failure:
-                if not (failure.connection_lost and failure.on_idle_connection):
-                    raise
-            # A pooled connection that the network dropped while it was idle (a failover, a
-            # load balancer's idle timeout): the others that idled beside it are suspect too,
-            # so once more on a new connection, before anything is reported. The statements
-            # are SELECTs: sending one again is harmless.
-            emit(log, logging.DEBUG, "pooled connection gone, reconnecting", site=self._site.name)
-            if self._pool is not None:
-                self._pool.close_idle()
-            return self._attempt(sql, args)
+            return self._once_more_if_dropped(lambda: self._attempt(sql, args))
+
+    def _once_more_if_dropped(self, call: Callable[[], _T]) -> _T:
+        """`call`, and once more on a new connection if it found a pooled connection that
+        the network dropped while it was idle (a failover, a load balancer's idle
+        timeout): the others that idled beside it are suspect too, so they are closed,
+        before anything is reported. The statements are SELECTs and session settings:
+        sending one again is harmless."""
+        try:
+            return call()
+        except QueryError as failure:
+            if not (failure.connection_lost and failure.on_idle_connection):
+                raise
+        emit(log, logging.DEBUG, "pooled connection gone, reconnecting", site=self._site.name)
+        if self._pool is not None:
+            self._pool.close_idle()
+        return call()
 
     def _attempt(
         self, sql: str, args: Sequence[object] | None
@@ -153,7 +158,7 @@ class Session:
     def open(self) -> None:
         """Connects (or borrows a connection) now; QueryError when it cannot."""
         with self._lock:
-            self._connect()
+            self._once_more_if_dropped(self._connect)
 
     def release(self) -> None:
         """Ends the session's use of its connection: back to the pool, still open (a
@@ -189,14 +194,19 @@ class Session:
         try:
             if pooled.bound != site.query_timeout:  # last used by the other tier
                 _bound(pooled, site.query_timeout)
+                self._proven = True
             if self._check_grants and pooled.grants is None:
                 pooled.grants = _grants(pooled.connection)
+                self._proven = True
         except pymysql.err.MySQLError as error:
             # Not handed back: the connection's bound or grants are not known.
             self._drop()
             failure = query_error_of(error, site.password, connecting=True)
             failure.on_idle_connection = pooled.reused
             raise failure from error
+        except BaseException:
+            self._drop()
+            raise
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
         if self.can_write and _first_time((site.endpoint, site.user)):
