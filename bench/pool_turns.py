@@ -7,8 +7,9 @@ machine may be busy.
 
 1. First scrapes: a new exporter (in this process) for each, on a server whose open tables
    were just closed (`FLUSH TABLES`), one scrape with Prometheus' default 10 s timeout:
-   its time, the sites reported down, and how many of them because a round waited its
-   whole query timeout for one of the server's connections ("stayed busy").
+   its time, and the sites reported down, by why: a round that waited its whole query
+   timeout for one of the server's connections ("stayed busy"), the deadline before the
+   round reached them, or another.
 2. Back-to-back scrapes for `--minute` seconds (each begun when the last ended), after the
    heavy tier's first refresh, refreshed every 10 s: the connections the server accepted
    meanwhile (its `Connections` status: the benchmark's own server, where nothing else
@@ -37,6 +38,7 @@ import yaml
 from actionscheduler_exporter.config import load_file
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.site import NOT_REACHED
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.floor_cases import databases_document, thousand_stores_site
@@ -122,16 +124,22 @@ def _refreshed(results: list[SiteResult], ages: dict[str, float]) -> int:
 
 
 def _reasons(results: list[SiteResult]) -> Counter[str]:
-    return Counter(
-        "busy" if any(BUSY in problem for problem in result.problems) else "other"
-        for result in results
-        if not result.up
-    )
+    """The sites reported down, by why: a round that waited its whole query timeout for a
+    connection, the scrape's deadline before the round reached the site, or another."""
+    return Counter(_reason(result.problems) for result in results if not result.up)
+
+
+def _reason(problems: list[str]) -> str:
+    if any(BUSY in problem for problem in problems):
+        return "busy pool"
+    if any(problem.startswith(NOT_REACHED) for problem in problems):
+        return "not reached"
+    return "other"
 
 
 def _down(results: list[SiteResult]) -> str:
     reasons = _reasons(results)
-    return f"{sum(reasons.values())} sites down ({reasons['busy']} for a busy pool)"
+    return f"{sum(reasons.values())} sites down ({dict(reasons)})"
 
 
 def _accepted(watcher: pymysql.connections.Connection[Any]) -> int:
