@@ -7,9 +7,9 @@ machine may be busy.
 
 1. First scrapes: a new exporter (in this process) for each, on a server whose open tables
    were just closed (`FLUSH TABLES`), one scrape with Prometheus' default 10 s timeout:
-   its time, and the sites reported down, by why: a round that waited its whole query
-   timeout for one of the server's connections ("stayed busy"), the deadline before the
-   round reached them, or another.
+   its time and the exporter's CPU, and the sites reported down, by why: a round that
+   waited its whole query timeout for one of the server's connections ("stayed busy"),
+   the deadline before the round reached them, or another.
 2. Back-to-back scrapes for `--minute` seconds (each begun when the last ended), after the
    heavy tier's first refresh, refreshed every 10 s: the connections the server accepted
    meanwhile (its `Connections` status: the benchmark's own server, where nothing else
@@ -53,7 +53,7 @@ BUSY = "stayed busy"  # a round that waited its whole query timeout for a connec
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--first", type=int, default=3, help="first scrapes, a new exporter each")
-    parser.add_argument("--minute", type=float, default=60.0, help="seconds back to back")
+    parser.add_argument("--minute", type=float, default=60.0, help="seconds back to back (0: none)")
     arguments = parser.parse_args()
     tune_garbage_collection()
     with bench_server() as server:
@@ -65,7 +65,8 @@ def main() -> None:
         with server.connect() as watcher:
             for number in range(1, arguments.first + 1):
                 print(f"first scrape {number}: {_first_scrape(path, watcher)}", flush=True)
-            print(_back_to_back(path, watcher, arguments.minute), flush=True)
+            if arguments.minute > 0:
+                print(_back_to_back(path, watcher, arguments.minute), flush=True)
 
 
 def _first_scrape(path: Path, watcher: pymysql.connections.Connection[Any]) -> str:
@@ -73,12 +74,12 @@ def _first_scrape(path: Path, watcher: pymysql.connections.Connection[Any]) -> s
         cursor.execute("FLUSH TABLES")
     coordinator = Coordinator(load_file(str(path)))
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         results = coordinator.scrape(TIMEOUT)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     finally:
         coordinator.close()
-    return f"{seconds:.2f} s, {_down(results)}, {_load()}"
+    return f"{seconds:.2f} s (the exporter's CPU {cpu:.2f} s), {_down(results)}, {_load()}"
 
 
 def _back_to_back(path: Path, watcher: pymysql.connections.Connection[Any], seconds: float) -> str:
