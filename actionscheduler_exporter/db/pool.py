@@ -59,6 +59,8 @@ class Pooled:
     grants: list[str] | None = None  # SHOW GRANTS, once read
     # Taken from the pool's idle ones (the network may have dropped it since), and when.
     reused: bool = False
+    # Borrowed by a background refresh, which lets the rounds go first (`db.slots`).
+    background: bool = False
     idle_since: float = 0.0
     _closed: bool = field(default=False, repr=False)
 
@@ -82,9 +84,17 @@ class ServerPool:
         # refresh that was running then, is closed instead of kept.
         self._closed = False
 
-    def acquire(self, site: SiteConfig, wait: float, open_new: Callable[[], Pooled]) -> Pooled:
-        """A connection for the site, waiting at most `wait` seconds for a free one."""
-        if not self._slots.acquire(wait):
+    def acquire(
+        self,
+        site: SiteConfig,
+        wait: float,
+        open_new: Callable[[], Pooled],
+        *,
+        background: bool = False,
+    ) -> Pooled:
+        """A connection for the site, waiting at most `wait` seconds for a free one;
+        `background`: for a refresh, which lets the rounds go first."""
+        if not self._slots.acquire(wait, background=background):
             raise QueryError(
                 "connect",
                 f"all {self.size} connections to {self.endpoint} stayed busy for {wait:.0f}s "
@@ -97,8 +107,9 @@ class ServerPool:
             # idle fails its first statement, which the session sends again on a new one.
             pooled = self._take_idle(site) or open_new()
         except BaseException:
-            self._give_back_slot()
+            self._give_back_slot(background)
             raise
+        pooled.background = background
         return pooled
 
     def release(self, pooled: Pooled) -> None:
@@ -111,12 +122,12 @@ class ServerPool:
             self._in_use -= 1
         if closed:
             pooled.close()
-        self._slots.release()
+        self._slots.release(background=pooled.background)
 
     def discard(self, pooled: Pooled) -> None:
         """Closes a connection in an unknown state instead of handing it back."""
         pooled.close()
-        self._give_back_slot()
+        self._give_back_slot(pooled.background)
 
     def idle_connections(self) -> list[Pooled]:
         with self._lock:
@@ -186,7 +197,7 @@ class ServerPool:
                     fallback = place
         return fallback
 
-    def _give_back_slot(self) -> None:
+    def _give_back_slot(self, background: bool) -> None:
         with self._lock:
             self._in_use -= 1
-        self._slots.release()
+        self._slots.release(background=background)

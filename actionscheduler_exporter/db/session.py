@@ -48,15 +48,22 @@ Meter = Callable[[float], None]
 
 class Session:
     def __init__(
-        self, site: SiteConfig, *, check_grants: bool = True, pool: ServerPool | None = None
+        self,
+        site: SiteConfig,
+        *,
+        check_grants: bool = True,
+        pool: ServerPool | None = None,
+        background: bool = False,
     ) -> None:
         """`check_grants`: read the user's grants and warn when it may write (the scrape's
         session does; a second session of the same user need not). `pool`: borrow the
         connection from the server's pool for each round (`release` hands it back)
-        instead of keeping one of its own."""
+        instead of keeping one of its own. `background`: a refresh's, which lets the
+        rounds borrow first."""
         self._site = site
         self._check_grants = check_grants
         self._pool = pool
+        self._background = background
         self._pooled: Pooled | None = None
         self._lock = threading.Lock()
         self.server_version = ""
@@ -184,7 +191,9 @@ class Session:
             if self._pool is None:
                 pooled = self._open()
             else:
-                pooled = self._pool.acquire(site, site.query_timeout, self._open)
+                pooled = self._pool.acquire(
+                    site, site.query_timeout, self._open, background=self._background
+                )
         except pymysql.err.MySQLError as error:
             raise query_error_of(error, site.password, connecting=True) from error
         except OSError as error:  # TLS files unreadable, and similar local failures

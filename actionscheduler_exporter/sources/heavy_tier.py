@@ -216,4 +216,4 @@ class HeavyTier:
         """A session of the refresh's own: borrowed from the server's pool when there is
         one, else a connection closed when the refresh ends."""
         pool = self._servers.for_site(site).pool if self._servers else None
-        return Session(site, check_grants=False, pool=pool)
+        return Session(site, check_grants=False, pool=pool, background=True)

@@ -223,3 +223,79 @@ def test_the_pool_hands_a_connection_to_the_site_that_waited_longest() -> None:
         pool.acquire(site, 0.0, lambda: pooled(site))
     waiter.join(30.0)
     assert taken and taken[0] is holder  # the connection given back, reused
+
+
+def _wait_in_thread(slots: FairSlots, got: list[str], name: str, background: bool) -> None:
+    """A thread that waits for a slot and notes its name, keeping the slot; returns once
+    it waits (or has it)."""
+    before = slots.waiting
+
+    def take() -> None:
+        if slots.acquire(30.0, background=background):
+            got.append(name)
+
+    threading.Thread(target=take, daemon=True).start()
+    _until(lambda: slots.waiting > before or got[-1:] == [name])
+
+
+def test_a_slot_given_back_goes_to_a_waiting_round_before_a_refresh_that_asked_first() -> None:
+    slots = FairSlots(2, patience=3600.0)
+    assert slots.acquire(0.0) and slots.acquire(0.0)
+    got: list[str] = []
+    _wait_in_thread(slots, got, "refresh", background=True)
+    _wait_in_thread(slots, got, "round", background=False)
+    slots.release()
+    _until(lambda: got == ["round"])
+    slots.release()  # the rounds hold one of two now: none to spare
+    _until(lambda: slots.waiting == 1)
+    assert got == ["round"]
+
+
+def test_a_refresh_waits_while_the_rounds_spare_no_slot() -> None:
+    """Three slots, the rounds holding two: the third is free, but a refresh taking it
+    would leave the rounds none to turn over on; it has it once a round gives one back."""
+    slots = FairSlots(3, patience=3600.0)
+    assert slots.acquire(0.0) and slots.acquire(0.0)
+    assert not slots.acquire(0.0, background=True)
+    got: list[str] = []
+    _wait_in_thread(slots, got, "refresh", background=True)
+    assert got == []
+    slots.release()
+    _until(lambda: got == ["refresh"])
+    assert slots.acquire(0.0)  # the free one, still the rounds'
+    slots.release(background=True)
+
+
+def test_a_refresh_that_waited_its_patience_takes_the_next_slot_given_back() -> None:
+    """Scrapes back to back keep the rounds on every slot: a refresh that has waited its
+    patience takes the next slot given back that no round waits for."""
+    slots = FairSlots(2, patience=0.0)
+    assert slots.acquire(0.0) and slots.acquire(0.0)
+    got: list[str] = []
+    _wait_in_thread(slots, got, "refresh", background=True)
+    slots.release()
+    _until(lambda: got == ["refresh"])
+    assert not slots.acquire(0.0)  # the round that gave it back asks again: it waits
+
+
+def test_a_refresh_takes_a_slot_when_the_rounds_hold_none() -> None:
+    slots = FairSlots(1)
+    assert slots.acquire(0.0, background=True)
+    assert not slots.acquire(0.0)  # taken
+    slots.release(background=True)
+    assert slots.acquire(0.0)
+
+
+def test_the_pool_gives_a_refreshs_slot_back_as_a_refreshs() -> None:
+    """A round's slot given back that no round took would fail (`ValueError`)."""
+    site = SiteConfig(name="shop", database="wp")
+    pool = ServerPool("db:3306", 1)
+    refresh = pool.acquire(site, 1.0, lambda: pooled(site), background=True)
+    assert refresh.background
+    pool.release(refresh)
+    taken = pool.acquire(site, 1.0, lambda: pooled(site))
+    assert taken is refresh and not taken.background
+    pool.discard(taken)
+    refresh = pool.acquire(site, 1.0, lambda: pooled(site), background=True)
+    pool.discard(refresh)
+    assert pool.acquire(site, 0.0, lambda: pooled(site))
