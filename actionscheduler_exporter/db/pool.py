@@ -76,7 +76,7 @@ class ServerPool:
     def __init__(self, endpoint: str, size: int) -> None:
         self.endpoint = endpoint
         self.size = size
-        self._slots = FairSlots(size)  # given back, to the site waiting longest
+        self._slots = FairSlots(size)  # in turn, the rounds before the refreshes
         self._lock = threading.Lock()
         self._idle: list[Pooled] = []  # most recently returned last
         self._in_use = 0

@@ -149,7 +149,7 @@ class Session:
     @property
     def timeout(self) -> float:
         """Seconds the client waits for a statement's answer at most."""
-        return self._site.query_timeout + 2
+        return self._site.query_timeout + CLIENT_GRACE_SECONDS
 
     def bill(self, seconds: float) -> None:
         """Counts `seconds` of database time where the session's statements count now
@@ -239,10 +239,9 @@ class Session:
             charset="utf8mb4",
             autocommit=True,
             connect_timeout=max(1, round(timeout)),
-            # The server stops a statement at `timeout`; the client waits a little longer
-            # so that the server's own error, which names the cause, arrives first.
-            read_timeout=max(1, round(timeout + 2)),
-            write_timeout=max(1, round(timeout + 2)),
+            # Until `_bound` sets the same again, for the session's first statements.
+            read_timeout=_client_wait(timeout),
+            write_timeout=_client_wait(timeout),
             **_tls_arguments(site),
         )
         pooled = Pooled(connection, login_of(site), timeout)
@@ -252,8 +251,10 @@ class Session:
         except BaseException:
             connection.close()
             raise
-        emit(log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint,
-             server=pooled.server_version)  # fmt: skip
+        version = pooled.server_version
+        emit(
+            log, logging.DEBUG, "connected", site=site.name, endpoint=site.endpoint, server=version
+        )
         return pooled
 
     def _drop(self) -> None:
@@ -266,6 +267,8 @@ class Session:
             pooled.close()
 
 
+# How much longer than the server's statement timeout the client waits for an answer.
+CLIENT_GRACE_SECONDS = 2
 # Bytes a GROUP_CONCAT may give (MySQL's default cuts it at 1,024).
 GROUP_CONCAT_MAX_LEN = 1 << 20
 
@@ -314,11 +317,18 @@ def _bound(pooled: Pooled, timeout: float, *, first: bool = False) -> None:
         settings.append("lock_wait_timeout = DEFAULT")
     with connection.cursor() as cursor:
         cursor.execute("SET SESSION " + ", SESSION ".join(settings), values)
-    set_client_timeout(connection, max(1, round(timeout + 2)))
+    _set_client_wait(connection, _client_wait(timeout))
     pooled.bound = timeout
 
 
-def set_client_timeout(connection: pymysql.connections.Connection[Any], seconds: float) -> None:
+def _client_wait(timeout: float) -> int:
+    """Whole seconds the client waits for an answer to a statement the server stops at
+    `timeout`: a little longer, so that the server's own error, which names the cause,
+    arrives first."""
+    return max(1, round(timeout + CLIENT_GRACE_SECONDS))
+
+
+def _set_client_wait(connection: pymysql.connections.Connection[Any], seconds: int) -> None:
     """How long the client waits for the server to answer or take a statement, from the
     next one on (PyMySQL takes them at connecting only, and applies its attributes at
     each read and write)."""
