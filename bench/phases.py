@@ -8,9 +8,9 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
 
 The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
 thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
-blamed whatever allocated when it ran (docs/performance.md, "Session of 2026-12-05, from
-16:08 UTC"). The rounds' CPU is what the process spent beyond the scrape's own thread:
-their threads' (and the heavy tier's, idle after its first refresh).
+blamed whatever allocated when it ran (docs/performance-sessions.md, "Session of
+2026-12-05, from 16:08 UTC"). The rounds' CPU is what the process spent beyond the
+scrape's own thread: their threads' (and the heavy tier's, idle after its first refresh).
 
 Run it alone: its CPU times are the machine's as much as the code's. It starts the
 benchmark's server (.bench/, or `AS_BENCH_MARIADB`) and prepares the thousand stores
