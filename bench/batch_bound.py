@@ -27,9 +27,8 @@ import datetime as dt
 import functools
 import queue
 import statistics
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pymysql
@@ -44,7 +43,7 @@ from actionscheduler_exporter.scrape.budget import ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
 from actionscheduler_exporter.web.server import tune_garbage_collection
-from bench.floor import many_stores_floor, many_stores_statement
+from bench.floor import many_stores_floor, many_stores_statement, side_by_side
 from bench.floor_cases import databases_document, thousand_stores_site
 from bench.floor_report import least_wall
 from bench.many_sites import SITES, prepare
@@ -150,7 +149,7 @@ class BatchPass:
         work: queue.SimpleQueue[tuple[int, str]] = queue.SimpleQueue()
         for batch in self._batches:
             work.put(batch)
-        _side_by_side([functools.partial(self._drain, c, work) for c in self._connections])
+        side_by_side([functools.partial(self._drain, c, work) for c in self._connections])
         if not self._writing:
             return 0
         now = time.time()
@@ -199,14 +198,6 @@ def _aged(samples: list[Sample], now: float) -> list[Sample]:
         else item
         for item in samples
     ]
-
-
-def _side_by_side(calls: Sequence[Callable[[], None]]) -> None:
-    threads = [threading.Thread(target=call) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def _exporters_other_samples(server: Server) -> list[SiteResult]:
