@@ -455,19 +455,26 @@ def test_an_answer_read_before_its_store_asked_is_too_old_past_max_age(
 
 
 def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
-    proxy: SlowProxy, stores: list[str], mariadb: Server
+    proxy: SlowProxy, stores: list[str], mariadb: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store's statement that becomes slow (here: while a table named `slow` exists in
     its database) makes its batch slow: the batch's stores are read alone once, each
-    timed on its own; the slow one then stays alone and the others are read together."""
+    timed on its own; the slow one then stays alone and the others are read together.
+    It sleeps longer than `SLOW_BATCH_SECONDS`, the bound of any batch: on a loaded
+    machine the three stores' times alone raise their batch's bound to that, and a
+    shorter sleep (it was 200 ms) left the batch under it, not found slow. The answers
+    read ahead are kept longer than `MAX_AGE`: the third store's, read with the first's,
+    is taken after the slow store's own statement, which may take longer than that."""
+    monkeypatch.setattr(read_ahead, "MAX_AGE", 5.0)
     slow = stores[1]
+    sleep = read_ahead.SLOW_BATCH_SECONDS + 0.2
     statements = [
         PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)),
         PackedStatement(
             (
                 "SELECT IF(EXISTS(SELECT 1 FROM information_schema.TABLES"
                 " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = 'slow'),"
-                f" SLEEP(0.2), 0) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",
+                f" SLEEP({sleep}), 0) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",
             ),
             (slow, "pending"),
         ),
