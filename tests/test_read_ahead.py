@@ -334,12 +334,12 @@ class ThreeStores:
             self.values.append(values)
         return self.proxy.queries - before
 
-    def until_together(self, first: float) -> float:
+    def until_together(self, first: int) -> int:
         """Waves from `first` on until one reads the three in one statement; that wave.
         On a loaded machine a store's statement may take longer than the fast bound, or
         the three longer alone than a batch may: they are read apart once more."""
         wave = first
-        while self.wave(wave) != 1:
+        while self.wave(float(wave)) != 1:
             wave += 1
             assert wave < first + 10, "the three stores were never read in one statement"
         return wave
@@ -493,7 +493,7 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
     three = ThreeStores(proxy, stores, statements=statements)
     try:
         assert three.wave(1.0) == 3
-        together = three.until_together(2.0)  # fast: the three in one statement
+        together = three.until_together(2)  # fast: the three in one statement
         with mariadb.connect(slow) as connection, connection.cursor() as cursor:
             cursor.execute("CREATE TABLE slow (id INT)")
         assert three.wave(together + 1) == 1  # the batch, slow because of one store
@@ -549,7 +549,7 @@ def test_a_store_slowing_a_little_at_each_scrape_is_found_in_its_batch(
     store = ActionSchedulerStore(mariadb.connect(stores[1]), "wp_")
     try:
         assert three.wave(1.0) == 3
-        together = int(three.until_together(2.0))
+        together = three.until_together(2)
         sent = []
         for wave in range(together + 1, together + 14):
             store.create("slow_down", status="complete")
