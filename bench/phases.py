@@ -5,6 +5,7 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
     python -m bench.phases                         # 1,000 databases, 40 timed scrapes
     python -m bench.phases --setup subsites --warm 400
     python -m bench.phases --profile               # and cProfile of the assembly and writing
+    python -m bench.phases --parts                 # and the rounds' CPU part by part
 
 The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
 thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
@@ -20,6 +21,7 @@ once, as `bench.run` does: not while `bench.run` uses the same data directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import pstats
@@ -42,6 +44,7 @@ from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.floor_cases import databases_document, network_document, thousand_stores_site
 from bench.many_sites import prepare
 from bench.measure import ms
+from bench.round_parts import RoundParts
 from bench.server import ROOT, bench_server
 from testbed.accept_headers import PROMETHEUS_ACCEPT
 
@@ -128,6 +131,9 @@ def main() -> None:
         "--warm", type=float, default=60.0, help="seconds of scrapes, about one a second, first"
     )
     parser.add_argument("--profile", action="store_true", help="cProfile the assembly and writing")
+    parser.add_argument(
+        "--parts", action="store_true", help="and the rounds' CPU part by part (bench.round_parts)"
+    )
     arguments = parser.parse_args()
     with bench_server() as server:
         prepare([server], spread=False)
@@ -141,31 +147,37 @@ def main() -> None:
 
 def _measure(path: Path, arguments: argparse.Namespace) -> None:
     tune_garbage_collection()
-    coordinator = Coordinator(load_file(str(path)))
-    profile = cProfile.Profile() if arguments.profile else None
-    timer = PhaseTimer(coordinator, profile)
-    try:
-        started = time.monotonic()
-        while not heavy_refreshed(timer.scrape(timed=False)):
-            if time.monotonic() - started > 900:
-                raise SystemExit("the heavy tier was not refreshed within 900 s")
-            time.sleep(1.0)
-        started = time.monotonic()
-        while time.monotonic() - started < arguments.warm:
-            timer.scrape(timed=False)
-            time.sleep(1.0)
+    parts = RoundParts()
+    with parts if arguments.parts else contextlib.nullcontext(parts):
+        coordinator = Coordinator(load_file(str(path)))
+        profile = cProfile.Profile() if arguments.profile else None
+        timer = PhaseTimer(coordinator, profile)
+        try:
+            started = time.monotonic()
+            while not heavy_refreshed(timer.scrape(timed=False)):
+                if time.monotonic() - started > 900:
+                    raise SystemExit("the heavy tier was not refreshed within 900 s")
+                time.sleep(1.0)
+            started = time.monotonic()
+            while time.monotonic() - started < arguments.warm:
+                timer.scrape(timed=False)
+                time.sleep(1.0)
 
-        def timed() -> None:
-            for _ in range(arguments.scrapes):
-                timer.scrape()
-                time.sleep(0.3)
+            def timed() -> None:
+                for _ in range(arguments.scrapes):
+                    timer.scrape()
+                    time.sleep(0.3)
 
-        collected = collections_during(timed)
-    finally:
-        coordinator.close()
+            parts.reset()
+            collected = collections_during(timed)
+            parts.scrapes = arguments.scrapes
+        finally:
+            coordinator.close()
     print(f"1,000 {arguments.setup}, {arguments.scrapes} scrapes after {arguments.warm:.0f} s:")
     print("\n".join(timer.table()))
     print(f"garbage collections while timed: {collected}")
+    if arguments.parts:
+        print("\n".join(parts.table()))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
 
