@@ -78,13 +78,8 @@ class MonitoredSite:
 
     def run(self, deadline: Deadline) -> RoundReports:
         """Reads the database for every prefix until `deadline`; returns the reports (also
-        visible, while the round runs, to a scrape that stops waiting). A round that
-        starts after its deadline reads nothing: every scrape that joined it has stopped
-        waiting (a scrape that joins before it starts moves its deadline first), and under
-        overload each queued round sent its statement for nobody."""
+        visible, while the round runs, to a scrape that stops waiting)."""
         reports = RoundReports()
-        if deadline.passed():
-            return reports
         with self._lock:
             self._reports = reports
             self._running = True
