@@ -24,6 +24,7 @@ prepares the thousand stores once, as `bench.run` does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import functools
 import queue
@@ -209,7 +210,7 @@ def _changed(other: _Other, now: float) -> list[Sample]:
     samples = list(other.result.samples)
     for place in other.changing:
         item = samples[place]
-        samples[place] = Sample(item.metric, item.value + now % 60, item.labels)
+        samples[place] = dataclasses.replace(item, value=item.value + now % 60)
     return samples
 
 
@@ -240,19 +241,22 @@ def _exporters_other_samples(server: Server) -> list[_Other]:
         scrapes.append(scrape())
     finally:
         coordinator.close()
+    troubled = [r.label for s in scrapes for r in s.values() if not r.up or r.problems]
+    if troubled:
+        raise SystemExit(f"the exporter's scrapes were not whole: {troubled[:5]} (and others)")
     others = []
     for index in range(SITES):
         label = f"db{index}"
         kept = [item for item in scrapes[1][label].samples if item.metric not in MADE_HERE]
         before = {
-            (item.metric, item.labels): item.value
+            (item.metric, item.labels, item.suffix): item.value
             for item in scrapes[0][label].samples
             if item.metric not in MADE_HERE
         }
         changing = tuple(
             place
             for place, item in enumerate(kept)
-            if before.get((item.metric, item.labels)) != item.value
+            if before.get((item.metric, item.labels, item.suffix)) != item.value
         )
         others.append(_Other(SiteResult(label, scrapes[1][label].labels, True, kept), changing))
     return others

@@ -135,6 +135,10 @@ def main() -> None:
         "--parts", action="store_true", help="and the rounds' CPU part by part (bench.round_parts)"
     )
     arguments = parser.parse_args()
+    if arguments.parts and arguments.setup == "subsites":
+        parser.error(
+            "--parts times the rounds of site entries: a network's subsites are read elsewhere"
+        )
     with bench_server() as server:
         prepare([server], spread=False)
         site = thousand_stores_site(server)

@@ -3,10 +3,12 @@ CPU clock of the thread that runs it, over the timed scrapes of `bench.phases --
 
 A sampling profiler gives shares, and a deterministic one slows each call by its own
 cost; this times only the dozen calls below, each around the whole of its work. Their
-times run a sixth high (the rounds took 198 against about 170 ms with it: each timed call
-reads the thread's clock twice and takes a lock). A part is counted only inside the part
-it is shown under (the collectors' readings of the heavy tier's refreshes, say, are not a
-round's), and in that part's time too.
+times run high, most where the calls are many and small (the rounds took 198 ms with it,
+about 170 without: each timed call reads the thread's clock twice and takes a lock). A
+part is counted only inside the part it is shown under (the collectors' readings of the
+heavy tier's refreshes, say, are not a round's), and in that part's time too. A
+network's subsites (`--setup subsites`) are read on other threads than their round's:
+not timed here.
 
 Timing wraps the classes' methods while `RoundParts` is entered (enter it before the
 coordinator is made: its rounds keep the methods they were made with): for the
@@ -37,7 +39,7 @@ PARTS: tuple[tuple[type, str, str, str], ...] = (
     (MonitoredSite, "run", "a site's round", ""),
     (DatabaseRound, "_hot_statement", "the hot statement", "a site's round"),
     (ReadAhead, "query", "its read-ahead", "the hot statement"),
-    (ReadAhead, "_read", "its batches' statements (the driver)", "its read-ahead"),
+    (ReadAhead, "_read", "its batches (made, sent, parsed, split)", "its read-ahead"),
     (DatabaseRound, "_read_collectors", "the collectors' loop", "a site's round"),
     (SourceReader, "read", "the collectors' readings", "the collectors' loop"),
     (SourceReader, "report", "their reports", "the collectors' loop"),
