@@ -51,7 +51,7 @@ from bench.floor_cases import databases_document, thousand_stores_site
 from bench.floor_report import least_wall
 from bench.many_sites import SITES, prepare
 from bench.measure import ms, process_cpu_seconds
-from bench.phases import heavy_refreshed
+from bench.phases import until_heavy_refreshed
 from bench.server import ROOT, bench_server
 from testbed.accept_headers import PROMETHEUS_ACCEPT
 from testbed.generate import PREFIX
@@ -225,20 +225,16 @@ def _exporters_other_samples(server: Server) -> list[_Other]:
     coordinator = Coordinator(load_file(str(path)))
     try:
 
-        def scrape() -> dict[str, SiteResult]:
+        def scrape() -> list[SiteResult]:
             pending = coordinator.begin(ScrapeBudget(10.0))
             pending.wait()
-            return {result.label: result for result in pending.results()}
+            return pending.results()
 
         # As a long-running exporter's: with every heavy family, whose ages change.
-        started = time.monotonic()
-        while not heavy_refreshed(list(scrape().values())):
-            if time.monotonic() - started > 900:
-                raise SystemExit("the heavy tier was not refreshed within 900 s")
-            time.sleep(1.0)
-        scrapes = [scrape()]
+        until_heavy_refreshed(scrape)
+        scrapes = [{result.label: result for result in scrape()}]
         time.sleep(1.0)
-        scrapes.append(scrape())
+        scrapes.append({result.label: result for result in scrape()})
     finally:
         coordinator.close()
     troubled = [r.label for s in scrapes for r in s.values() if not r.up or r.problems]

@@ -107,6 +107,16 @@ def heavy_refreshed(results: list[SiteResult]) -> bool:
     )
 
 
+def until_heavy_refreshed(scrape: Callable[[], list[SiteResult]]) -> None:
+    """Scrapes about once a second until every site has its heavy tier's first values,
+    as a long-running exporter's have (900 s at most)."""
+    started = time.monotonic()
+    while not heavy_refreshed(scrape()):
+        if time.monotonic() - started > 900:
+            raise SystemExit("the heavy tier was not refreshed within 900 s")
+        time.sleep(1.0)
+
+
 def collections_during(call: Callable[[], None]) -> int:
     """How many times the garbage collector ran (any generation) during `call`."""
     counted = 0
@@ -157,11 +167,7 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
         profile = cProfile.Profile() if arguments.profile else None
         timer = PhaseTimer(coordinator, profile)
         try:
-            started = time.monotonic()
-            while not heavy_refreshed(timer.scrape(timed=False)):
-                if time.monotonic() - started > 900:
-                    raise SystemExit("the heavy tier was not refreshed within 900 s")
-                time.sleep(1.0)
+            until_heavy_refreshed(lambda: timer.scrape(timed=False))
             started = time.monotonic()
             while time.monotonic() - started < arguments.warm:
                 timer.scrape(timed=False)
