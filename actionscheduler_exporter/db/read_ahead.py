@@ -219,6 +219,13 @@ class ReadAhead:
             self._isolate(store)
         return values, seconds
 
+    def answered_ahead(self, key: Key) -> bool:
+        """Whether the store's answer was read in another round's batch and waits for its
+        round: taking it needs no connection."""
+        with self._lock:
+            store = self._ids.get(key)
+            return store is not None and store in self._ready
+
     def _isolate(self, key: _StoreId) -> None:
         """The store's statement did not answer as expected (a malformed answer, an
         error): it is read alone until it answers again."""

@@ -72,6 +72,11 @@ class Session:
         self._meter: Meter | None = None
         # A statement succeeded on the connection since it was borrowed or opened.
         self._proven = False
+        # Whether a connection was ever borrowed or opened (`can_write` is then known).
+        self.has_connected = False
+        # The last connection was lost, or the last attempt to connect failed: true
+        # until the session connects again (a released connection is not lost).
+        self.lost = False
 
     @property
     def connected(self) -> bool:
@@ -186,6 +191,7 @@ class Session:
     def _connect(self) -> pymysql.connections.Connection[Any]:
         if self._pooled is not None:
             return self._pooled.connection
+        self.lost = True  # until the connection is ready
         site = self._site
         try:
             if self._pool is None:
@@ -218,6 +224,8 @@ class Session:
             raise
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
+        self.has_connected = True
+        self.lost = False
         if self.can_write and _first_time((site.endpoint, site.user)):
             emit(log, logging.WARNING, "the database user may write", site=site.name,
                  user=site.user, hint="grant it SELECT on the four Action Scheduler tables "
@@ -259,6 +267,7 @@ class Session:
 
     def _drop(self) -> None:
         pooled, self._pooled = self._pooled, None
+        self.lost = True
         if pooled is None:
             return
         if self._pool is not None:

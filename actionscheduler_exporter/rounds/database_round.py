@@ -18,6 +18,7 @@ import threading
 from collections.abc import Collection, Iterator
 from concurrent.futures import wait
 
+from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, table_names
 from actionscheduler_exporter.db.servers import ServerLane
@@ -146,7 +147,7 @@ class DatabaseRound:
                 self._fail(
                     PrefixReport(label, self._state.clock(), prefix), Failure("malformed", problem)
                 )
-            lost = not session.connected
+            lost = session.lost
 
     def _read_in_lane(self, prefixes: list[str], lane: ServerLane) -> None:
         """Those no worker reaches in time are left out of the reports: not reached."""
@@ -181,12 +182,13 @@ class DatabaseRound:
         totals = state.ledgers.walk(prefix, session, tables)
         context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
-        try:
-            with session.billed_to(meter):
-                session.open()
-        except QueryError as error:
-            self._fail(report, Failure(error.kind, error.message))
-            return
+        if not self._answered_ahead(prefix, session):
+            try:
+                with session.billed_to(meter):
+                    session.open()
+            except QueryError as error:
+                self._fail(report, Failure(error.kind, error.message))
+                return
         # The database answered: from here on a scrape that stops waiting sees the report.
         report.can_write = session.can_write
         self._reports.put(report)
@@ -232,11 +234,22 @@ class DatabaseRound:
             stats_error=statement.stats_error,
         )
         self._read_collectors(report, context, earlier, statement, served)
-        if not session.connected:
+        if session.lost:
             lost = Failure("connect", "the connection was lost during the round", counted=True)
             self._fail(report, lost)
             return
         self._end(report)
+
+    def _answered_ahead(self, prefix: str, session: Session) -> bool:
+        """Whether the prefix's hot statement was answered in another round's batch, for a
+        session that has connected before (its user's rights are known): the round then
+        borrows a connection only if a collector sends a statement of its own (about 20
+        µs of CPU per store otherwise, for the pool's turn and back)."""
+        lane = self._state.lane
+        if lane is None or not session.has_connected or session.lost:
+            return False
+        key = (reader_of(self._state.site), session.endpoint, prefix)
+        return lane.read_ahead.answered_ahead(key)
 
     def _served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
         """The cached collectors' readings that this round serves instead of reading
@@ -301,7 +314,7 @@ class DatabaseRound:
         reader = self._state.reader
         locked = ""  # the collector that found a table locked: the rest are skipped
         for collector in self._state.in_round:
-            if not context.session.connected:
+            if context.session.lost:
                 return  # the rest are reported as not read: the connection is gone
             skipped = ""
             if locked:

@@ -64,8 +64,11 @@ class FakeSession(Session):
 
     def open(self) -> None:
         if self.connect_error is not None:
+            self.lost = True
             raise self.connect_error
         self._is_open = True
+        self.lost = False
+        self.has_connected = True
         self.can_write = self._can_write
 
     def release(self) -> None:
@@ -114,6 +117,7 @@ class FakeSession(Session):
                 if isinstance(answer, QueryError):
                     if answer.connection_lost:
                         self._is_open = False
+                        self.lost = True
                     raise answer
                 return answer(args) if callable(answer) else list(answer)
         if " ".join(sql.split()) in self.script.declared:
