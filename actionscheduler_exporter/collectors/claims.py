@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.metrics.samples import Sample, value_of
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 
 
@@ -27,11 +26,13 @@ class ClaimsCollector(Collector):
     def same_samples_for(self, values: Row) -> bool:
         return True  # the oldest claim's age is the server's (TIMESTAMPDIFF)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         active, rows, oldest = context.values_of(self)
-        yield sample(catalog.ACTIVE_CLAIMS, active)
-        yield sample(catalog.CLAIM_ROWS, rows)
-        yield sample(catalog.OLDEST_CLAIM_AGE, seconds(oldest))
+        return (
+            Sample(catalog.ACTIVE_CLAIMS, value_of(active)),
+            Sample(catalog.CLAIM_ROWS, value_of(rows)),
+            Sample(catalog.OLDEST_CLAIM_AGE, value_of(seconds(oldest))),
+        )
 
 
 @functools.lru_cache(maxsize=4096)

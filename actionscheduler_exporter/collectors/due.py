@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.metrics.samples import Sample, labels_of, value_of
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.sources.source import Reading
 
 # What the oldest-due column holds when the oldest due action has the zero date.
 _ZERO_DATED = -1
+# The claim labels, made once: every store's round makes these samples.
+_UNCLAIMED = labels_of(catalog.DUE_ACTIONS, claim="unclaimed")
+_CLAIMED = labels_of(catalog.DUE_ACTIONS, claim="claimed")
 
 
 class DueCollector(Collector):
@@ -36,16 +38,18 @@ class DueCollector(Collector):
         # read from the log, and grows with the clock.
         return bool(values[-1] != _ZERO_DATED)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         due, claimed, oldest = context.values_of(self)
         # One statement's subqueries share one read view: the difference is exact.
         unclaimed = max(0, int(due) - int(claimed))
         age = seconds(oldest)
         if oldest is not None and int(oldest) == _ZERO_DATED:
             age = self._zero_dated_oldest(context)
-        yield sample(catalog.DUE_ACTIONS, unclaimed, claim="unclaimed")
-        yield sample(catalog.DUE_ACTIONS, claimed, claim="claimed")
-        yield sample(catalog.OLDEST_DUE_AGE, age)
+        return (
+            Sample(catalog.DUE_ACTIONS, value_of(unclaimed), _UNCLAIMED),
+            Sample(catalog.DUE_ACTIONS, value_of(claimed), _CLAIMED),
+            Sample(catalog.OLDEST_DUE_AGE, value_of(age)),
+        )
 
     @staticmethod
     def _zero_dated_oldest(context: DatabaseContext) -> float:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.metrics.samples import Sample, value_of
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 
 
@@ -25,10 +24,12 @@ class InProgressCollector(Collector):
     def same_samples_for(self, values: Row) -> bool:
         return True  # the oldest start's age is the server's (TIMESTAMPDIFF)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         count, age = context.values_of(self)
-        yield sample(catalog.IN_PROGRESS, count)
-        yield sample(catalog.OLDEST_IN_PROGRESS_AGE, seconds(age))
+        return (
+            Sample(catalog.IN_PROGRESS, value_of(count)),
+            Sample(catalog.OLDEST_IN_PROGRESS_AGE, value_of(seconds(age))),
+        )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -17,7 +17,7 @@ import datetime as dt
 import functools
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ from actionscheduler_exporter.db.schema import (
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
 from actionscheduler_exporter.metrics.folding import StickyFold
-from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample, value_of
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.timing import Clock
 
@@ -130,7 +130,7 @@ class LogEventsCollector(Collector):
     def columns(self, context: DatabaseContext) -> Columns:
         return self._stream(context.tables.prefix).columns(context.tables.logs)
 
-    def read(self, context: DatabaseContext) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         stream = self._stream(context.tables.prefix)
         newest, *increment = context.values_of(self)
         return stream.read(context, int(newest or 0), *increment)
@@ -186,7 +186,7 @@ class LogEventsStream:
         from."""
         return _log_columns(logs, first=self._cursor is None)
 
-    def read(self, context: DatabaseContext, newest: int, increment: Any = 1) -> Iterator[Sample]:
+    def read(self, context: DatabaseContext, newest: int, increment: Any = 1) -> tuple[Sample, ...]:
         """`newest` and `increment`: the values of `columns`. The stream's state changes
         only once every statement of the reading has succeeded."""
         cursor = self._cursor
@@ -210,7 +210,7 @@ class LogEventsStream:
         rows, replay_until = _after_replay(rows, replay_until)
         tally = self._tally(context, rows) if rows else None
         self._commit(cursor, restarted, fetched, rows, tally, replay_until)
-        yield from self._samples(cursor.unread(newest))
+        return self._samples(cursor.unread(newest))
 
     def _fetch_start(self, cursor: LogCursor) -> int:
         """Where the new rows are read from: the cursor, or the row before it when the
@@ -372,12 +372,14 @@ class LogEventsStream:
         for outcome in catalog.OUTCOMES:
             self._counters.setdefault((catalog.FINISHED, (group, ("outcome", outcome))), 0)
 
-    def _samples(self, lag: int) -> Iterator[Sample]:
+    def _samples(self, lag: int) -> tuple[Sample, ...]:
         if self._counted is None:  # something was counted since they were last built
             self._counted = self._counted_samples()
-        yield from self._counted
-        yield sample(catalog.LOG_CURSOR_LAG, lag)
-        yield sample(catalog.LOG_ROWS_MISSED, self._missed)
+        return (
+            *self._counted,
+            Sample(catalog.LOG_CURSOR_LAG, value_of(lag)),
+            Sample(catalog.LOG_ROWS_MISSED, value_of(self._missed)),
+        )
 
     def _counted_samples(self) -> tuple[Sample, ...]:
         counters = sorted(self._counters.items(), key=lambda item: (item[0][0].name, item[0][1]))
