@@ -58,6 +58,8 @@ class HeavyTier:
         self._prefixes_by_label: dict[str, list[str]] = {}
         # Each prefix's samples of the readings last served, but their ages.
         self._kept: dict[str, tuple[Readings, list[Sample]]] = {}
+        # Each prefix's problems of the readings last served, with the replica's.
+        self._kept_problems: dict[str, tuple[Readings, str, list[str]]] = {}
         self._refresh = BackgroundRefresh[Readings](
             f"heavy-{site.name}",
             site.heavy_interval,
@@ -88,6 +90,8 @@ class HeavyTier:
             self._prefixes_by_label = by_label
         for gone in self._kept.keys() - labels.keys():
             del self._kept[gone]
+        for gone in self._kept_problems.keys() - labels.keys():
+            del self._kept_problems[gone]
         readings = self._refresh.latest(round_ends.left() / 2, len(labels)) or {}
         return {
             prefix: [*self._reported(prefix, readings), *self._replica_samples()]
@@ -108,12 +112,8 @@ class HeavyTier:
                 )
             ]
             kept = self._kept[prefix] = (readings, reported)
-        ages = [
-            item
-            for collector in self.collectors
-            for item in self._reader.age(collector, readings.get((prefix, collector.name)))
-        ]
-        return [*kept[1], *ages]
+        found = [readings.get((prefix, collector.name)) for collector in self.collectors]
+        return [*kept[1], *self._reader.ages(self.collectors, found)]
 
     def close(self) -> None:
         """The site is gone: its refreshes no longer count as due on the server's queue."""
@@ -128,9 +128,14 @@ class HeavyTier:
         return found
 
     def problems(self, prefix: str) -> list[str]:
-        """Why the heavy collectors of a prefix failed at their last refresh, if they did."""
+        """Why the heavy collectors of a prefix failed at their last refresh, if they did
+        (the same list while the readings and the replica's problem are: asked for every
+        prefix of every round)."""
         readings = self._refresh.peek() or {}
-        return [
+        kept = self._kept_problems.get(prefix)
+        if kept is not None and kept[0] is readings and kept[1] == self._replica_problem:
+            return kept[2]
+        found = [
             *([self._replica_problem] if self._replica_problem else []),
             *(
                 f"{collector.name}: {reading.problem}"
@@ -138,6 +143,8 @@ class HeavyTier:
                 if (reading := readings.get((prefix, collector.name))) and not reading.ok
             ),
         ]
+        self._kept_problems[prefix] = (readings, self._replica_problem, found)
+        return found
 
     def served(self, label: str) -> list[Sample]:
         """The last readings for a site label, without starting a refresh (for a scrape

@@ -9,6 +9,7 @@ Problems are logged when they start and when they end, not on every scrape
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from actionscheduler_exporter.errors import SourceError, unexpected
@@ -106,6 +107,20 @@ class SourceReader:
             return []
         age = max(0.0, float(self.clock() - reading.read_at))
         return [Sample(catalog.COLLECTOR_AGE, age, self._label(source))]
+
+    def ages(
+        self, sources: Sequence[Source[Any]], readings: Sequence[Reading | None]
+    ) -> list[Sample]:
+        """`age` of each source's reading, on one reading of the clock (the heavy tier's
+        collectors of every prefix in every round)."""
+        now = self.clock()
+        return [
+            Sample(
+                catalog.COLLECTOR_AGE, max(0.0, float(now - reading.read_at)), self._label(source)
+            )
+            for source, reading in zip(sources, readings, strict=True)
+            if reading is not None and reading.read_at is not None
+        ]
 
     def _label(self, source: Source[Any]) -> Labels:
         """The source's `collector` label, made once (its health samples are made every
