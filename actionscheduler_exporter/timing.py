@@ -38,7 +38,7 @@ class Deadline:
         return max(0.0, self.at - self._clock())
 
     def passed(self) -> bool:
-        return self._clock() > self.at
+        return self._clock() > self._at  # asked per collector of every store's round
 
     def extend(self, at: float) -> None:
         """Moves the deadline to `at` when that is later."""

@@ -83,11 +83,13 @@ class PackedStatement:
         "_shapes",
         "_subqueries",
         "args",
+        "width",
     )
 
     def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
         self._subqueries = tuple(subqueries)
         self.args = args
+        self.width = len(self._subqueries)  # the values of its answer
         # Made when first learnt: a statement with the tables' statistics is never
         # packed, and a network keeps a statement per subsite.
         self._packed_sql = ""

@@ -61,6 +61,8 @@ class Session:
         instead of keeping one of its own. `background`: a refresh's, which lets the
         rounds borrow first."""
         self._site = site
+        # The server (host, port, socket) and the database the statements go to.
+        self.endpoint = (site.host, site.port, site.unix_socket or "", site.database)
         self._check_grants = check_grants
         self._pool = pool
         self._background = background
@@ -81,12 +83,6 @@ class Session:
     @property
     def connected(self) -> bool:
         return self._pooled is not None
-
-    @property
-    def endpoint(self) -> tuple[str, int, str, str]:
-        """The server (host, port, socket) and the database the statements go to."""
-        site = self._site
-        return (site.host, site.port, site.unix_socket or "", site.database)
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         rows, _ = self._execute(sql, args)
@@ -161,6 +157,12 @@ class Session:
         (a share of a statement sent for several sites: `db.read_ahead`)."""
         if self._meter is not None:
             self._meter(seconds)
+
+    def billing(self, meter: Meter | None) -> Meter | None:
+        """Counts the time of every statement sent from now on with `meter` (None: not
+        counted); returns the meter counted with until now, to be given back."""
+        previous, self._meter = self._meter, meter
+        return previous
 
     def billed_to(self, meter: Meter) -> _Billing:
         """Counts the time of every statement sent inside the block with `meter` (the

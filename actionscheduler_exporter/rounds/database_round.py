@@ -18,7 +18,6 @@ import threading
 from collections.abc import Collection, Iterator
 from concurrent.futures import wait
 
-from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, table_names
 from actionscheduler_exporter.db.servers import ServerLane
@@ -26,9 +25,11 @@ from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.hot_statement import (
     HotStatement,
+    answered_ahead,
     read_apart,
     read_hot_statement,
 )
@@ -89,7 +90,7 @@ class DatabaseRound:
             return
         state.cache.retain(prefixes)
         state.repeated.retain(prefixes)
-        if state.site.discovers_prefixes:
+        if state.discovers:
             for collector in state.in_round:
                 collector.retain(prefixes)
         for gone in state.kept_stats.keys() - set(prefixes):
@@ -112,7 +113,7 @@ class DatabaseRound:
 
     def _prefixes(self) -> list[str]:
         state = self._state
-        if state.site.discovers_prefixes:
+        if state.discovers:
             # The statistics of every subsite in one listing when none are kept (the first
             # round); after it each prefix's are read with its statement about every
             # five minutes, as a single site's, and the listing names the prefixes alone.
@@ -203,7 +204,9 @@ class DatabaseRound:
             self._fail(report, Failure(error.kind, error.message))
             return
         stats = statement.stats
-        if stats is not None:
+        if stats is not None and stats.keys() >= _EVERY_TABLE:  # the common case, in C
+            report.add(_tables_exist(_EVERY_TABLE_FOUND))
+        elif stats is not None:
             report.add(_tables_exist(tuple(table in stats for table in TABLES)))
             missing = [tables.name(table) for table in TABLES if table not in stats]
             if len(missing) == len(TABLES) and not database_visible(session):
@@ -241,15 +244,13 @@ class DatabaseRound:
         self._end(report)
 
     def _answered_ahead(self, prefix: str, session: Session) -> bool:
-        """Whether the prefix's hot statement was answered in another round's batch, for a
-        session that has connected before (its user's rights are known): the round then
-        borrows a connection only if a collector sends a statement of its own (about 20
-        µs of CPU per store otherwise, for the pool's turn and back)."""
+        """Whether another round's batch answered the prefix's hot statement, for a session
+        that connected before (its user's rights are known): then no connection is
+        borrowed unless a collector sends a statement of its own."""
         lane = self._state.lane
         if lane is None or not session.has_connected or session.lost:
             return False
-        key = (reader_of(self._state.site), session.endpoint, prefix)
-        return lane.read_ahead.answered_ahead(key)
+        return answered_ahead(lane.read_ahead, self._state.site, session, prefix)
 
     def _served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
         """The cached collectors' readings that this round serves instead of reading
@@ -311,50 +312,71 @@ class DatabaseRound:
         one `served` as it is, and one made of the same values as the last time served
         as it was then: `sources.cached_readings`); a good reading is handed to the
         collectors after it that need it (`earlier`)."""
-        reader = self._state.reader
+        state = self._state
+        reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
         locked = ""  # the collector that found a table locked: the rest are skipped
-        for collector in self._state.in_round:
-            if context.session.lost:
-                return  # the rest are reported as not read: the connection is gone
-            skipped = ""
-            if locked:
-                skipped = f"{collector.name}: skipped, {locked} waited for a locked table"
-            elif self._deadline.passed():
-                reader.count(report.label, collector, "deadline")
-                skipped = f"{collector.name}: skipped, the scrape's deadline passed"
-            if skipped:
-                report.record(
-                    collector.name, reader.report(collector, NOT_READ, aged=False), skipped
-                )
-                continue
-            values = repeatable(collector, context, self._state.cached)
-            repeated = None
-            if values is not None:
-                repeated = self._state.repeated.get(report.prefix, collector.name, values)
-            if repeated is not None:
-                earlier[collector.name] = repeated[0]
-                report.record(collector.name, repeated[1])
-                continue
-            meter = reader.counters.meter(report.label, catalog.DATABASE_SECONDS, collector.tier)
-            reading = served.get(collector.name)
-            if reading is None:
-                with context.session.billed_to(meter):
+        # The statements of a reading count to its collector's tier: the session's meter
+        # is changed when the tier does, and given back after the loop (the rest of it
+        # sends nothing).
+        billed = ""
+        outer = session.billing(None)
+        try:
+            for collector in state.in_round:
+                if session.lost:
+                    return  # the rest are reported as not read: the connection is gone
+                name = collector.name
+                skipped = ""
+                if locked:
+                    skipped = f"{name}: skipped, {locked} waited for a locked table"
+                elif self._deadline.passed():
+                    reader.count(label, collector, "deadline")
+                    skipped = f"{name}: skipped, the scrape's deadline passed"
+                if skipped:
+                    report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
+                    continue
+                values = self._repeatable(collector, context)
+                if values is not None:
+                    repeated = state.repeated.get(prefix, name, values)
+                    if repeated is not None:
+                        earlier[name] = repeated[0]
+                        report.record(name, repeated[1])
+                        continue
+                reading = served.get(name)
+                if reading is None:
+                    if collector.tier != billed:
+                        billed = collector.tier
+                        session.billing(reader.counters.meter(label, DATABASE_SECONDS, billed))
                     reading = self._read(collector, context, report)
-            if collector.reports_duration and (share := statement.share(collector.name)):
-                reading = reading.lengthened(share)
-            if reading.ok:
-                earlier[collector.name] = reading
-            elif reading.failure == "lock":
-                locked = collector.name
-            problem = "" if reading.ok else f"{collector.name}: {reading.problem}"
-            reported = reader.report(collector, reading, aged=False)
-            if not reading.ok:
-                # Whether or not its values came with the hot statement: a reading after
-                # a failure is made again, and logs its recovery.
-                self._state.repeated.drop(report.prefix, collector.name)
-            elif values is not None:
-                self._state.repeated.keep(report.prefix, collector.name, values, reading, reported)
-            report.record(collector.name, reported, problem)
+                if collector.reports_duration and (share := statement.share(name)):
+                    reading = reading.lengthened(share)
+                if reading.ok:
+                    earlier[name] = reading
+                elif reading.failure == "lock":
+                    locked = name
+                problem = "" if reading.ok else f"{name}: {reading.problem}"
+                reported = reader.report(collector, reading, aged=False)
+                if not reading.ok:
+                    # Whether or not its values came with the hot statement: a reading after
+                    # a failure is made again, and logs its recovery.
+                    state.repeated.drop(prefix, name)
+                elif values is not None:
+                    state.repeated.keep(prefix, name, values, reading, reported)
+                report.record(name, reported, problem)
+        finally:
+            session.billing(outer)
+
+    def _repeatable(self, collector: Collector, context: DatabaseContext) -> Row | None:
+        """The collector's values from the hot statement when a reading made of them may
+        be served again while they stay the same (`Collector.same_samples_for`): its
+        samples follow from them alone, it reports no duration (which a served reading
+        would repeat), and it is read in every round (not one of the cached ones, which
+        keep their own readings): `SiteState.may_repeat`."""
+        if collector.name not in self._state.may_repeat:
+            return None
+        values = context.prefetched.get(collector.name)
+        if values is None or not collector.same_samples_for(values):
+            return None
+        return values
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport
@@ -414,20 +436,8 @@ class DatabaseRound:
             self._fail(PrefixReport(label, started), failure)
 
 
-def repeatable(
-    collector: Collector, context: DatabaseContext, cached: Collection[str]
-) -> Row | None:
-    """The collector's values from the hot statement when a reading made of them may be
-    served again while they stay the same (`Collector.same_samples_for`): its samples
-    follow from them alone, it reports no duration (which a served reading would
-    repeat), and it is read in every round (not one of the `cached`, which keep their
-    own readings)."""
-    if collector.reports_duration or collector.name in cached:
-        return None
-    values = context.prefetched.get(collector.name)
-    if values is None or not collector.same_samples_for(values):
-        return None
-    return values
+_EVERY_TABLE = frozenset(TABLES)
+_EVERY_TABLE_FOUND = (True,) * len(TABLES)
 
 
 @functools.lru_cache(maxsize=16)

@@ -16,12 +16,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.read_ahead import ReadAhead
+from actionscheduler_exporter.db.read_ahead import Key, ReadAhead
 from actionscheduler_exporter.db.schema import TableNames
-from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import (
     TableStats,
     parse_table_stats,
@@ -84,7 +85,7 @@ def read_hot_statement(
             if read_ahead is None:
                 values = statement.unpack(endpoint, session.query(packed, statement.args))
             else:
-                key = (reader_of(context.site), endpoint, tables.prefix)
+                key = _store_key(context.site, session, tables.prefix)
                 values, seconds = read_ahead.query(
                     session, key, statement, packed, context.site.database, wave
                 )
@@ -99,11 +100,22 @@ def read_hot_statement(
         return read_apart(context, known_stats)
     if seconds is None:
         seconds = time.perf_counter() - started
-    answer = _split(rows, parts, tables, known_stats) if len(rows) == 1 else None
+    answer = _split(rows, statement.width, parts, tables, known_stats) if len(rows) == 1 else None
     if answer is None:
         return read_apart(context, known_stats)
     stats, prefetched = answer
     return HotStatement(stats, prefetched, seconds)
+
+
+def answered_ahead(read_ahead: ReadAhead, site: SiteConfig, session: Session, prefix: str) -> bool:
+    """Whether the prefix's hot statement was answered in another store's batch
+    (`ReadAhead.answered_ahead`)."""
+    return read_ahead.answered_ahead(_store_key(site, session, prefix))
+
+
+def _store_key(site: SiteConfig, session: Session, prefix: str) -> Key:
+    """A store as the read-ahead knows it: who reads it, where, and its table prefix."""
+    return (reader_of(site), session.endpoint, prefix)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -119,14 +131,16 @@ def _statement_of(parts: tuple[Columns, ...]) -> PackedStatement:
 
 def _split(
     rows: list[Row],
+    width: int,
     parts: list[tuple[str, Columns]],
     tables: TableNames,
     known_stats: Mapping[str, TableStats] | None,
 ) -> tuple[Mapping[str, TableStats], dict[str, Row]] | None:
-    """The statement's one row as statistics and each collector's values; None when any
+    """The statement's one row (of `width` values: the statistics' when they are not
+    known, then the parts') as statistics and each collector's values; None when any
     part of it cannot be an answer (then none of it is trusted)."""
     values = list(rows[0])
-    if len(values) != (known_stats is None) + sum(len(c.subqueries) for _, c in parts):
+    if len(values) != width:
         return None
     stats = known_stats
     if stats is None:
@@ -139,7 +153,7 @@ def _split(
     for name, columns in parts:
         end = start + len(columns.subqueries)
         prefetched[name] = part = tuple(values[start:end])
-        if columns.problem(part):
+        if None in part and columns.problem(part):  # a NULL where none may be
             return None
         start = end
     return stats, prefetched

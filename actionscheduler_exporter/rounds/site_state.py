@@ -56,9 +56,18 @@ class SiteState:
     # The in-round collectors read at most every so often (`Freshness.cached`), by name:
     # it follows from the site's settings, which the state keeps for its life.
     cached: frozenset[str] = frozenset()
+    # The in-round collectors whose reading may be served again while their values stay
+    # the same: those that report no duration and are not `cached` (`DatabaseRound`).
+    may_repeat: frozenset[str] = frozenset()
+    # `site.discovers_prefixes`, asked several times per round.
+    discovers: bool = False
 
     def __post_init__(self) -> None:
+        self.discovers = self.site.discovers_prefixes
         self.cached = frozenset(c.name for c in self.in_round if c.freshness(self.site).cached)
+        self.may_repeat = frozenset(
+            c.name for c in self.in_round if not (c.reports_duration or c.name in self.cached)
+        )
 
     @classmethod
     def open(
@@ -90,7 +99,7 @@ class SiteState:
         )  # fmt: skip
 
     def site_label(self, prefix: str) -> str:
-        return f"{self.site.name}:{prefix}" if self.site.discovers_prefixes else self.site.name
+        return f"{self.site.name}:{prefix}" if self.discovers else self.site.name
 
     def known_labels(self) -> list[str]:
         """The labels of the prefixes known so far, or the whole site's before they are."""
