@@ -203,6 +203,33 @@ def test_a_store_changed_between_scrapes_shows_the_change_at_the_next(
     assert due(results[stores[5]]) == 9
 
 
+def test_a_store_answered_in_another_rounds_batch_borrows_no_connection_until_it_must(
+    exporter: Exporter, stores: list[str], mariadb: Server
+) -> None:
+    """A store whose hot statement another round's batch answered takes its answer
+    without a turn of the server's pool; one that then sends a statement of its own (its
+    log's new rows to read) borrows a connection for it then, and counts them."""
+    settled(exporter)
+    pool = exporter.coordinator.servers.for_site(exporter.coordinator.config.sites[0]).pool
+
+    def borrows_of_a_scrape() -> int:
+        before = pool.borrows
+        results, _ = exporter.scrape()
+        assert all(result.up for result in results.values()), results
+        return pool.borrows - before
+
+    # A loaded machine may read a batch apart once: until a scrape reads them together.
+    assert wait_until(lambda: borrows_of_a_scrape() <= STORES // 2, 60)
+    store = ActionSchedulerStore(mariadb.connect(stores[5]))
+    for number in range(2):
+        store.create("woocommerce_deliver_webhook_async", args=["borrowed", number])
+    store.connection.close()
+    results, _ = exporter.scrape()
+    created = [item for item in results[stores[5]].samples if item.metric is catalog.CREATED]
+    assert sum(item.value for item in created) == 2
+    assert results[stores[5]].value(catalog.COLLECTOR_SUCCESS.name, collector="log_events") == 1
+
+
 def test_a_store_whose_table_is_dropped_fails_alone_and_the_others_are_read_together_again(
     exporter: Exporter, stores: list[str], mariadb: Server
 ) -> None:

@@ -78,6 +78,7 @@ class ServerPool:
         self.size = size
         self._slots = FairSlots(size)  # in turn, the rounds before the refreshes
         self._lock = threading.Lock()
+        self.borrows = 0  # connections handed out so far (tests, benchmarks)
         self._idle: list[Pooled] = []  # most recently returned last
         self._in_use = 0
         # Closed with the exporter (or its lane): a connection handed back later, by a
@@ -110,6 +111,7 @@ class ServerPool:
             self._give_back_slot(background)
             raise
         pooled.background = background
+        self.borrows += 1  # under the slot, not the lock: a count for tests, not exact
         return pooled
 
     def release(self, pooled: Pooled) -> None:
