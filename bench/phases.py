@@ -6,6 +6,7 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
     python -m bench.phases --setup subsites --warm 400
     python -m bench.phases --profile               # and cProfile of the assembly and writing
     python -m bench.phases --parts                 # and the rounds' CPU part by part
+    python -m bench.phases --calls                 # Python calls per store, by phase
 
 The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
 thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
@@ -41,6 +42,7 @@ from actionscheduler_exporter.scrape.budget import ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
 from actionscheduler_exporter.web.server import tune_garbage_collection
+from bench.call_counts import CallCounts
 from bench.floor_cases import databases_document, network_document, thousand_stores_site
 from bench.many_sites import prepare
 from bench.measure import ms
@@ -57,25 +59,36 @@ class PhaseTimer:
     """One scrape as the telemetry path runs it, its CPU counted phase by phase: the
     scrape's own thread's for its phases, the process's beyond them for the rounds."""
 
-    def __init__(self, coordinator: Coordinator, profile: cProfile.Profile | None) -> None:
+    def __init__(
+        self,
+        coordinator: Coordinator,
+        profile: cProfile.Profile | None,
+        calls: CallCounts | None = None,
+    ) -> None:
         self._coordinator = coordinator
         self._gzip = KeptGzip()
         self._profile = profile
+        self._calls = calls
         self.cpu: dict[str, list[float]] = {phase: [] for phase in PHASES}
         self.wall: list[float] = []
 
     def scrape(self, timed: bool = True) -> list[SiteResult]:
+        self._count(PHASES[0], timed)
         process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
         pending = self._coordinator.begin(ScrapeBudget(TIMEOUT))
         joined = time.thread_time()
+        self._count(PHASES[1], timed)
         pending.wait()
         waited = time.thread_time()
         if self._profile is not None and timed:
             self._profile.enable()
+        self._count(PHASES[2], timed)
         results = pending.results()
         assembled = time.thread_time()
+        self._count(PHASES[3], timed)
         parts, content_type = render_parts(results, PROMETHEUS_ACCEPT)
         written = sum(len(piece) for piece in self._gzip.gzipped(parts, content_type))
+        self._count("", False)
         if self._profile is not None and timed:
             self._profile.disable()
         done = time.thread_time()
@@ -86,6 +99,11 @@ class PhaseTimer:
                 self.cpu[phase].append(seconds)
             self.wall.append(time.perf_counter() - wall)
         return results
+
+    def _count(self, phase: str, timed: bool) -> None:
+        """The scrape thread's calls from now on count under `phase` (with `--calls`)."""
+        if self._calls is not None:
+            self._calls.phase, self._calls.counting = phase, timed
 
     def table(self) -> list[str]:
         lines = ["| phase | CPU median |", "| --- | --- |"]
@@ -144,7 +162,14 @@ def main() -> None:
     parser.add_argument(
         "--parts", action="store_true", help="and the rounds' CPU part by part (bench.round_parts)"
     )
+    parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="Python calls per store by phase (bench.call_counts; its CPU times mean nothing)",
+    )
     arguments = parser.parse_args()
+    if arguments.parts and arguments.calls:
+        parser.error("--parts and --calls each slow the rounds: one at a time")
     if arguments.parts and arguments.setup == "subsites":
         parser.error(
             "--parts times the rounds of site entries: a network's subsites are read elsewhere"
@@ -162,10 +187,15 @@ def main() -> None:
 def _measure(path: Path, arguments: argparse.Namespace) -> None:
     tune_garbage_collection()
     parts = RoundParts()
-    with parts if arguments.parts else contextlib.nullcontext(parts):
+    calls = CallCounts() if arguments.calls else None
+    with (
+        parts if arguments.parts else contextlib.nullcontext(parts),
+        calls if calls is not None else contextlib.nullcontext(),
+    ):
         coordinator = Coordinator(load_file(str(path)))
+        sites = len(coordinator.sites)
         profile = cProfile.Profile() if arguments.profile else None
-        timer = PhaseTimer(coordinator, profile)
+        timer = PhaseTimer(coordinator, profile, calls)
         try:
             until_heavy_refreshed(lambda: timer.scrape(timed=False))
             started = time.monotonic()
@@ -188,6 +218,8 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
     print(f"garbage collections while timed: {collected}")
     if arguments.parts:
         print("\n".join(parts.table()))
+    if calls is not None:
+        print("\n".join(calls.table(PHASES, sites, arguments.scrapes)))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
 
