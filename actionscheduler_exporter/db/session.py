@@ -177,6 +177,8 @@ class Session:
     def release(self) -> None:
         """Ends the session's use of its connection: back to the pool, still open (a
         session without a pool keeps it for the next round)."""
+        if self._pooled is None:  # most rounds borrow none (`db.read_ahead`)
+            return
         with self._lock:
             if self._pool is not None and self._pooled is not None:
                 self._pool.release(self._pooled)

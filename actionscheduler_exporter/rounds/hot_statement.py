@@ -12,6 +12,7 @@ collector's alone (a lock wait, though, stops the rest of the prefix: see `Monit
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +76,7 @@ def read_hot_statement(
         every.insert(0, Columns((stats_query,), stats_args))
     if not every:
         return HotStatement(known_stats or {}, asked=False)
-    statement = _statement_of(tuple(every))
+    statement = _statement_of(tuple(map(_TEXT_AND_ARGS, every)))
     endpoint = session.endpoint
     started = time.perf_counter()
     seconds: float | None = None  # a share of a statement read for several stores
@@ -118,14 +119,21 @@ def _store_key(site: SiteConfig, session: Session, prefix: str) -> Key:
     return (reader_of(site), session.endpoint, prefix)
 
 
+# A part's subqueries and arguments: what its statement is made of, and a key hashed in C
+# (a `Columns`' own hash is a Python call, five per store and round).
+_TEXT_AND_ARGS = operator.attrgetter("subqueries", "args")
+
+
 @functools.lru_cache(maxsize=4096)
-def _statement_of(parts: tuple[Columns, ...]) -> PackedStatement:
-    """The statement of all the parts' subqueries; made once per set of parts (the same
-    in most rounds of a prefix, and for every database with the same table prefix), so
-    that it is packed once its types are known."""
+def _statement_of(
+    parts: tuple[tuple[tuple[str, ...], tuple[object, ...]], ...],
+) -> PackedStatement:
+    """The statement of all the parts' subqueries (each part's subqueries and arguments);
+    made once per set of parts (the same in most rounds of a prefix, and for every
+    database with the same table prefix), so that it is packed once its types are known."""
     return PackedStatement(
-        tuple(query for part in parts for query in part.subqueries),
-        tuple(arg for part in parts for arg in part.args),
+        tuple(query for subqueries, _ in parts for query in subqueries),
+        tuple(arg for _, args in parts for arg in args),
     )
 
 

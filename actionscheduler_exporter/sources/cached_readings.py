@@ -31,9 +31,11 @@ Kept = TypeVar("Kept")
 
 
 class _ByPrefix(Generic[Kept]):
-    """What is kept per table prefix and source, locked: a network's subsites are read
-    by several threads, and a round that ran past its deadline may still keep something
-    while the next one starts."""
+    """What is kept per table prefix and source, changed under a lock: a network's
+    subsites are read by several threads, and a round that ran past its deadline may
+    still keep something while the next one starts. Read without it: a dictionary's
+    look-up is atomic, and `retain` replaces the dictionary whole (every collector of
+    every store's round reads here)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -42,8 +44,7 @@ class _ByPrefix(Generic[Kept]):
         self._retained: frozenset[str] | None = None
 
     def _get(self, prefix: str, source: str) -> Kept | None:
-        with self._lock:
-            return self._kept.get((prefix, source))
+        return self._kept.get((prefix, source))
 
     def _put(self, prefix: str, source: str, kept: Kept) -> None:
         with self._lock:

@@ -32,6 +32,8 @@ class LogCursor:
     def unread(self, newest: int) -> int:
         """Ids up to `newest` not read yet: the lag (those read beyond a gap left out)."""
         expected = max(0, newest - self.position) // max(1, self.stride)
+        if not self._read_above:  # a quiet store's, at every round
+            return expected
         return max(0, expected - len([i for i in self._read_above if i <= newest]))
 
     def is_new(self, log_id: int) -> bool:
@@ -46,6 +48,8 @@ class LogCursor:
     def advance(self, read_ids: list[int], now: float) -> int:
         """Records the ids a scrape read (in ascending order) and moves the cursor; returns
         how many missing ids it gave up (their grace passed with no row to read)."""
+        if not (read_ids or self._read_above or self._gaps):
+            return 0  # nothing read, nothing waited for: a quiet store's, at every round
         given_up = 0
         consumed_ids = self._read_above.union(read_ids)
         consumed = sorted(consumed_ids)
