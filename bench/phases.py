@@ -168,8 +168,9 @@ def main() -> None:
         help="Python calls per store by phase (bench.call_counts; its CPU times mean nothing)",
     )
     arguments = parser.parse_args()
-    if arguments.parts and arguments.calls:
-        parser.error("--parts and --calls each slow the rounds: one at a time")
+    if arguments.calls and (arguments.parts or arguments.profile):
+        # cProfile's own hook would also replace the counting one.
+        parser.error("--calls counts alone: not with --parts or --profile")
     if arguments.parts and arguments.setup == "subsites":
         parser.error(
             "--parts times the rounds of site entries: a network's subsites are read elsewhere"
@@ -193,7 +194,6 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
         calls if calls is not None else contextlib.nullcontext(),
     ):
         coordinator = Coordinator(load_file(str(path)))
-        sites = len(coordinator.sites)
         profile = cProfile.Profile() if arguments.profile else None
         timer = PhaseTimer(coordinator, profile, calls)
         try:
@@ -211,6 +211,7 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
             parts.reset()
             collected = collections_during(timed)
             parts.scrapes = arguments.scrapes
+            stores = len(timer.scrape(timed=False))  # site labels: a network's subsites
         finally:
             coordinator.close()
     print(f"1,000 {arguments.setup}, {arguments.scrapes} scrapes after {arguments.warm:.0f} s:")
@@ -219,7 +220,7 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
     if arguments.parts:
         print("\n".join(parts.table()))
     if calls is not None:
-        print("\n".join(calls.table(PHASES, sites, arguments.scrapes)))
+        print("\n".join(calls.table(PHASES, stores, arguments.scrapes)))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
 

@@ -8,7 +8,9 @@ about 170 without: each timed call reads the thread's clock twice and takes a lo
 part is counted only inside the part it is shown under (the collectors' readings of the
 heavy tier's refreshes, say, are not a round's), and in that part's time too. A
 network's subsites (`--setup subsites`) are read on other threads than their round's:
-not timed here.
+not timed here. "A connection borrowed" is `Session.open` at a round's start; a round
+whose store was answered in another round's batch borrows later, if at all (for a
+collector's own statement, or a batch it sends), in the part it does it in.
 
 Timing wraps the classes' methods while `RoundParts` is entered (enter it before the
 coordinator is made: its rounds keep the methods they were made with): for the
@@ -28,6 +30,7 @@ from typing import Any
 from actionscheduler_exporter.db.pool import ServerPool
 from actionscheduler_exporter.db.read_ahead import ReadAhead
 from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.rounds.collectors_loop import CollectorsLoop
 from actionscheduler_exporter.rounds.database_round import DatabaseRound
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.sources.heavy_tier import HeavyTier
@@ -40,7 +43,7 @@ PARTS: tuple[tuple[type, str, str, str], ...] = (
     (DatabaseRound, "_hot_statement", "the hot statement", "a site's round"),
     (ReadAhead, "query", "its read-ahead", "the hot statement"),
     (ReadAhead, "_read", "its batches (made, sent, parsed, split)", "its read-ahead"),
-    (DatabaseRound, "_read_collectors", "the collectors' loop", "a site's round"),
+    (CollectorsLoop, "read", "the collectors' loop", "a site's round"),
     (SourceReader, "read", "the collectors' readings", "the collectors' loop"),
     (SourceReader, "report", "their reports", "the collectors' loop"),
     (HeavyTier, "samples", "the heavy tier's samples", "a site's round"),

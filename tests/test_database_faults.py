@@ -13,8 +13,12 @@ import pymysql
 import pytest
 
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.db.pool import ServerPool
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server
+from testbed.ports import free_port
 from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.conftest import Scrape
@@ -229,3 +233,39 @@ def test_connections_the_network_dropped_never_report_a_healthy_site_down(
 
 
 DUE = "actionscheduler_due_actions"
+
+
+def test_a_session_tells_a_released_connection_from_a_lost_one_and_a_failed_borrow(
+    mariadb: Server,
+) -> None:
+    """`Session.lost` is what a round asks before its next collector (a store answered in
+    another round's batch holds no connection, and is not lost for it): false once a
+    connection was taken and handed back, true after one the network dropped or one that
+    could not be taken, with that failure's problem (`connect_error`); an optional borrow
+    that fails (reading other stores ahead) leaves the session as it was."""
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    try:
+        site = exporter_site(mariadb, port=proxy.port, user="root", password="", database="")
+        session = Session(site, pool=ServerPool(f"127.0.0.1:{proxy.port}", 2))
+        assert not session.has_connected and not session.lost
+        session.open()
+        session.release()
+        assert session.has_connected and not session.lost and not session.connected
+        assert session.query("SELECT 1") == [(1,)]  # borrowed again when needed
+        assert proxy.drop_connections() >= 1
+        with pytest.raises(QueryError) as dropped:
+            session.query("SELECT 2")
+        assert dropped.value.connection_lost and session.lost
+        session.release()
+        assert session.query("SELECT 3") == [(3,)] and not session.lost
+
+        refused = exporter_site(mariadb, port=free_port(), query_timeout=1.0)
+        nowhere = Session(refused, pool=ServerPool(f"127.0.0.1:{refused.port}", 1))
+        assert not nowhere.try_open()
+        assert not nowhere.lost and nowhere.connect_error is None
+        with pytest.raises(QueryError):
+            nowhere.ready()
+        assert nowhere.lost and nowhere.connect_error is not None
+        assert nowhere.connect_error.kind == "connect"
+    finally:
+        proxy.close()

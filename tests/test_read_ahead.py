@@ -207,8 +207,10 @@ def test_a_store_answered_in_another_rounds_batch_borrows_no_connection_until_it
     exporter: Exporter, stores: list[str], mariadb: Server
 ) -> None:
     """A store whose hot statement another round's batch answered takes its answer
-    without a turn of the server's pool; one that then sends a statement of its own (its
-    log's new rows to read) borrows a connection for it then, and counts them."""
+    without a turn of the server's pool: a scrape of the quiet stores borrows for half of
+    them at most (the batches' senders). A store with new log rows then reads and counts
+    them, whether its round borrowed at its start or for the log's own statement (which
+    one, the batches' timing decides)."""
     settled(exporter)
     pool = exporter.coordinator.servers.for_site(exporter.coordinator.config.sites[0]).pool
 

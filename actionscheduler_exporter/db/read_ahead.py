@@ -183,7 +183,7 @@ class ReadAhead:
         asked_at = store.asked_at
         if flying is not None:
             # Another round reads this store: the next ones are read meanwhile.
-            ahead = self._batch_from(store, None, wave)
+            ahead = self._batch_from(store, None, wave) if session.try_open() else None
             if ahead is not None:
                 self._read(session, ahead)
             flying.done.wait(session.timeout)
@@ -197,15 +197,18 @@ class ReadAhead:
         if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
             session.bill(answer.seconds)
             self._answered(store, ask, answer.seconds, wave, alone=False)
-            if looks_ahead:
+            if looks_ahead and session.try_open():
                 # The server reads the next stores while the other rounds make these
                 # stores' samples: else it waits idle until a round finds none read. A
                 # whole batch only: smaller ones sent ahead broke the next into more
-                # statements (81 against 71 per scrape of a thousand stores).
+                # statements (81 against 71 per scrape of a thousand stores). On a
+                # connection taken first: a batch's time and its members' health must not
+                # hold the wait for one (a round that took its answer holds none).
                 ahead = self._batch_from(store, None, wave, least=self._batch)
                 if ahead is not None:
                     self._read(session, ahead)
             return answer.row, answer.seconds
+        session.ready()  # its own statement is sent: its time is not the wait for a connection
         batch = self._batch_from(store, ask, wave)
         if batch is not None:
             by_place, seconds = self._read(session, batch)

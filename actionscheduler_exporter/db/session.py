@@ -1,8 +1,9 @@
 """One read-only, time-limited database session per configured site.
 
-The connection is opened lazily (or borrowed from the server's pool for the round), reused
-across scrapes, and dropped after any error that may have left it in an unknown state, so
-the next scrape opens a fresh one.
+The connection is opened lazily (or borrowed from the server's pool when the round first
+needs one: a store whose hot statement another round's batch answered may need none),
+reused across scrapes, and dropped after any error that may have left it in an unknown
+state, so the next scrape opens a fresh one.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class Session:
         self._lock = threading.Lock()
         self.server_version = ""
         self.can_write = False
-        # Where the time of each statement is counted (the round sets it per reading).
+        # Where the time of each statement is counted (the round sets it per tier).
         self._meter: Meter | None = None
         # A statement succeeded on the connection since it was borrowed or opened.
         self._proven = False
@@ -79,6 +80,8 @@ class Session:
         # The last connection was lost, or the last attempt to connect failed: true
         # until the session connects again (a released connection is not lost).
         self.lost = False
+        # Why the last attempt to connect failed, until one succeeds.
+        self.connect_error: QueryError | None = None
 
     @property
     def connected(self) -> bool:
@@ -174,6 +177,26 @@ class Session:
         with self._lock:
             self._once_more_if_dropped(self._connect)
 
+    def ready(self) -> None:
+        """Connects now unless connected: before a statement is timed, whose time must not
+        hold the wait for a connection (a round that took its answer read ahead holds
+        none). QueryError when it cannot."""
+        if self._pooled is None:
+            self.open()
+
+    def try_open(self) -> bool:
+        """Connects now unless connected, for work that may be left undone (reading other
+        stores ahead): a failure leaves the session as it was."""
+        if self._pooled is not None:
+            return True
+        lost, failed = self.lost, self.connect_error
+        try:
+            self.open()
+        except QueryError:
+            self.lost, self.connect_error = lost, failed
+            return False
+        return True
+
     def release(self) -> None:
         """Ends the session's use of its connection: back to the pool, still open (a
         session without a pool keeps it for the next round)."""
@@ -196,6 +219,13 @@ class Session:
         if self._pooled is not None:
             return self._pooled.connection
         self.lost = True  # until the connection is ready
+        try:
+            return self._new_connection()
+        except QueryError as error:
+            self.connect_error = error
+            raise
+
+    def _new_connection(self) -> pymysql.connections.Connection[Any]:
         site = self._site
         try:
             if self._pool is None:
@@ -229,7 +259,7 @@ class Session:
         self.server_version = pooled.server_version
         self.can_write = bool(pooled.grants) and can_write(pooled.grants or [], site.database)
         self.has_connected = True
-        self.lost = False
+        self.lost, self.connect_error = False, None
         if self.can_write and _first_time((site.endpoint, site.user)):
             emit(log, logging.WARNING, "the database user may write", site=site.name,
                  user=site.user, hint="grant it SELECT on the four Action Scheduler tables "

@@ -6,9 +6,10 @@ statistics when they are due, and the columns of every hot collector that is rea
 round, at once: a cached one served from its last reading is left out;
 `rounds.hot_statement`), then reads
 each in-round collector in order, recording every reading in the prefix's report as it
-arrives; the heavy tier's samples are added when the prefixes are read. A failing
-collector is marked and the others go on; a lost connection ends the prefix's reading and
-marks it down; a collector that waited for a locked table skips the rest of its prefix.
+arrives (`rounds.collectors_loop`); the heavy tier's samples are added when the prefixes
+are read. A lost connection ends the prefix's reading and marks it down. A store whose
+hot statement another round's batch answered borrows a connection only if a collector
+sends a statement of its own.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from concurrent.futures import wait
 
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, table_names
-from actionscheduler_exporter.db.servers import ServerLane
-from actionscheduler_exporter.db.session import Row, Session
+from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
 from actionscheduler_exporter.metrics.samples import Sample, sample
+from actionscheduler_exporter.rounds.collectors_loop import CollectorsLoop
 from actionscheduler_exporter.rounds.hot_statement import (
     HotStatement,
     answered_ahead,
@@ -36,8 +36,8 @@ from actionscheduler_exporter.rounds.hot_statement import (
 from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.site_state import SiteState
 from actionscheduler_exporter.sources.cached_readings import stagger
-from actionscheduler_exporter.sources.database import Collector, DatabaseContext
-from actionscheduler_exporter.sources.source import NOT_READ, Reading
+from actionscheduler_exporter.sources.database import DatabaseContext
+from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.timing import Deadline
 
 # Seconds a prefix's table statistics are reused (each prefix at its own point, 0.75 to
@@ -58,6 +58,7 @@ class DatabaseRound:
         self._deadline = deadline
         # The rounds one scrape started share it (`db.read_ahead`).
         self._wave = deadline.at
+        self._collectors = CollectorsLoop(state, deadline)
 
     def run(self) -> None:
         """Reads every prefix. Whatever a prefix's answers look like, the round ends with a
@@ -98,7 +99,7 @@ class DatabaseRound:
         if len(prefixes) > 1 and state.lane is not None:
             # A network's subsites are read side by side on the server's connections.
             state.session.release()
-            self._read_in_lane(prefixes, state.lane)
+            self._read_in_lane(prefixes)
         else:
             self._read_prefixes(iter(prefixes), state.session)
         # Before waiting for the heavy tier, which may need a connection of the same pool.
@@ -150,8 +151,13 @@ class DatabaseRound:
                 )
             lost = session.lost
 
-    def _read_in_lane(self, prefixes: list[str], lane: ServerLane) -> None:
-        """Those no worker reaches in time are left out of the reports: not reached."""
+    def _read_in_lane(self, prefixes: list[str]) -> None:
+        """The prefixes side by side on the threads and connections of the site's lane;
+        those no worker reaches in time are left out of the reports: not reached."""
+        lane = self._state.lane
+        if lane is None:  # not pooled: one after the other
+            self._read_prefixes(iter(prefixes), self._state.session)
+            return
         pending = iter(prefixes)
         lock = threading.Lock()
 
@@ -190,12 +196,13 @@ class DatabaseRound:
             except QueryError as error:
                 self._fail(report, Failure(error.kind, error.message))
                 return
-        # The database answered: from here on a scrape that stops waiting sees the report.
+        # The database answered (for this store, or in another round's batch with it):
+        # from here on a scrape that stops waiting sees the report.
         report.can_write = session.can_write
         self._reports.put(report)
         # Cached readings still served are decided once: their columns stay out of the
         # hot statement (what the floor does not read is read less often).
-        served = self._served_from_cache(prefix, context)
+        served = self._collectors.served_from_cache(prefix, context)
         try:
             with session.billed_to(meter):
                 # A network's subsites: read with the prefixes, in one statement per round.
@@ -236,10 +243,13 @@ class DatabaseRound:
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
         )
-        self._read_collectors(report, context, earlier, statement, served)
+        self._collectors.read(report, context, earlier, statement, served)
         if session.lost:
-            lost = Failure("connect", "the connection was lost during the round", counted=True)
-            self._fail(report, lost)
+            # A collector's reading failed on it (and counted it): a connection lost, or
+            # one that could not be borrowed (a store answered ahead borrows none first).
+            failed = session.connect_error
+            problem = failed.message if failed else "the connection was lost during the round"
+            self._fail(report, Failure("connect", problem, counted=True))
             return
         self._end(report)
 
@@ -251,20 +261,6 @@ class DatabaseRound:
         if lane is None or not session.has_connected or session.lost:
             return False
         return answered_ahead(lane.read_ahead, self._state.site, session, prefix)
-
-    def _served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
-        """The cached collectors' readings that this round serves instead of reading
-        (those that need no earlier reading of the round to tell: the others decide in
-        `_read`)."""
-        state = self._state
-        served: dict[str, Reading] = {}
-        for collector in state.in_round:
-            cached_alone = collector.name in state.cached and not collector.needs
-            if cached_alone and collector.cacheable(context):
-                cached = state.cache.get(prefix, collector.name)
-                if cached is not None:
-                    served[collector.name] = cached
-        return served
 
     def _hot_statement(
         self, prefix: str, context: DatabaseContext, served: dict[str, Reading]
@@ -299,125 +295,6 @@ class DatabaseRound:
             interval = TABLE_STATS_INTERVAL * stagger(state.site.name, prefix, "tables")
             state.kept_stats[prefix] = (state.clock() + interval, stats)
         return statement
-
-    def _read_collectors(
-        self,
-        report: PrefixReport,
-        context: DatabaseContext,
-        earlier: dict[str, Reading],
-        statement: HotStatement,
-        served: dict[str, Reading],
-    ) -> None:
-        """Each in-round collector in order, its reading recorded as it arrives (a cached
-        one `served` as it is, and one made of the same values as the last time served
-        as it was then: `sources.cached_readings`); a good reading is handed to the
-        collectors after it that need it (`earlier`)."""
-        state = self._state
-        reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
-        locked = ""  # the collector that found a table locked: the rest are skipped
-        # The statements of a reading count to its collector's tier: the session's meter
-        # is changed when the tier does, and given back after the loop (the rest of it
-        # sends nothing).
-        billed = ""
-        outer = session.billing(None)
-        try:
-            for collector in state.in_round:
-                if session.lost:
-                    return  # the rest are reported as not read: the connection is gone
-                name = collector.name
-                skipped = ""
-                if locked:
-                    skipped = f"{name}: skipped, {locked} waited for a locked table"
-                elif self._deadline.passed():
-                    reader.count(label, collector, "deadline")
-                    skipped = f"{name}: skipped, the scrape's deadline passed"
-                if skipped:
-                    report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
-                    continue
-                values = self._repeatable(collector, context)
-                if values is not None:
-                    repeated = state.repeated.get(prefix, name, values)
-                    if repeated is not None:
-                        earlier[name] = repeated[0]
-                        report.record(name, repeated[1])
-                        continue
-                reading = served.get(name)
-                if reading is None:
-                    if collector.tier != billed:
-                        billed = collector.tier
-                        session.billing(reader.counters.meter(label, DATABASE_SECONDS, billed))
-                    reading = self._read(collector, context, report)
-                if collector.reports_duration and (share := statement.share(name)):
-                    reading = reading.lengthened(share)
-                if reading.ok:
-                    earlier[name] = reading
-                elif reading.failure == "lock":
-                    locked = name
-                problem = "" if reading.ok else f"{name}: {reading.problem}"
-                reported = reader.report(collector, reading, aged=False)
-                if not reading.ok:
-                    # Whether or not its values came with the hot statement: a reading after
-                    # a failure is made again, and logs its recovery.
-                    state.repeated.drop(prefix, name)
-                elif values is not None:
-                    state.repeated.keep(prefix, name, values, reading, reported)
-                report.record(name, reported, problem)
-        finally:
-            session.billing(outer)
-
-    def _repeatable(self, collector: Collector, context: DatabaseContext) -> Row | None:
-        """The collector's values from the hot statement when a reading made of them may
-        be served again while they stay the same (`Collector.same_samples_for`): its
-        samples follow from them alone, it reports no duration (which a served reading
-        would repeat), and it is read in every round (not one of the cached ones, which
-        keep their own readings): `SiteState.may_repeat`."""
-        if collector.name not in self._state.may_repeat:
-            return None
-        values = context.prefetched.get(collector.name)
-        if values is None or not collector.same_samples_for(values):
-            return None
-        return values
-
-    def _read(
-        self, collector: Collector, context: DatabaseContext, report: PrefixReport
-    ) -> Reading:
-        """A reading of the collector, or its cached one while that may be served, or
-        that one renewed once its interval has passed (`Collector.renewed`)."""
-        state = self._state
-        if collector.name not in state.cached:
-            return state.reader.read(collector, context, report.label)
-        freshness = collector.freshness(state.site)
-        reading = None
-        if collector.cacheable(context):
-            cached = state.cache.get(report.prefix, collector.name)
-            if cached is not None:
-                return cached
-            reading = self._renewed(collector, context, report.prefix)
-        if reading is None:
-            reading = state.reader.read(collector, context, report.label)
-        if reading.ok and collector.cacheable(context):
-            key = f"{state.site.name}\0{state.site.database}"
-            state.cache.keep(key, report.prefix, collector.name, freshness.interval, reading)
-        else:
-            state.cache.drop(report.prefix, collector.name)
-        return reading
-
-    def _renewed(
-        self, collector: Collector, context: DatabaseContext, prefix: str
-    ) -> Reading | None:
-        """The collector's kept reading renewed without a statement, if it can be."""
-        kept = self._state.cache.last(prefix, collector.name)
-        if kept is None or not kept.ok:
-            return None
-        started = self._state.clock()
-        try:
-            samples = collector.renewed(kept.samples, context)
-        except Exception:  # a renewal that breaks is not one: the collector is read instead
-            return None
-        if samples is None:
-            return None
-        finished = self._state.clock()
-        return Reading(samples, True, finished - started, finished)
 
     def _end(self, report: PrefixReport) -> None:
         report.end(self._state.clock() - report.started)

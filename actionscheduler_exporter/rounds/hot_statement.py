@@ -78,10 +78,12 @@ def read_hot_statement(
         return HotStatement(known_stats or {}, asked=False)
     statement = _statement_of(tuple(map(_TEXT_AND_ARGS, every)))
     endpoint = session.endpoint
+    packed = statement.packed(endpoint)
+    if packed is None or read_ahead is None:
+        session.ready()  # its time is the statement's, not the wait for a connection
     started = time.perf_counter()
     seconds: float | None = None  # a share of a statement read for several stores
     try:
-        packed = statement.packed(endpoint)
         if packed is not None:
             if read_ahead is None:
                 values = statement.unpack(endpoint, session.query(packed, statement.args))

@@ -30,7 +30,8 @@ class PrefixReport:
     problems: list[str] = field(default_factory=list)
     read: set[str] = field(default_factory=set)  # sources reported, by name
     failure: Failure | None = None  # the database did not answer (up 0)
-    can_write: bool | None = None  # the session's user may write (None: not connected)
+    # The session's user may write, as its last connection told (None: not answered).
+    can_write: bool | None = None
     heavy: list[Sample] | None = None  # the heavy tier's samples, once the round added them
     complete: bool = False  # the round is done with this prefix
     duration: float = 0.0  # seconds the round took for it, once complete

@@ -76,6 +76,7 @@ class FakeSession(Session):
 
     def close(self) -> None:
         self._is_open = False
+        self.lost = True
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         self.open()

@@ -1,0 +1,162 @@
+"""The in-round collectors of one table prefix, read in order after its hot statement.
+
+Each collector's reading is recorded in the prefix's report as it arrives: a cached one
+served as it is (`sources.cached_readings`), one made of the same values as the last
+time served as it was then, the others read (from the hot statement's values, or with a
+statement of their own). A good reading is handed to the collectors after it that need
+it; a failing one is marked and the others go on; a lost connection ends the prefix's
+reading; a collector that waited for a locked table skips the rest of its prefix; past
+the scrape's deadline the rest are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
+from actionscheduler_exporter.rounds.hot_statement import HotStatement
+from actionscheduler_exporter.rounds.report import PrefixReport
+from actionscheduler_exporter.rounds.site_state import SiteState
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
+from actionscheduler_exporter.sources.source import NOT_READ, Reading
+from actionscheduler_exporter.timing import Deadline
+
+
+class CollectorsLoop:
+    """One round's reading of its in-round collectors, prefix by prefix."""
+
+    def __init__(self, state: SiteState, deadline: Deadline) -> None:
+        self._state = state
+        self._deadline = deadline
+
+    def served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
+        """The cached collectors' readings that this round serves instead of reading
+        (those that need no earlier reading of the round to tell: the others decide in
+        `_read`)."""
+        state = self._state
+        served: dict[str, Reading] = {}
+        for collector in state.in_round:
+            cached_alone = collector.name in state.cached and not collector.needs
+            if cached_alone and collector.cacheable(context):
+                cached = state.cache.get(prefix, collector.name)
+                if cached is not None:
+                    served[collector.name] = cached
+        return served
+
+    def read(
+        self,
+        report: PrefixReport,
+        context: DatabaseContext,
+        earlier: dict[str, Reading],
+        statement: HotStatement,
+        served: dict[str, Reading],
+    ) -> None:
+        """Each in-round collector in order, its reading recorded as it arrives (a cached
+        one `served` as it is, and one made of the same values as the last time served
+        as it was then: `sources.cached_readings`); a good reading is handed to the
+        collectors after it that need it (`earlier`)."""
+        state = self._state
+        reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
+        locked = ""  # the collector that found a table locked: the rest are skipped
+        # The statements of a reading count to its collector's tier: the session's meter
+        # is changed when the tier does, and given back after the loop (the rest of it
+        # sends nothing).
+        billed = ""
+        outer = session.billing(None)
+        try:
+            for collector in state.in_round:
+                if session.lost:
+                    return  # the rest are reported as not read: the connection is gone
+                name = collector.name
+                skipped = ""
+                if locked:
+                    skipped = f"{name}: skipped, {locked} waited for a locked table"
+                elif self._deadline.passed():
+                    reader.count(label, collector, "deadline")
+                    skipped = f"{name}: skipped, the scrape's deadline passed"
+                if skipped:
+                    report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
+                    continue
+                values = self._repeatable(collector, context)
+                if values is not None:
+                    repeated = state.repeated.get(prefix, name, values)
+                    if repeated is not None:
+                        earlier[name] = repeated[0]
+                        report.record(name, repeated[1])
+                        continue
+                reading = served.get(name)
+                if reading is None:
+                    if collector.tier != billed:
+                        billed = collector.tier
+                        session.billing(reader.counters.meter(label, DATABASE_SECONDS, billed))
+                    reading = self._read(collector, context, report)
+                if collector.reports_duration and (share := statement.share(name)):
+                    reading = reading.lengthened(share)
+                if reading.ok:
+                    earlier[name] = reading
+                elif reading.failure == "lock":
+                    locked = name
+                problem = "" if reading.ok else f"{name}: {reading.problem}"
+                reported = reader.report(collector, reading, aged=False)
+                if not reading.ok:
+                    # Whether or not its values came with the hot statement: a reading after
+                    # a failure is made again, and logs its recovery.
+                    state.repeated.drop(prefix, name)
+                elif values is not None:
+                    state.repeated.keep(prefix, name, values, reading, reported)
+                report.record(name, reported, problem)
+        finally:
+            session.billing(outer)
+
+    def _repeatable(self, collector: Collector, context: DatabaseContext) -> Row | None:
+        """The collector's values from the hot statement when a reading made of them may
+        be served again while they stay the same (`Collector.same_samples_for`): its
+        samples follow from them alone, it reports no duration (which a served reading
+        would repeat), and it is read in every round (not one of the cached ones, which
+        keep their own readings): `SiteState.may_repeat`."""
+        if collector.name not in self._state.may_repeat:
+            return None
+        values = context.prefetched.get(collector.name)
+        if values is None or not collector.same_samples_for(values):
+            return None
+        return values
+
+    def _read(
+        self, collector: Collector, context: DatabaseContext, report: PrefixReport
+    ) -> Reading:
+        """A reading of the collector, or its cached one while that may be served, or
+        that one renewed once its interval has passed (`Collector.renewed`)."""
+        state = self._state
+        if collector.name not in state.cached:
+            return state.reader.read(collector, context, report.label)
+        freshness = collector.freshness(state.site)
+        reading = None
+        if collector.cacheable(context):
+            cached = state.cache.get(report.prefix, collector.name)
+            if cached is not None:
+                return cached
+            reading = self._renewed(collector, context, report.prefix)
+        if reading is None:
+            reading = state.reader.read(collector, context, report.label)
+        if reading.ok and collector.cacheable(context):
+            key = f"{state.site.name}\0{state.site.database}"
+            state.cache.keep(key, report.prefix, collector.name, freshness.interval, reading)
+        else:
+            state.cache.drop(report.prefix, collector.name)
+        return reading
+
+    def _renewed(
+        self, collector: Collector, context: DatabaseContext, prefix: str
+    ) -> Reading | None:
+        """The collector's kept reading renewed without a statement, if it can be."""
+        kept = self._state.cache.last(prefix, collector.name)
+        if kept is None or not kept.ok:
+            return None
+        started = self._state.clock()
+        try:
+            samples = collector.renewed(kept.samples, context)
+        except Exception:  # a renewal that breaks is not one: the collector is read instead
+            return None
+        if samples is None:
+            return None
+        finished = self._state.clock()
+        return Reading(samples, True, finished - started, finished)
