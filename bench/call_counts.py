@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import Counter
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 # The other threads' calls are counted under this phase.
@@ -40,12 +40,7 @@ class CallCounts:
         sys.setprofile(self._event)
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         sys.setprofile(None)
         threading.setprofile(None)
 
