@@ -34,6 +34,9 @@ class Script:
     # Subqueries answered 0 when no fragment matches: every in-round collector's declared
     # `columns`, so that a new collector's round runs before its own test scripts values.
     declared: set[str] = field(default_factory=set)
+    # Fragments whose statement needs a connection the session cannot borrow (a round
+    # answered in another's batch borrows only then): the session is lost with it.
+    refused: dict[str, QueryError] = field(default_factory=dict)
 
     def answer(self, fragment: str, answer: Answer) -> Script:
         self.answers.insert(0, (fragment, answer))
@@ -81,6 +84,10 @@ class FakeSession(Session):
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
         self.open()
         sql, args = self._in_own_database(sql, args)
+        for fragment, refusal in self.script.refused.items():
+            if fragment in sql:
+                self._is_open, self.lost, self.connect_error = False, True, refusal
+                raise refusal
         self.sent.append(sql)
         if self._meter is not None:
             self._meter(self.seconds_per_statement)

@@ -203,6 +203,28 @@ def test_a_connection_lost_mid_round_marks_the_rest_not_read(
     assert result.value("actionscheduler_exporter_errors", kind="connect") == 1
 
 
+def test_a_statement_that_cannot_borrow_a_connection_fails_the_store_with_that_problem(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """A store answered in another round's batch borrows a connection only for a
+    statement of its own; when none can be had, the store is down with the borrow's
+    problem (not a lost connection), counted once."""
+    busy = QueryError(
+        "connect",
+        "all 4 connections to db:3306 stayed busy for 2s (connections_per_server)",
+        connection_lost=True,
+    )
+    script = healthy_store()
+    script.refused["AS oldest"] = busy
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    assert not result.up
+    assert result.problems[0] == busy.message
+    assert result.value("actionscheduler_exporter_errors", kind="connect") == 1
+
+
 def test_collectors_past_the_deadline_are_skipped_and_counted(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
