@@ -96,9 +96,7 @@ class DatabaseRound:
                 collector.retain(prefixes)
         for gone in state.kept_stats.keys() - set(prefixes):
             del state.kept_stats[gone]
-        if len(prefixes) > 1 and state.lane is not None:
-            # A network's subsites are read side by side on the server's connections.
-            state.session.release()
+        if len(prefixes) > 1:
             self._read_in_lane(prefixes)
         else:
             self._read_prefixes(iter(prefixes), state.session)
@@ -152,12 +150,14 @@ class DatabaseRound:
             lost = session.lost
 
     def _read_in_lane(self, prefixes: list[str]) -> None:
-        """The prefixes side by side on the threads and connections of the site's lane;
-        those no worker reaches in time are left out of the reports: not reached."""
-        lane = self._state.lane
-        if lane is None:  # not pooled: one after the other
-            self._read_prefixes(iter(prefixes), self._state.session)
+        """A network's subsites side by side on the threads and connections of the site's
+        lane (one after the other on the site's session when it has none); those no
+        worker reaches in time are left out of the reports: not reached."""
+        lane, session = self._state.lane, self._state.session
+        if lane is None:
+            self._read_prefixes(iter(prefixes), session)
             return
+        session.release()  # each worker borrows its own
         pending = iter(prefixes)
         lock = threading.Lock()
 

@@ -103,16 +103,13 @@ class SourceReader:
 
     def age(self, source: Source[Any], reading: Reading | None) -> list[Sample]:
         """How old a background source's values are (none before its first success)."""
-        if reading is None or reading.read_at is None:
-            return []
-        age = max(0.0, float(self.clock() - reading.read_at))
-        return [Sample(catalog.COLLECTOR_AGE, age, self._label(source))]
+        return self.ages((source,), (reading,))
 
     def ages(
         self, sources: Sequence[Source[Any]], readings: Sequence[Reading | None]
     ) -> list[Sample]:
-        """`age` of each source's reading, on one reading of the clock (the heavy tier's
-        collectors of every prefix in every round)."""
+        """How old each source's values are (none before its first success), on one
+        reading of the clock (the heavy tier's collectors of every prefix in every round)."""
         now = self.clock()
         return [
             Sample(
