@@ -19,10 +19,10 @@ import pymysql.err
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.grants import can_write
+from actionscheduler_exporter.db.lean_rows import LeanConnection
 from actionscheduler_exporter.db.pool import Pooled, ServerPool, login_of
 from actionscheduler_exporter.db.query_error import QueryError, query_error_of
 from actionscheduler_exporter.db.schema import in_database
-from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
 from actionscheduler_exporter.logs import emit
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ class Session:
     def _open(self) -> Pooled:
         site = self._site
         timeout = site.query_timeout
-        connection = SharedContextConnection(
+        connection = LeanConnection(
             host=site.host,
             port=site.port,
             user=site.user,
