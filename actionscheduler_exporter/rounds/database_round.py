@@ -29,9 +29,11 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.collectors_loop import CollectorsLoop
 from actionscheduler_exporter.rounds.hot_statement import (
     HotStatement,
+    StoreAhead,
     answered_ahead,
     read_apart,
     read_hot_statement,
+    store_ahead,
 )
 from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.site_state import SiteState
@@ -189,7 +191,9 @@ class DatabaseRound:
         totals = state.ledgers.walk(prefix, session, tables)
         context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
-        if not self._answered_ahead(prefix, session):
+        lane = state.lane
+        ahead = None if lane is None else store_ahead(lane.read_ahead, state.site, session, prefix)
+        if not self._answered_ahead(ahead, session):
             try:
                 with session.billed_to(meter):
                     session.open()
@@ -206,7 +210,7 @@ class DatabaseRound:
         try:
             with session.billed_to(meter):
                 # A network's subsites: read with the prefixes, in one statement per round.
-                statement = self._hot_statement(prefix, context, served)
+                statement = self._hot_statement(prefix, context, served, ahead)
         except QueryError as error:
             self._fail(report, Failure(error.kind, error.message))
             return
@@ -253,24 +257,26 @@ class DatabaseRound:
             return
         self._end(report)
 
-    def _answered_ahead(self, prefix: str, session: Session) -> bool:
+    def _answered_ahead(self, ahead: StoreAhead | None, session: Session) -> bool:
         """Whether another round's batch answered the prefix's hot statement, for a session
         that connected before (its user's rights are known): then no connection is
         borrowed unless a collector sends a statement of its own."""
-        lane = self._state.lane
-        if lane is None or not session.has_connected or session.lost:
+        if ahead is None or not session.has_connected or session.lost:
             return False
-        return answered_ahead(lane.read_ahead, self._state.site, session, prefix)
+        return answered_ahead(ahead)
 
     def _hot_statement(
-        self, prefix: str, context: DatabaseContext, served: dict[str, Reading]
+        self,
+        prefix: str,
+        context: DatabaseContext,
+        served: dict[str, Reading],
+        ahead: StoreAhead | None,
     ) -> HotStatement:
         """The hot statement, with the statistics a network's listing read, or those kept
         from an earlier round; when a statement with kept ones does not answer (a table
         dropped since, a lock), the statistics are read again, as after a failed statement
         of a first round (the collectors then read their columns apart, as there)."""
         state = self._state
-        ahead = state.lane.read_ahead if state.lane is not None else None
         # Read with other stores (a server's read-ahead), a cached collector due in this
         # round reads its columns in a statement of its own: in the hot statement, its
         # store's statement would differ from the one read ahead for it in this round and

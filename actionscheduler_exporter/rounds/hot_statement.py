@@ -55,13 +55,13 @@ def read_hot_statement(
     context: DatabaseContext,
     collectors: Sequence[Collector],
     known_stats: Mapping[str, TableStats] | None,
-    read_ahead: ReadAhead | None = None,
+    ahead: StoreAhead | None = None,
     wave: float = 0.0,
 ) -> HotStatement:
     """The prefix's statistics (`known_stats` when its network's listing read them) and
-    the collectors' columns; once packed, through the server's `read_ahead` (the stores
-    of a server read several at a time) when there is one, in the `wave` of rounds of
-    one scrape. Raises QueryError only when the connection is lost. An answer that cannot
+    the collectors' columns; once packed, through the server's read-ahead (`ahead`: the
+    stores of a server read several at a time) when there is one, in the `wave` of
+    rounds of one scrape. Raises QueryError only when the connection is lost. An answer that cannot
     be one (a killed statement's row of NULLs, a statistics text cut short) is not used:
     everything is read apart, as after a failed statement."""
     session, tables = context.session, context.tables
@@ -79,16 +79,16 @@ def read_hot_statement(
     statement = _statement_of(tuple(map(_TEXT_AND_ARGS, every)))
     endpoint = session.endpoint
     packed = statement.packed(endpoint)
-    if packed is None or read_ahead is None:
+    if packed is None or ahead is None:
         session.ready()  # its time is the statement's, not the wait for a connection
     started = time.perf_counter()
     seconds: float | None = None  # a share of a statement read for several stores
     try:
         if packed is not None:
-            if read_ahead is None:
+            if ahead is None:
                 values = statement.unpack(endpoint, session.query(packed, statement.args))
             else:
-                key = _store_key(context.site, session, tables.prefix)
+                read_ahead, key = ahead
                 values, seconds = read_ahead.query(
                     session, key, statement, packed, context.site.database, wave
                 )
@@ -110,15 +110,22 @@ def read_hot_statement(
     return HotStatement(stats, prefetched, seconds)
 
 
-def answered_ahead(read_ahead: ReadAhead, site: SiteConfig, session: Session, prefix: str) -> bool:
-    """Whether the prefix's hot statement was answered in another store's batch
+# The server's read-ahead and a store as it knows it: who reads it (the login), where
+# (host, port, socket, database), and its table prefix; made once per store and round.
+StoreAhead = tuple[ReadAhead, Key]
+
+
+def store_ahead(
+    read_ahead: ReadAhead, site: SiteConfig, session: Session, prefix: str
+) -> StoreAhead:
+    return read_ahead, (reader_of(site), session.endpoint, prefix)
+
+
+def answered_ahead(ahead: StoreAhead) -> bool:
+    """Whether the store's hot statement was answered in another store's batch
     (`ReadAhead.answered_ahead`)."""
-    return read_ahead.answered_ahead(_store_key(site, session, prefix))
-
-
-def _store_key(site: SiteConfig, session: Session, prefix: str) -> Key:
-    """A store as the read-ahead knows it: who reads it, where, and its table prefix."""
-    return (reader_of(site), session.endpoint, prefix)
+    read_ahead, key = ahead
+    return read_ahead.answered_ahead(key)
 
 
 # A part's subqueries and arguments: what its statement is made of, and a key hashed in C
