@@ -82,6 +82,9 @@ class Session:
         self.lost = False
         # Why the last attempt to connect failed, until one succeeds.
         self.connect_error: QueryError | None = None
+        # Statements tried, each with its wait for a connection: where a round's time
+        # goes (the collectors' loop looks at the deadline only when this moved).
+        self.statements_tried = 0
 
     @property
     def connected(self) -> bool:
@@ -130,6 +133,7 @@ class Session:
     def _attempt(
         self, sql: str, args: Sequence[object] | None
     ) -> tuple[list[Row], tuple[tuple[Any, ...], ...]]:
+        self.statements_tried += 1
         connection = self._connect()
         untried = self._pooled is not None and self._pooled.reused and not self._proven
         started = time.perf_counter()

@@ -6,7 +6,8 @@ time served as it was then, the others read (from the hot statement's values, or
 statement of their own). A good reading is handed to the collectors after it that need
 it; a failing one is marked and the others go on; a lost connection ends the prefix's
 reading; a collector that waited for a locked table skips the rest of its prefix; past
-the scrape's deadline the rest are skipped and counted.
+the scrape's deadline the rest are skipped and counted (the deadline is looked at before
+the first collector and after each statement: a reading without one takes microseconds).
 """
 
 from __future__ import annotations
@@ -56,27 +57,33 @@ class CollectorsLoop:
         collectors after it that need it (`earlier`)."""
         state = self._state
         reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
+        may_repeat = state.may_repeat
         locked = ""  # the collector that found a table locked: the rest are skipped
         # The statements of a reading count to its collector's tier: the session's meter
         # is changed when the tier does, and given back after the loop (the rest of it
         # sends nothing).
         billed = ""
         outer = session.billing(None)
+        tried = -1  # the session's statements when the deadline was last looked at
+        late = False
         try:
             for collector in state.in_round:
                 if session.lost:
                     return  # the rest are reported as not read: the connection is gone
                 name = collector.name
                 skipped = ""
+                if not late and session.statements_tried != tried:
+                    tried = session.statements_tried
+                    late = self._deadline.passed()
                 if locked:
                     skipped = f"{name}: skipped, {locked} waited for a locked table"
-                elif self._deadline.passed():
+                elif late:
                     reader.count(label, collector, "deadline")
                     skipped = f"{name}: skipped, the scrape's deadline passed"
                 if skipped:
                     report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
                     continue
-                values = self._repeatable(collector, context)
+                values = self._repeatable(collector, context) if name in may_repeat else None
                 if values is not None:
                     repeated = state.repeated.get(prefix, name, values)
                     if repeated is not None:
@@ -112,9 +119,7 @@ class CollectorsLoop:
         be served again while they stay the same (`Collector.same_samples_for`): its
         samples follow from them alone, it reports no duration (which a served reading
         would repeat), and it is read in every round (not one of the cached ones, which
-        keep their own readings): `SiteState.may_repeat`."""
-        if collector.name not in self._state.may_repeat:
-            return None
+        keep their own readings: `SiteState.may_repeat`, which the caller looked in)."""
         values = context.prefetched.get(collector.name)
         if values is None or not collector.same_samples_for(values):
             return None

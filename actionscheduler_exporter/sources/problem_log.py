@@ -49,6 +49,9 @@ class ProblemLog:
         self._current: dict[str, LogLine | None] = {}
         self._pending: list[_Change] = []
         self._lock = threading.Lock()
+        # How many keys have a problem now: while none has, nothing needs clearing (every
+        # reading of every source clears its key).
+        self.open = 0
 
     def set(self, key: str, problem: LogLine | None, *, recovered: LogLine | None = None) -> None:
         """The problem of `key` now (None: none); written only when it changes. The
@@ -58,6 +61,7 @@ class ProblemLog:
             if problem == previous:
                 return
             self._current[key] = problem
+            self.open += (problem is not None) - (previous is not None)
             if problem is not None:
                 change = _Change(logging.WARNING, problem)
             else:

@@ -57,7 +57,7 @@ class SourceReader:
             failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
             return self._failed(source, site, previous, started, failure)
         finished = self.clock()
-        if not self._closed:
+        if self._problems.open and not self._closed:
             self._problems.clear(
                 f"{site}/{source.name}",
                 lambda: LogLine.of("source recovered", site, source=source.name),
@@ -94,7 +94,8 @@ class SourceReader:
         samples = [*reading.samples, success]
         if source.reports_duration:
             duration = float(reading.duration)
-            samples.append(Sample(catalog.COLLECTOR_DURATION, duration, self._label(source)))
+            labels = self._labels.get(source.name) or self._label(source)
+            samples.append(Sample(catalog.COLLECTOR_DURATION, duration, labels))
         if aged:
             samples += self.age(source, reading)
         if source.up_metric is not None:

@@ -82,6 +82,7 @@ class FakeSession(Session):
         self.lost = True
 
     def query(self, sql: str, args: Sequence[object] | None = None) -> list[Row]:
+        self.statements_tried += 1
         self.open()
         sql, args = self._in_own_database(sql, args)
         for fragment, refusal in self.script.refused.items():

@@ -57,3 +57,21 @@ def test_unbuffered_changes_are_written_at_once(caplog: pytest.LogCaptureFixture
     assert lines(caplog) == [
         {"msg": "site down", "site": "shop", "kind": "connect", "problem": "refused"}
     ]
+
+
+def test_the_log_counts_the_keys_with_a_problem_now(caplog: pytest.LogCaptureFixture) -> None:
+    """What a reading looks at before clearing its key: while no key has a problem,
+    nothing needs clearing."""
+    log = ProblemLog()
+    caplog.set_level(logging.INFO)
+    down(log, "db1")
+    down(log, "db1", kind="timeout")  # another problem of the same key
+    down(log, "db2")
+    assert log.open == 2
+    log.clear("db1", lambda: LogLine.of("site recovered", "db1"))
+    log.clear("db1", lambda: LogLine.of("site recovered", "db1"))
+    log.set("db3", None)  # never had one
+    assert log.open == 1
+    log.set("db2", None)
+    assert log.open == 0
+    assert [line["msg"] for line in lines(caplog)].count("site recovered") == 1

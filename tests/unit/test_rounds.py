@@ -238,6 +238,28 @@ def test_collectors_past_the_deadline_are_skipped_and_counted(
     assert session.sent == [s for s in session.sent if "information_schema" in s]
 
 
+def test_collectors_after_a_statement_that_outlasted_the_deadline_are_skipped(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    """The loop looks at the deadline after each statement: the split's, which takes past
+    it, is read; every collector after it is skipped and counted, those before it are
+    read."""
+
+    def slow_split(_args: object) -> list[tuple[Any, ...]]:
+        clock.advance(20)
+        return [("reports", "wc_export", 600)]
+
+    script = healthy_store().answer("GROUP BY a.group_id, g.slug, a.hook", slow_split)
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    (result,) = site_round.finish(
+        site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+    )
+    after = IN_ROUND[IN_ROUND.index("due_split") + 1 :]
+    assert after  # the test needs collectors after the split
+    assert success(result) == {"due": 1.0, "due_split": 1.0} | dict.fromkeys(after, 0.0)
+    assert result.value("actionscheduler_exporter_errors", kind="deadline") == len(after)
+
+
 def test_the_split_takes_the_due_total_from_the_due_reading_it_needs() -> None:
     with pytest.raises(ValueError, match="due_split needs \\['due'\\]"):
         check_order([DueSplitCollector(), DueCollector()])
