@@ -7,7 +7,7 @@ import functools
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, value_of
+from actionscheduler_exporter.metrics.samples import Sample, whole_sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 
 
@@ -29,9 +29,9 @@ class ClaimsCollector(Collector):
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         active, rows, oldest = context.values_of(self)
         return (
-            Sample(catalog.ACTIVE_CLAIMS, value_of(active)),
-            Sample(catalog.CLAIM_ROWS, value_of(rows)),
-            Sample(catalog.OLDEST_CLAIM_AGE, value_of(seconds(oldest))),
+            whole_sample(catalog.ACTIVE_CLAIMS, active),
+            whole_sample(catalog.CLAIM_ROWS, rows),
+            whole_sample(catalog.OLDEST_CLAIM_AGE, seconds(oldest)),
         )
 
 

@@ -7,7 +7,7 @@ import functools
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, labels_of, value_of
+from actionscheduler_exporter.metrics.samples import Sample, labels_of, whole_sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.sources.source import Reading
 
@@ -46,9 +46,9 @@ class DueCollector(Collector):
         if oldest is not None and int(oldest) == _ZERO_DATED:
             age = self._zero_dated_oldest(context)
         return (
-            Sample(catalog.DUE_ACTIONS, value_of(unclaimed), _UNCLAIMED),
-            Sample(catalog.DUE_ACTIONS, value_of(claimed), _CLAIMED),
-            Sample(catalog.OLDEST_DUE_AGE, value_of(age)),
+            whole_sample(catalog.DUE_ACTIONS, unclaimed, _UNCLAIMED),
+            whole_sample(catalog.DUE_ACTIONS, claimed, _CLAIMED),
+            whole_sample(catalog.OLDEST_DUE_AGE, age),
         )
 
     @staticmethod

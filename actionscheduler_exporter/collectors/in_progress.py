@@ -7,7 +7,7 @@ import functools
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import Sample, value_of
+from actionscheduler_exporter.metrics.samples import Sample, whole_sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 
 
@@ -27,8 +27,8 @@ class InProgressCollector(Collector):
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         count, age = context.values_of(self)
         return (
-            Sample(catalog.IN_PROGRESS, value_of(count)),
-            Sample(catalog.OLDEST_IN_PROGRESS_AGE, value_of(seconds(age))),
+            whole_sample(catalog.IN_PROGRESS, count),
+            whole_sample(catalog.OLDEST_IN_PROGRESS_AGE, seconds(age)),
         )
 
 

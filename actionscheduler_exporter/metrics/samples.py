@@ -47,6 +47,32 @@ def value_of(value: float | int | None) -> float:
     return float(number) if shared is None else shared
 
 
+# Samples of small whole numbers, by metric, labels and value: the same object for every
+# store and scrape with that count. Bounded (a few MB at most): past the bound a sample is
+# made each time.
+_WHOLE_SAMPLES: dict[tuple[MetricDef, Labels, float | int | None], Sample] = {}
+MAX_WHOLE_SAMPLES = 20_000
+
+
+def whole_sample(metric: MetricDef, value: float | int | None, labels: Labels = ()) -> Sample:
+    """`Sample(metric, value_of(value), labels)`, made once when the value is a small
+    whole number: a store's counts mostly stay the same from scrape to scrape, and a
+    sample that is the same object as at the last scrape is not compared again nor
+    written again (`exposition.kept_texts`). `labels` as `labels_of` gives them."""
+    key = (metric, labels, value)
+    found = _WHOLE_SAMPLES.get(key)
+    if found is not None:
+        return found
+    number = value or 0
+    whole = _WHOLE_VALUES.get(number)
+    if whole is None:
+        return Sample(metric, float(number), labels)
+    made = Sample(metric, whole, labels)
+    if len(_WHOLE_SAMPLES) < MAX_WHOLE_SAMPLES:
+        _WHOLE_SAMPLES[key] = made
+    return made
+
+
 def sample(metric: MetricDef, value: float | int | None, **labels: str) -> Sample:
     """A sample with its labels in the order the metric definition declares them; a label
     the definition does not declare, or one it declares and is missing, is a bug: raised,

@@ -144,3 +144,38 @@ def test_other_values_are_floats_of_their_own(given: float) -> None:
     assert math.copysign(1.0, made.value) == 1.0 or given < 0
     nan = samples.sample(catalog.UP, math.nan).value
     assert math.isnan(nan)
+
+
+_CLAIMED = (("claim", "claimed"),)
+
+
+@pytest.mark.parametrize(
+    "given", [3, 3.0, True, None, 0, -0.0, 1023, Decimal(7), 1024, 2.5, -1, 1e12, math.inf]
+)
+def test_a_whole_sample_is_the_sample_of_its_value(given: object) -> None:
+    """`whole_sample` makes what `Sample` makes of `value_of` the value, for any number."""
+    from actionscheduler_exporter.metrics import samples
+
+    made = samples.whole_sample(catalog.DUE_ACTIONS, given, _CLAIMED)  # type: ignore[arg-type]
+    expected = samples.Sample(catalog.DUE_ACTIONS, samples.value_of(given), _CLAIMED)  # type: ignore[arg-type]
+    assert made == expected and type(made.value) is float
+    assert math.copysign(1.0, made.value) == math.copysign(1.0, expected.value)
+
+
+def test_a_small_whole_sample_is_one_object_while_the_bound_allows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A count that stays the same is the same object at the next scrape and in every
+    store (the writer then takes its line as written); other values, and any past the
+    bound, are made each time."""
+    from actionscheduler_exporter.metrics import samples
+
+    monkeypatch.setattr(samples, "_WHOLE_SAMPLES", {})
+    first = samples.whole_sample(catalog.DUE_ACTIONS, 4, _CLAIMED)
+    assert samples.whole_sample(catalog.DUE_ACTIONS, 4.0, _CLAIMED) is first
+    assert samples.whole_sample(catalog.DUE_ACTIONS, 4) is not first  # other labels
+    assert samples.whole_sample(catalog.IN_PROGRESS, 4) is not first  # another metric
+    assert samples.whole_sample(catalog.UP, 2.5) is not samples.whole_sample(catalog.UP, 2.5)
+    monkeypatch.setattr(samples, "MAX_WHOLE_SAMPLES", len(samples._WHOLE_SAMPLES))
+    assert samples.whole_sample(catalog.UP, 9) is not samples.whole_sample(catalog.UP, 9)
+    assert samples.whole_sample(catalog.DUE_ACTIONS, 4, _CLAIMED) is first

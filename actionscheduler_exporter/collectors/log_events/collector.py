@@ -44,7 +44,7 @@ from actionscheduler_exporter.db.schema import (
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import OTHER, MetricDef
 from actionscheduler_exporter.metrics.folding import StickyFold
-from actionscheduler_exporter.metrics.samples import Labels, Sample, sample, value_of
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample, whole_sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 from actionscheduler_exporter.timing import Clock
 
@@ -377,8 +377,8 @@ class LogEventsStream:
             self._counted = self._counted_samples()
         return (
             *self._counted,
-            Sample(catalog.LOG_CURSOR_LAG, value_of(lag)),
-            Sample(catalog.LOG_ROWS_MISSED, value_of(self._missed)),
+            whole_sample(catalog.LOG_CURSOR_LAG, lag),
+            whole_sample(catalog.LOG_ROWS_MISSED, self._missed),
         )
 
     def _counted_samples(self) -> tuple[Sample, ...]:
