@@ -138,6 +138,8 @@ class SourceReader:
 
     def problem(self, site: str, problem: LogLine | None) -> None:
         """Logs a problem of the site as a whole (down, slow; None: none) when it changes."""
+        if problem is None and not self._problems.open:
+            return  # none to end: every site's result says so at every scrape
         self._set_problem(site, problem, recovered=LogLine.of("site recovered", site))
 
     def close(self) -> None:
