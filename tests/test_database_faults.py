@@ -269,3 +269,24 @@ def test_a_session_tells_a_released_connection_from_a_lost_one_and_a_failed_borr
         assert nowhere.connect_error.kind == "connect"
     finally:
         proxy.close()
+
+
+def test_a_session_counts_the_statements_it_tried(mariadb: Server) -> None:
+    """What the collectors' loop looks at before it looks at the deadline again: every
+    statement tried, answered or failed, and one whose connection could not be taken
+    (its wait is time the round spent)."""
+    site = exporter_site(mariadb, user="root", password="", database="")
+    session = Session(site, pool=ServerPool(f"{mariadb.host}:{mariadb.port}", 1))
+    try:
+        assert session.statements_tried == 0
+        assert session.query("SELECT 1") == [(1,)]
+        with pytest.raises(QueryError):
+            session.query("SELECT * FROM no_such_database.no_such_table")
+        assert session.statements_tried == 2
+    finally:
+        session.close()
+    refused = exporter_site(mariadb, port=free_port(), query_timeout=1.0)
+    nowhere = Session(refused, pool=ServerPool(f"127.0.0.1:{refused.port}", 1))
+    with pytest.raises(QueryError):
+        nowhere.query("SELECT 1")
+    assert nowhere.statements_tried == 1

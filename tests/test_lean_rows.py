@@ -47,6 +47,13 @@ def _answer(connection: Any, sql: str) -> tuple[tuple[Any, ...], tuple[Any, ...]
         return tuple(cursor.fetchall()), tuple(cursor.description)
 
 
+def _description(connection: Any, sql: str) -> Any:
+    """The description object of the statement's answer, as the result made it."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.description
+
+
 @pytest.fixture
 def descriptions_kept() -> dict[tuple[object, ...], Any]:
     """The module's kept descriptions, empty at the test's start."""
@@ -67,11 +74,33 @@ def test_answers_are_pymysqls(mariadb: Server, descriptions_kept: dict[Any, Any]
         other = _open(mariadb, LeanConnection)
         try:
             assert _answer(other, _STATEMENT) == expected
+            # Taken, not parsed again: the same object at every answer.
+            assert _description(other, _STATEMENT) is _description(lean, _STATEMENT)
         finally:
             other.close()
         assert len(descriptions_kept) == 1
         rows, _ = expected
         assert rows[0][11] == "y" * 70000 and rows[0][12] == b"bin\0ary" and rows[0][6] is None
+    finally:
+        plain.close()
+        lean.close()
+
+
+def test_a_statement_over_a_table_is_answered_but_its_descriptions_not_kept(
+    mariadb: Server, database: str, descriptions_kept: dict[Any, Any]
+) -> None:
+    """Its descriptions name its database: a thousand stores' would be a thousand sets."""
+    plain = _open(mariadb, pymysql.connections.Connection, database=database)
+    lean = _open(mariadb, LeanConnection, database=database)
+    try:
+        with plain.cursor() as cursor:
+            cursor.execute("CREATE TABLE t (id BIGINT UNSIGNED PRIMARY KEY, note TEXT)")
+            cursor.execute("INSERT INTO t VALUES (1, 'a'), (2, NULL)")
+        sql = "SELECT id, note, id + 1 AS next FROM t ORDER BY id"
+        assert _answer(lean, sql) == _answer(plain, sql)
+        assert descriptions_kept == {}
+        assert _answer(lean, "SELECT 1 AS computed")[0] == ((1,),)
+        assert len(descriptions_kept) == 1
     finally:
         plain.close()
         lean.close()

@@ -29,15 +29,17 @@ from actionscheduler_exporter.db.tls_contexts import SharedContextConnection
 # number of bytes of a longer length after it.
 _NULL = 0xFB
 _TWO_BYTES, _THREE_BYTES, _EIGHT_BYTES = 0xFC, 0xFD, 0xFE
+_WIDE = {_TWO_BYTES: 2, _THREE_BYTES: 3, _EIGHT_BYTES: 8}
 
 # The converters a connection has unless it is given others: a set of descriptions parsed
 # for one such connection holds for every other.
 _DEFAULT_DECODERS = {code: convert for code, convert in conversions.items() if type(code) is int}
 
 # Parsed sets of column descriptions, by their packets' bytes and the connection's
-# decoding of text. Bounded: a statement over real tables names its database in them, so a thousand
-# stores' other statements make a set each; past the bound the cache starts over, and the
-# sets in use come back at their next answer.
+# decoding of text; only sets that name no database (the hot statements' and the
+# batches' computed columns: a few per server): a statement over real tables names its
+# database in them, and a thousand stores' would make a set each. Bounded all the same:
+# past the bound the cache starts over, and the sets in use come back at their next answer.
 MAX_DESCRIPTIONS = 512
 
 # One parsed set: the fields, each column's (encoding, converter), the description, and
@@ -85,6 +87,8 @@ def read_row(data: bytes, converters: Converters) -> tuple[Any, ...]:
         length = data[position]
         position += 1
         if length >= _NULL:
+            if length in _WIDE and position + _WIDE[length] > end:
+                raise pymysql.err.InternalError("a row's value length is cut short")
             if length == _TWO_BYTES:
                 length = data[position] | data[position + 1] << 8
                 position += 2
@@ -139,7 +143,14 @@ class LeanResult(_MySQLResult):  # type: ignore[misc]
         connection = self.connection
         # The descriptions and the EOF packet after them, as PyMySQL reads them.
         packets = [connection._read_packet().get_all_data() for _ in range(self.field_count + 1)]
-        key = (connection.use_unicode, connection.encoding, *packets)
+        end = packets[-1]
+        if not (end[:1] == b"\xfe" and len(end) < 9):
+            # What PyMySQL asserts: a driver that stopped asking for it (the protocol's
+            # DEPRECATE_EOF) would hand a row here.
+            raise pymysql.err.InternalError("no EOF packet after a result's column descriptions")
+        # The EOF's status flags are not part of the key: they change with the session's
+        # state, the descriptions do not.
+        key = (connection.use_unicode, connection.encoding, *packets[:-1])
         default = connection.decoders == _DEFAULT_DECODERS
         parsed = _descriptions.get(key) if default else None
         if parsed is None:
@@ -149,7 +160,7 @@ class LeanResult(_MySQLResult):  # type: ignore[misc]
             finally:
                 self.connection = connection
             self._lean = lean_converters(self.converters)
-            if not default:
+            if not default or any(field.db for field in self.fields):
                 return
             parsed = (tuple(self.fields), tuple(self.converters), self.description, self._lean)
             with _lock:

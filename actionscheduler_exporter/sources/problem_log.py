@@ -49,9 +49,10 @@ class ProblemLog:
         self._current: dict[str, LogLine | None] = {}
         self._pending: list[_Change] = []
         self._lock = threading.Lock()
-        # How many keys have a problem now: while none has, nothing needs clearing (every
-        # reading of every source clears its key).
-        self.open = 0
+        # The sites (`LogLine.site`) with a problem now, and how many keys each has: a
+        # reading of a site that has none clears nothing (every reading of every source
+        # clears its key).
+        self.open_sites: dict[str, int] = {}
 
     def set(self, key: str, problem: LogLine | None, *, recovered: LogLine | None = None) -> None:
         """The problem of `key` now (None: none); written only when it changes. The
@@ -61,7 +62,10 @@ class ProblemLog:
             if problem == previous:
                 return
             self._current[key] = problem
-            self.open += (problem is not None) - (previous is not None)
+            if previous is not None:
+                self._count(previous.site, -1)
+            if problem is not None:
+                self._count(problem.site, 1)
             if problem is not None:
                 change = _Change(logging.WARNING, problem)
             else:
@@ -70,6 +74,14 @@ class ProblemLog:
                 self._pending.append(change)
                 return
         _write(change.level, change.line, [change.line.site] if change.line.site else [])
+
+    def _count(self, site: str, change: int) -> None:
+        """Under the lock."""
+        count = self.open_sites.get(site, 0) + change
+        if count:
+            self.open_sites[site] = count
+        else:
+            del self.open_sites[site]
 
     def clear(self, key: str, recovered: Callable[[], LogLine]) -> None:
         """No problem of `key` now; `recovered` makes the line that says so, when there

@@ -57,7 +57,7 @@ class SourceReader:
             failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
             return self._failed(source, site, previous, started, failure)
         finished = self.clock()
-        if self._problems.open and not self._closed:
+        if site in self._problems.open_sites and not self._closed:
             self._problems.clear(
                 f"{site}/{source.name}",
                 lambda: LogLine.of("source recovered", site, source=source.name),
@@ -138,7 +138,7 @@ class SourceReader:
 
     def problem(self, site: str, problem: LogLine | None) -> None:
         """Logs a problem of the site as a whole (down, slow; None: none) when it changes."""
-        if problem is None and not self._problems.open:
+        if problem is None and site not in self._problems.open_sites:
             return  # none to end: every site's result says so at every scrape
         self._set_problem(site, problem, recovered=LogLine.of("site recovered", site))
 

@@ -6,6 +6,7 @@ longer than itself refused by both."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -18,7 +19,12 @@ from pymysql.connections import MySQLResult
 from pymysql.converters import convert_datetime
 from pymysql.protocol import MysqlPacket
 
-from actionscheduler_exporter.db.lean_rows import lean_converters, read_row
+from actionscheduler_exporter.db.lean_rows import (
+    _DEFAULT_DECODERS,
+    LeanResult,
+    lean_converters,
+    read_row,
+)
 
 Column = tuple[str | None, Callable[[Any], Any] | None]
 
@@ -130,3 +136,43 @@ def test_a_number_that_is_not_one_fails_in_both(text: bytes, convert: Callable[[
         pymysql_row(data, converters)
     with pytest.raises(ValueError, match=not_a_number):
         read_row(data, lean_converters(converters))
+
+
+@pytest.mark.parametrize("prefix", [b"\xfc\x05", b"\xfd\x05\x00", b"\xfe\x05\x00\x00"])
+def test_a_length_cut_short_is_refused(prefix: bytes) -> None:
+    """PyMySQL fails on it with struct's error; here it is the driver's InternalError,
+    which drops the connection, as a value longer than its packet does."""
+    converters: list[Column] = [(None, None)]
+    with pytest.raises(struct.error):
+        pymysql_row(prefix, converters)
+    with pytest.raises(pymysql.err.InternalError, match="cut short"):
+        read_row(prefix, lean_converters(converters))
+
+
+class _Packets:
+    """What a result reads its packets from: given ones, in order."""
+
+    def __init__(self, packets: list[bytes]) -> None:
+        self.use_unicode, self.encoding = True, "utf8"
+        self.decoders = dict(_DEFAULT_DECODERS)
+        self._packets = iter(packets)
+
+    def _read_packet(self, packet_type: type[MysqlPacket] = MysqlPacket) -> MysqlPacket:
+        return packet_type(next(self._packets), self.encoding)
+
+
+def test_descriptions_without_an_eof_after_them_are_refused() -> None:
+    """A driver that stopped asking for the EOF packet would hand a row where it comes:
+    refused, never parsed as one."""
+    description = (
+        b"\x03def\x00\x00\x00\x01a\x00\x0c\x3f\x00\x01\x00\x00\x00\x08\x81\x00\x00\x00\x00"
+    )
+    result = LeanResult.__new__(LeanResult)
+    result.unbuffered_active = False
+    result.field_count = 1
+    result.connection = _Packets([description, packet([b"7"])])
+    with pytest.raises(pymysql.err.InternalError, match="no EOF packet"):
+        result._get_descriptions()
+    result.connection = _Packets([description, b"\xfe\x00\x00\x02\x00"])
+    result._get_descriptions()
+    assert [column[0] for column in result.description] == ["a"]

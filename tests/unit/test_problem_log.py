@@ -59,19 +59,26 @@ def test_unbuffered_changes_are_written_at_once(caplog: pytest.LogCaptureFixture
     ]
 
 
-def test_the_log_counts_the_keys_with_a_problem_now(caplog: pytest.LogCaptureFixture) -> None:
-    """What a reading looks at before clearing its key: while no key has a problem,
+def test_the_log_counts_the_keys_with_a_problem_now_by_site(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What a reading looks at before clearing its key: while its site has no problem,
     nothing needs clearing."""
     log = ProblemLog()
     caplog.set_level(logging.INFO)
     down(log, "db1")
     down(log, "db1", kind="timeout")  # another problem of the same key
     down(log, "db2")
-    assert log.open == 2
+    log.set("db2/due", LogLine.of("source failed", "db2", source="due"))
+    assert log.open_sites == {"db1": 1, "db2": 2}
     log.clear("db1", lambda: LogLine.of("site recovered", "db1"))
     log.clear("db1", lambda: LogLine.of("site recovered", "db1"))
     log.set("db3", None)  # never had one
-    assert log.open == 1
+    assert log.open_sites == {"db2": 2}
     log.set("db2", None)
-    assert log.open == 0
-    assert [line["msg"] for line in lines(caplog)].count("site recovered") == 1
+    log.set("db2/due", LogLine.of("source failed", "db2", source="due", kind="lock"))
+    assert log.open_sites == {"db2": 1}
+    log.clear("db2/due", lambda: LogLine.of("source recovered", "db2", source="due"))
+    assert log.open_sites == {}
+    messages = [line["msg"] for line in lines(caplog)]
+    assert messages.count("site recovered") == 1 and messages.count("source recovered") == 1

@@ -18,6 +18,7 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.background import BackgroundRefresh
 from actionscheduler_exporter.sources.cached_readings import CachedReadings, RepeatedReadings
 from actionscheduler_exporter.sources.counters import SiteCounters
+from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.site_wide import SiteWideSource
 from actionscheduler_exporter.sources.source import Freshness, Reading, Source
@@ -360,3 +361,35 @@ def test_repeated_readings_of_prefixes_gone_are_forgotten_and_a_late_one_is_seen
     repeated.keep("wp_2_", "claims", (0,), made, [])
     repeated.retain(["wp_", "wp_3_"])
     assert repeated.get("wp_2_", "claims", (0,)) is None
+
+
+def test_a_reader_logs_each_start_and_end_of_a_problem_whatever_other_sites_have(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Readings skip clearing a site's keys while the site has no problem (the shared
+    log says which have one): a source that fails and recovers, and a site that goes
+    down and comes back, each log both lines, beside a site that stays down; a healthy
+    site's readings log nothing."""
+    caplog.set_level(logging.INFO)
+    problems = ProblemLog()
+    reader = SourceReader(SiteCounters(), clock, problems)
+    source = Counting(interval=10)
+    reader.problem("other", LogLine.of("site down", "other", kind="connect"))
+    reader.read(source, None, "healthy")
+    reader.problem("healthy", None)
+    source.fail_with = "forbidden"
+    reader.read(source, None, "shop")
+    source.fail_with = None
+    reader.read(source, None, "shop")
+    reader.read(source, None, "shop")
+    reader.problem("shop", LogLine.of("site down", "shop", kind="connect"))
+    reader.problem("shop", None)
+    reader.problem("shop", None)
+    assert [record.getMessage() for record in caplog.records] == [
+        "site down",  # other's
+        "source failed",
+        "source recovered",
+        "site down",
+        "site recovered",
+    ]
+    assert problems.open_sites == {"other": 1}
