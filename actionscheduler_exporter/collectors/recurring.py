@@ -109,14 +109,17 @@ def stopped_hooks(context: DatabaseContext, hooks: Sequence[str]) -> Iterator[st
     Action Scheduler stopped."""
     actions = context.tables.actions
     candidates = " UNION ALL ".join(["SELECT %s AS hook"] * len(hooks))
+    # Every computed column named: a server names one by its expression, database and
+    # all, and sends that name back with each answer.
     rows = context.query(
         "SELECT judged.hook,"
-        f" {_exists(actions, 'pending')} OR {_exists(actions, 'in-progress')},"
+        f" {_exists(actions, 'pending')} OR {_exists(actions, 'in-progress')} AS has_open,"
         " judged.failed_at, judged.failed_schedule, judged.failed_id, judged.started_at,"
-        f" {_first(actions, 'complete')}, {_first(actions, 'canceled')},"
+        f" {_first(actions, 'complete')} AS completed_at,"
+        f" {_first(actions, 'canceled')} AS canceled_at,"
         " judged.threshold_failed_at,"
-        f" {_if_threshold(_first(actions, 'complete', order='ASC'))},"
-        f" {_if_threshold(_first(actions, 'canceled', order='ASC'))}"
+        f" {_if_threshold(_first(actions, 'complete', order='ASC'))} AS first_completed,"
+        f" {_if_threshold(_first(actions, 'canceled', order='ASC'))} AS first_canceled"
         " FROM (SELECT candidate.hook,"
         f" {_failed(actions)} AS failed_at,"
         f" {_failed(actions, schedule_head())} AS failed_schedule,"

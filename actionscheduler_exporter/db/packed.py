@@ -2,7 +2,9 @@
 
 PyMySQL parses a description packet in Python for every column of every answer, before
 the row: in a thousand stores' scrape, the hot statement's descriptions were an eighth of
-the exporter's Python (docs/performance.md). A server types a subquery when it prepares
+the exporter's Python (docs/performance.md; since 2026-12-06 `db.lean_rows` takes a set
+of descriptions seen before as it was parsed, but a store's own statement still costs a
+packet per column, read and compared). A server types a subquery when it prepares
 the statement, not per row, so the types an answer in columns shows (`learn`) hold for
 later answers of the same statement from the same database; from then on it is sent
 packed there: each value as text behind a marker (NULL as nothing), joined by commas, and
