@@ -151,3 +151,26 @@ def test_the_kept_descriptions_start_over_at_their_bound(
             assert 1 <= len(descriptions_kept) <= 3
     finally:
         lean.close()
+
+
+@pytest.mark.parametrize(
+    "cursor_class",
+    [pymysql.cursors.SSCursor, pymysql.cursors.DictCursor],
+    ids=["unbuffered", "dict"],
+)
+def test_other_cursors_are_answered_as_pymysqls(mariadb: Server, cursor_class: type[Any]) -> None:
+    """An unbuffered answer is parsed row by row as it arrives; a mapping cursor names
+    the values by the descriptions: both as a plain PyMySQL connection has them."""
+    plain = _open(mariadb, pymysql.connections.Connection)
+    lean = _open(mariadb, LeanConnection)
+    try:
+        answers = []
+        for connection in (plain, lean):
+            with connection.cursor(cursor_class) as cursor:
+                cursor.execute(_STATEMENT)
+                answers.append((list(cursor.fetchall()), cursor.description))
+        assert answers[0] == answers[1]
+        assert len(answers[1][0]) == 2
+    finally:
+        plain.close()
+        lean.close()
