@@ -1,8 +1,10 @@
 """A `LeanConnection`'s answers on a real MariaDB are PyMySQL's: the same rows and the same
 descriptions as a plain PyMySQL connection's, for the types the exporter reads and the
-lengths of every width, with its buffered, unbuffered and mapping cursors; a statement's descriptions are parsed once and taken again at
-its next answers, by any connection; a connection given other converters than PyMySQL's
-own is answered with its own, and its descriptions are not kept for the others."""
+lengths of every width, with its buffered, unbuffered and mapping cursors; a statement's
+descriptions are parsed once and taken again at its next answers, by any connection
+(one over real tables, which names its database, is not kept); a connection given other
+converters than PyMySQL's own is answered with its own, and its descriptions are not
+kept for the others."""
 
 from __future__ import annotations
 
