@@ -63,12 +63,9 @@ def whole_sample(metric: MetricDef, value: float | int | None, labels: Labels = 
     found = _WHOLE_SAMPLES.get(key)
     if found is not None:
         return found
-    number = value or 0
-    whole = _WHOLE_VALUES.get(number)
-    if whole is None:
-        return Sample(metric, float(number), labels)
-    made = Sample(metric, whole, labels)
-    if len(_WHOLE_SAMPLES) < MAX_WHOLE_SAMPLES:
+    made = Sample(metric, value_of(value), labels)
+    # `value_of` gives a small whole number as its shared float: only those are kept.
+    if made.value is _WHOLE_VALUES.get(made.value) and len(_WHOLE_SAMPLES) < MAX_WHOLE_SAMPLES:
         _WHOLE_SAMPLES[key] = made
     return made
 
