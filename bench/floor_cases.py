@@ -73,6 +73,21 @@ STEADY_SECONDS = float(os.environ.get("AS_BENCH_STEADY", "0") or 0)
 SETUPS = [name for name in os.environ.get("AS_BENCH_SETUPS", "").split(",") if name]
 
 
+def _exporter_connections(text: str) -> int | None:
+    """`AS_BENCH_CONNECTIONS=<n>`: this checkout's exporter runs the thousand-store
+    set-ups with `connections_per_server: n`, the baseline's and the floor's keep the
+    default's `CONNECTIONS`: how many rounds at once suit the machine (docs/performance.md,
+    "Rounds at once")."""
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise SystemExit(f"AS_BENCH_CONNECTIONS must be a whole number from 1, not {text!r}")
+    return int(text)
+
+
+EXPORTER_CONNECTIONS = _exporter_connections(os.environ.get("AS_BENCH_CONNECTIONS", ""))
+
+
 def _exporters() -> list[tuple[str, Path | None]]:
     return [("exporter", None), *([("baseline", Path(BASELINE))] if BASELINE else [])]
 
@@ -215,7 +230,11 @@ def _many(
         exporters = _exporters()
         for name, source in reversed(exporters) if baseline_first else exporters:
             most[name] = stack.enter_context(connections_watched([server], users[name]))
-            own = {"sites": [{**site, "user": users[name]} for site in document["sites"]]}
+            own: dict[str, Any] = {
+                "sites": [{**site, "user": users[name]} for site in document["sites"]]
+            }
+            if name == "exporter" and EXPORTER_CONNECTIONS is not None:
+                own["connections_per_server"] = EXPORTER_CONNECTIONS
             running[name] = stack.enter_context(
                 exporter_for(own, workdir, name=name, source=source)
             )

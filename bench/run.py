@@ -24,7 +24,11 @@ from typing import Any
 from bench.cases import burst_case, store_case
 from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
-from bench.floor_cases import many_stores_floor_case, one_store_floor_case
+from bench.floor_cases import (
+    EXPORTER_CONNECTIONS,
+    many_stores_floor_case,
+    one_store_floor_case,
+)
 from bench.floor_report import cpu_table, floor_table, floor_targets, replay_table
 from bench.heavy import heavy_case
 from bench.many_sites import many_sites_case, prepare, second_server
@@ -176,6 +180,11 @@ def summary(report: dict[str, Any]) -> str:
     )
     if machine.get("apart"):
         heading += " · the server on a core of its own, the clients on the others"
+    if machine.get("exporter_connections"):
+        heading += (
+            f" · this checkout's exporter with connections_per_server"
+            f" {machine['exporter_connections']} for 1,000 stores"
+        )
     if "load" in report["machine"]:
         before, after = report["machine"]["load"]
         heading += (
@@ -498,6 +507,7 @@ def _machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "buffer_pool": BUFFER_POOL,
         "apart": APART,
+        "exporter_connections": EXPORTER_CONNECTIONS,
     }
 
 
