@@ -66,7 +66,6 @@ class ProblemLog:
                 self._count(previous.site, -1)
             if problem is not None:
                 self._count(problem.site, 1)
-            if problem is not None:
                 change = _Change(logging.WARNING, problem)
             else:
                 change = _Change(logging.INFO, recovered or LogLine.of("recovered", key=key))
