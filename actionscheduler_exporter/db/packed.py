@@ -12,9 +12,11 @@ each turned back into the value the driver would have made of it, by the driver'
 converter for its type.
 
 Only whole numbers, decimals, doubles and dates are packed: their text never holds the
-separator, and is ASCII. A statement with any other column (a text of table statistics)
-stays in columns; so does one whose packed answer could not be read once (a server mode
-that makes `CONCAT` of NULL not NULL, as MariaDB's Oracle mode does).
+separator, and is ASCII; and the texts of the subqueries that give several whole numbers
+(`texts`: `sources.database.values_together`), which are digits, signs and spaces. A
+statement with any other column (a text of table statistics) stays in columns; so does
+one whose packed answer could not be read once (a server mode that makes `CONCAT` of NULL
+not NULL, as MariaDB's Oracle mode does).
 
 Several stores read in one statement (`db.read_ahead`) are read in columns, not packed:
 the descriptions are then the batch's, not each store's, and packed branches cost the
@@ -50,6 +52,8 @@ _PACKABLE = frozenset(
         FIELD_TYPE.TIMESTAMP,
     }
 )
+# The types a subquery of several whole numbers comes back as (a text).
+_TEXTS = frozenset({FIELD_TYPE.VARCHAR, FIELD_TYPE.VAR_STRING, FIELD_TYPE.STRING})
 _SEPARATOR = ","
 _VALUE = "="  # before each value, so that an empty part is a NULL
 
@@ -76,7 +80,8 @@ def _as_is(text: str) -> Any:
 class PackedStatement:
     """One statement of scalar subqueries, shared by every database it is sent to: its
     SQL in columns, and once an answer in columns from an endpoint showed the subqueries'
-    types (`learn`), its SQL in one column for that endpoint (`packed`)."""
+    types (`learn`), its SQL in one column for that endpoint (`packed`). `texts`: the
+    places of the subqueries that give several whole numbers as one text, packed too."""
 
     __slots__ = (
         "_columns",
@@ -84,12 +89,19 @@ class PackedStatement:
         "_packed_sql",
         "_shapes",
         "_subqueries",
+        "_texts",
         "args",
         "width",
     )
 
-    def __init__(self, subqueries: Sequence[str], args: tuple[object, ...]) -> None:
+    def __init__(
+        self,
+        subqueries: Sequence[str],
+        args: tuple[object, ...],
+        texts: frozenset[int] = frozenset(),
+    ) -> None:
         self._subqueries = tuple(subqueries)
+        self._texts = texts
         self.args = args
         self.width = len(self._subqueries)  # the values of its answer
         # Made when first learnt: a statement with the tables' statistics is never
@@ -125,7 +137,7 @@ class PackedStatement:
         is sent to it packed when every one of them can be."""
         if endpoint in self._learnt:
             return  # packed already, or never
-        if not (type_codes and all(code in _PACKABLE for code in type_codes)):
+        if not (type_codes and all(map(self._packable, range(len(type_codes)), type_codes))):
             self._learnt[endpoint] = None
             return
         if not self._packed_sql:
@@ -136,6 +148,9 @@ class PackedStatement:
             self._packed_sql = f"SELECT CONCAT_WS('{_SEPARATOR}', {parts}) AS p"
         self._learnt[endpoint] = tuple(decoders.get(code, _as_is) for code in type_codes)
         self._shapes[endpoint] = tuple(type_codes)
+
+    def _packable(self, place: int, code: int) -> bool:
+        return code in _PACKABLE or (place in self._texts and code in _TEXTS)
 
     def unpack(self, endpoint: Endpoint, rows: list[Row]) -> Row | None:
         """The values of a packed answer, as the driver would have made them in columns;

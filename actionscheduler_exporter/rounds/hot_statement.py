@@ -76,7 +76,7 @@ def read_hot_statement(
         every.insert(0, Columns((stats_query,), stats_args))
     if not every:
         return HotStatement(known_stats or {}, asked=False)
-    statement = _statement_of(tuple(map(_TEXT_AND_ARGS, every)))
+    statement = statement_of(every)
     endpoint = session.endpoint
     packed = statement.packed(endpoint)
     if packed is None or ahead is None:
@@ -128,21 +128,34 @@ def answered_ahead(ahead: StoreAhead) -> bool:
     return read_ahead.answered_ahead(key)
 
 
-# A part's subqueries and arguments: what its statement is made of, and a key hashed in C
-# (a `Columns`' own hash is a Python call, five per store and round).
-_TEXT_AND_ARGS = operator.attrgetter("subqueries", "args")
+def statement_of(parts: Sequence[Columns]) -> PackedStatement:
+    """The one statement of the parts' subqueries, in order: the same object for the same
+    parts (`_statement_of`)."""
+    return _statement_of(tuple(map(_TEXT_AND_ARGS, parts)))
+
+
+# A part's subqueries, arguments and widths: what its statement is made of, and a key
+# hashed in C (a `Columns`' own hash is a Python call, five per store and round).
+_TEXT_AND_ARGS = operator.attrgetter("subqueries", "args", "widths")
 
 
 @functools.lru_cache(maxsize=4096)
 def _statement_of(
-    parts: tuple[tuple[tuple[str, ...], tuple[object, ...]], ...],
+    parts: tuple[tuple[tuple[str, ...], tuple[object, ...], tuple[int, ...]], ...],
 ) -> PackedStatement:
-    """The statement of all the parts' subqueries (each part's subqueries and arguments);
-    made once per set of parts (the same in most rounds of a prefix, and for every
-    database with the same table prefix), so that it is packed once its types are known."""
+    """The statement of all the parts' subqueries (each part's subqueries, arguments and
+    values per subquery); made once per set of parts (the same in most rounds of a
+    prefix, and for every database with the same table prefix), so that it is packed once
+    its types are known."""
+    texts: set[int] = set()
+    place = 0
+    for subqueries, _, widths in parts:
+        texts.update(place + at for at, width in enumerate(widths) if width > 1)
+        place += len(subqueries)
     return PackedStatement(
-        tuple(query for subqueries, _ in parts for query in subqueries),
-        tuple(arg for _, args in parts for arg in args),
+        tuple(query for subqueries, _, _ in parts for query in subqueries),
+        tuple(arg for _, args, _ in parts for arg in args),
+        frozenset(texts),
     )
 
 
@@ -153,7 +166,7 @@ def _split(
     tables: TableNames,
     known_stats: Mapping[str, TableStats] | None,
 ) -> tuple[Mapping[str, TableStats], dict[str, Row]] | None:
-    """The statement's one row (of `width` values: the statistics' when they are not
+    """The statement's one row (of `width` columns: the statistics' when they are not
     known, then the parts') as statistics and each collector's values; None when any
     part of it cannot be an answer (then none of it is trusted)."""
     values = list(rows[0])
@@ -169,9 +182,15 @@ def _split(
     start = 0
     for name, columns in parts:
         end = start + len(columns.subqueries)
-        prefetched[name] = part = tuple(values[start:end])
-        if None in part and columns.problem(part):  # a NULL where none may be
+        part = tuple(values[start:end])
+        if columns.widths:  # a subquery of several values: read from its text
+            read = columns.values(part)
+            if read is None or columns.problem(read):
+                return None
+            part = read
+        elif None in part and columns.problem(part):  # a NULL where none may be
             return None
+        prefetched[name] = part
         start = end
     return stats, prefetched
 

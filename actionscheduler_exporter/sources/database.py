@@ -39,21 +39,60 @@ class Columns:
     thousand sites' scrape is thousands of them), and hands each collector its values;
     alone, they are one statement of their own.
 
-    `nullable`: the positions of the subqueries that may be NULL (an age of nothing, a row
+    `widths`: how many values each subquery gives (empty: one each). A subquery of
+    several (`values_together`) reads them in one pass over its rows, where one subquery
+    per value read the same rows once per value: the server's work per store is about a
+    subquery's, whatever it computes (docs/performance.md). Its values are whole numbers
+    (or NULL), sent as one text and turned back into numbers here (`values`).
+
+    `nullable`: the positions of the values that may be NULL (an age of nothing, a row
     that is gone); every other one (a count) never is, so a NULL there means the answer
     is not one (a killed statement can come back as a row of NULLs, without an error)."""
 
     subqueries: tuple[str, ...]
     args: tuple[object, ...] = ()
     nullable: frozenset[int] = frozenset()
+    widths: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.widths and len(self.widths) != len(self.subqueries):
+            raise ValueError(f"{len(self.widths)} widths for {len(self.subqueries)} subqueries")
+        if any(width < 1 for width in self.widths):
+            raise ValueError(f"a subquery gives at least one value: widths {self.widths}")
+        if all(width == 1 for width in self.widths):
+            object.__setattr__(self, "widths", ())  # one each: the answer is the values
+
+    @property
+    def width(self) -> int:
+        """How many values the subqueries give."""
+        return sum(self.widths) if self.widths else len(self.subqueries)
 
     def statement(self) -> tuple[str, tuple[object, ...]]:
         return in_columns(self.subqueries), self.args
 
+    def values(self, answer: Row) -> Row | None:
+        """The values of an answer, a column per subquery: those of a subquery of several
+        values read from its text; None when that text cannot be theirs. An answer of
+        another number of columns is given back as it is (`problem` names it)."""
+        if not self.widths or len(answer) != len(self.widths):
+            return answer
+        values: list[object] = []
+        for column, width in zip(answer, self.widths, strict=True):
+            if width == 1:
+                values.append(column)
+            elif column is None:  # a killed statement's: `problem` tells
+                values += [None] * width
+            else:
+                found = _whole_numbers(column, width)
+                if found is None:
+                    return None
+                values += found
+        return tuple(values)
+
     def problem(self, values: Row) -> str:
         """Why `values` cannot be this statement's answer ("" when they can)."""
-        if len(values) != len(self.subqueries):
-            return f"{len(values)} values for {len(self.subqueries)} columns"
+        if len(values) != self.width:
+            return f"{len(values)} values for {self.width} columns"
         if None not in values:  # most answers, found in C
             return ""
         nulls = [
@@ -67,6 +106,39 @@ class Columns:
                 "(an interrupted or killed statement)"
             )
         return ""
+
+
+NOT_WHOLE_NUMBERS = "a subquery of several values gave a text of other values"
+# Between the values of a subquery of several: never in a whole number's text, nor in
+# the packed answer's separator (`db.packed`).
+_BETWEEN = " "
+
+
+def values_together(source: str, *expressions: str) -> str:
+    """One subquery of several whole-number values over the rows of `source` (its FROM and
+    WHERE): their texts joined by a space, NULL as nothing (`Columns.values`)."""
+    texts = f", '{_BETWEEN}', ".join(f"COALESCE({expression}, '')" for expression in expressions)
+    return f"SELECT CONCAT({texts}) {source}"
+
+
+def _whole_numbers(column: object, width: int) -> list[int | None] | None:
+    """The `width` whole numbers (or NULLs) of a subquery's text; None if it holds other."""
+    if isinstance(column, bytes | bytearray):
+        column = bytes(column).decode("ascii", errors="replace")
+    if not isinstance(column, str):
+        return None
+    parts = column.split(_BETWEEN)
+    if len(parts) != width:
+        return None
+    numbers: list[int | None] = []
+    for part in parts:
+        if not part:
+            numbers.append(None)
+        elif part.isascii() and part.removeprefix("-").isdigit():
+            numbers.append(int(part))
+        else:  # a decimal, a date, a sign alone: not what such a subquery gives
+            return None
+    return numbers
 
 
 # Slots, not frozen: made twice per table prefix and round (a frozen one took 1.3 µs,
@@ -96,9 +168,9 @@ class DatabaseContext:
         columns = collector.columns(self)
         if columns is None:
             raise TypeError(f"collector {collector.name} declares no columns")
-        values = self.one(*columns.statement())
-        problem = columns.problem(values)
-        if problem:
+        values = columns.values(self.one(*columns.statement()))
+        problem = NOT_WHOLE_NUMBERS if values is None else columns.problem(values)
+        if values is None or problem:
             message = f"the server's answer is not one: {problem}"
             raise QueryError("malformed", message, connection_lost=False)
         return values
