@@ -21,11 +21,13 @@ from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.rounds.hot_statement import statement_of
 from actionscheduler_exporter.rounds.site import MonitoredSite
-from actionscheduler_exporter.sources.database import DatabaseContext
+from actionscheduler_exporter.sources.database import Columns, DatabaseContext
 from actionscheduler_exporter.timing import Deadline
 from testbed.hot_sql import RecordingSession
 from testbed.store import ActionSchedulerStore
+from tests.support.fake_session import together_parts
 from tests.support.scenarios import healthy_flow
 
 # Types a scalar subquery may have that are packed, NULL among them.
@@ -62,17 +64,11 @@ def _a_store_in_every_state(store: ActionSchedulerStore) -> None:
         )
 
 
-def _hot_subqueries(site: SiteConfig, session: Session) -> tuple[list[str], tuple[object, ...]]:
-    """The subqueries and arguments of every hot collector of the site, in one statement."""
+def _hot_columns(site: SiteConfig, session: Session) -> dict[str, Columns]:
+    """The columns of every hot collector of the site, by its name, in the round's order."""
     context = DatabaseContext(session, TableNames(site.table_prefix), site, {})
-    queries: list[str] = []
-    args: list[object] = []
-    for collector in site_sources(site).without_heavy().in_round:
-        columns = collector.columns(context)
-        if columns is not None:
-            queries += columns.subqueries
-            args += columns.args
-    return queries, tuple(args)
+    found = {c.name: c.columns(context) for c in site_sources(site).without_heavy().in_round}
+    return {name: columns for name, columns in found.items() if columns is not None}
 
 
 def _both_ways(session: Session, statement: PackedStatement) -> tuple[object, ...]:
@@ -93,14 +89,62 @@ def test_every_hot_collectors_values_come_back_the_same_packed(
     config = site()
     session = Session(config, check_grants=False)
     try:
-        queries, args = _hot_subqueries(config, session)
-        assert len(queries) >= 9
-        values = _both_ways(session, PackedStatement(queries, args))
-        assert (
-            isinstance(values[0], int) and values[0] >= 1
-        )  # something is due: the comparison is not of zeros alone
+        every = _hot_columns(config, session)
+        assert sum(columns.width for columns in every.values()) >= 9
+        answer = _both_ways(session, statement_of(list(every.values())))
+        read: dict[str, tuple[object, ...]] = {}
+        start = 0
+        for name, columns in every.items():  # each collector's values, as the round splits them
+            end = start + len(columns.subqueries)
+            values = columns.values(answer[start:end])
+            assert values is not None and not columns.problem(values), name
+            read[name] = values
+            start = end
+        assert isinstance(read["due"][0], int) and read["due"][0] >= 1
+        # something is due: the comparison is not of zeros alone
     finally:
         session.close()
+
+
+def test_a_subquery_of_several_values_gives_what_its_values_give_one_subquery_each(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """Each hot collector's subqueries of several values (`values_together`) against the
+    same values read one subquery each, in one statement (one clock for the ages), on a
+    store where something is due, claimed, running and zero-dated; in ORACLE mode too,
+    where CONCAT keeps what a NULL would have dropped."""
+    _a_store_in_every_state(store)
+    config = site()
+    session = Session(config, check_grants=False)
+    try:
+        grouped = {n: c for n, c in _hot_columns(config, session).items() if c.widths}
+        assert set(grouped) >= {"due", "in_progress", "claims"}
+        for mode in ("", "ORACLE"):
+            session.query(f"SET SESSION sql_mode = '{mode}'")
+            for name, columns in grouped.items():
+                alone, alone_args = _one_value_each(columns)
+                both = Columns((*columns.subqueries, *alone), (*columns.args, *alone_args))
+                answer = session.query(*both.statement())[0]
+                together = columns.values(answer[: len(columns.subqueries)])
+                assert together == answer[len(columns.subqueries) :], (name, mode)
+                assert not columns.problem(together), name
+        assert grouped["due"].values(session.query(*grouped["due"].statement())[0])[0] >= 1
+    finally:
+        session.close()
+
+
+def _one_value_each(columns: Columns) -> tuple[list[str], list[object]]:
+    """The columns' subqueries with one value each, and their arguments, in order."""
+    queries: list[str] = []
+    args: list[object] = []
+    remaining = list(columns.args)
+    for subquery in columns.subqueries:
+        for part in together_parts(subquery) or [subquery]:
+            count = part.count("%s")
+            queries.append(part)
+            args += remaining[:count]
+            remaining = remaining[count:]
+    return queries, args
 
 
 def test_every_packed_type_and_null_comes_back_as_the_driver_makes_it(

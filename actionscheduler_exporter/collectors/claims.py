@@ -8,7 +8,12 @@ from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, sec
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, whole_sample
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.database import (
+    Collector,
+    Columns,
+    DatabaseContext,
+    values_together,
+)
 
 
 class ClaimsCollector(Collector):
@@ -38,18 +43,24 @@ class ClaimsCollector(Collector):
 @functools.lru_cache(maxsize=4096)
 def _claims_columns(tables: TableNames) -> Columns:
     """Index-bounded scalar subqueries (a network of a thousand subsites reads these for
-    each of them: statements, not rows, are the cost there); made once per prefix."""
+    each of them: statements, not rows, are the cost there); the claim rows and the
+    oldest of them in one pass over the claims table's date_created_gmt index (a row per
+    live or orphaned claim). Made once per prefix."""
     return Columns(
         (
             # The same count as ActionScheduler_Abstract_QueueRunner's claim count, which
             # the runner compares with the concurrent-batches limit.
             f"SELECT COUNT(DISTINCT claim_id) FROM {tables.actions}"
             " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
-            f"SELECT COUNT(*) FROM {tables.claims}",
-            # The first entry of the date_created_gmt index's range.
-            "SELECT TIMESTAMPDIFF(SECOND, MIN(date_created_gmt), UTC_TIMESTAMP())"
-            f" FROM {tables.claims} WHERE date_created_gmt >= %s",
+            values_together(
+                f"FROM {tables.claims}",
+                "COUNT(*)",
+                "TIMESTAMPDIFF(SECOND,"
+                " MIN(CASE WHEN date_created_gmt >= %s THEN date_created_gmt END),"
+                " UTC_TIMESTAMP())",
+            ),
         ),
         (VALID_DATE_FLOOR,),
         nullable=frozenset({2}),  # the oldest claim, of none
+        widths=(1, 2),
     )

@@ -8,7 +8,12 @@ from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, labels_of, whole_sample
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.database import (
+    Collector,
+    Columns,
+    DatabaseContext,
+    values_together,
+)
 from actionscheduler_exporter.sources.source import Reading
 
 # What the oldest-due column holds when the oldest due action has the zero date.
@@ -36,10 +41,10 @@ class DueCollector(Collector):
     def same_samples_for(self, values: Row) -> bool:
         # The oldest age is the server's, unless zero-dated actions are due: then it is
         # read from the log, and grows with the clock.
-        return bool(values[-1] != _ZERO_DATED)
+        return bool(values[1] != _ZERO_DATED)
 
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
-        due, claimed, oldest = context.values_of(self)
+        due, oldest, claimed = context.values_of(self)
         # One statement's subqueries share one read view: the difference is exact.
         unclaimed = max(0, int(due) - int(claimed))
         age = seconds(oldest)
@@ -71,24 +76,28 @@ class DueCollector(Collector):
 
 @functools.lru_cache(maxsize=4096)
 def _due_columns(actions: str) -> Columns:
-    """Three scalar subqueries, each answered by an index alone, as the floor's are
-    (docs/performance.md): every due action and the oldest of them from the (status,
+    """Every due action and the oldest of them, in one pass over the (status,
     scheduled_date_gmt) index, where they are one contiguous range whose first entry is
-    the oldest; the claimed ones from (claim_id, status, scheduled_date_gmt). The oldest
-    is the first entry of the range, so a zero-dated action, when there is one, is that
-    entry: then the column says so (-1) and its age is read apart (`_zero_dated_oldest`),
-    which a healthy store never needs. Made once per table (the same in every round)."""
+    the oldest; the claimed ones from (claim_id, status, scheduled_date_gmt): each read
+    from an index alone, as the floor's are (docs/performance.md). The oldest is the
+    first entry of the range, so a zero-dated action, when there is one, is that entry:
+    then the column says so (-1) and its age is read apart (`_zero_dated_oldest`), which
+    a healthy store never needs. Made once per table (the same in every round)."""
     due = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
     return Columns(
         (
-            f"SELECT COUNT(*) {due}",
+            values_together(
+                due,
+                "COUNT(*)",
+                f"IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
+                " TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP()))",
+            ),
             f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
             " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
-            f"SELECT IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
-            f" TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP())) {due}",
         ),
         (VALID_DATE_FLOOR,),
-        nullable=frozenset({2}),  # the oldest, when nothing is due
+        nullable=frozenset({1}),  # the oldest, when nothing is due
+        widths=(2, 1),
     )
 
 

@@ -8,7 +8,12 @@ from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, whole_sample
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.database import (
+    Collector,
+    Columns,
+    DatabaseContext,
+    values_together,
+)
 
 
 class InProgressCollector(Collector):
@@ -34,15 +39,19 @@ class InProgressCollector(Collector):
 
 @functools.lru_cache(maxsize=4096)
 def _in_progress_columns(actions: str) -> Columns:
-    """Made once per table: the same in every round."""
-    running = f"FROM {actions} WHERE status = 'in-progress'"
+    """The running actions and the oldest start among them, in one pass over their rows;
+    made once per table: the same in every round."""
     return Columns(
         (
-            f"SELECT COUNT(*) {running}",
-            "SELECT TIMESTAMPDIFF(SECOND,"
-            " MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
-            f" UTC_TIMESTAMP()) {running}",
+            values_together(
+                f"FROM {actions} WHERE status = 'in-progress'",
+                "COUNT(*)",
+                "TIMESTAMPDIFF(SECOND,"
+                " MIN(CASE WHEN last_attempt_gmt >= %s THEN last_attempt_gmt END),"
+                " UTC_TIMESTAMP())",
+            ),
         ),
         (VALID_DATE_FLOOR,),
         nullable=frozenset({1}),  # the oldest start, of none
+        widths=(2,),
     )

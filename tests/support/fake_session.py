@@ -103,9 +103,24 @@ class FakeSession(Session):
         for subquery in subqueries:
             count = subquery.count("%s")
             values, remaining = remaining[:count], remaining[count:]
-            answered = self._answer(subquery, values)
-            row.append(answered[0][0] if answered else None)
+            row.append(self._scalar(subquery, values))
         return [tuple(row)]
+
+    def _scalar(self, subquery: str, args: list[object]) -> Any:
+        """A scalar subquery's value; one of several values (`values_together`) is
+        answered value by value, each as a subquery of its own, joined as the server
+        joins them."""
+        parts = together_parts(subquery)
+        if parts is None:
+            answered = self._answer(subquery, args)
+            return answered[0][0] if answered else None
+        texts = []
+        for part in parts:
+            count = part.count("%s")
+            values, args = args[:count], args[count:]
+            value = self._scalar(part, values)
+            texts.append("" if value is None else str(value))
+        return " ".join(texts)
 
     def _in_own_database(
         self, sql: str, args: Sequence[object] | None
@@ -175,6 +190,40 @@ def scalar_subqueries(sql: str) -> list[str] | None:
     return found
 
 
+def together_parts(subquery: str) -> list[str] | None:
+    """The subqueries of one value each that a subquery of several values
+    (`SELECT CONCAT(COALESCE(e1, ''), ' ', COALESCE(e2, '')) FROM ...`) stands for:
+    `SELECT e1 FROM ...`, ...; None for any other subquery."""
+    head = "SELECT CONCAT("
+    if not subquery.startswith(head):
+        return None
+    items: list[str] = []
+    depth, start = 0, len(head)
+    for position in range(len(head), len(subquery)):
+        character = subquery[position]
+        if character == "(":
+            depth += 1
+        elif character == ")" and depth:
+            depth -= 1
+        elif character in ",)" and depth == 0:
+            items.append(subquery[start:position].strip())
+            start = position + 1
+            if character == ")":
+                source = subquery[position + 1 :].strip()
+                break
+    else:
+        return None
+    wrapped = [item for item in items if item != "' '"]
+    expressions = [
+        item.removeprefix("COALESCE(").removesuffix(", '')")
+        for item in wrapped
+        if item.startswith("COALESCE(") and item.endswith(", '')")
+    ]
+    if len(expressions) != len(wrapped):
+        return None
+    return [f"SELECT {expression} {source}" for expression in expressions]
+
+
 TABLE_STATS: list[Row] = [
     (f"wp_actionscheduler_{table}", 10, 16384) for table in ("actions", "claims", "groups", "logs")
 ]
@@ -190,7 +239,10 @@ def declared_columns(site: SiteConfig | None = None) -> set[str]:
     for collector in site_sources(site).in_round:
         columns = collector.columns(context)
         if columns is not None:
-            found.update(" ".join(as_scripted(query).split()) for query in columns.subqueries)
+            for query in columns.subqueries:
+                found.update(
+                    " ".join(as_scripted(part).split()) for part in together_parts(query) or [query]
+                )
     return found
 
 
@@ -224,7 +276,7 @@ def healthy_store() -> Script:
             ("WHERE status = 'in-progress'", [(2,)]),
             # Claims: runner's count, rows, oldest; orphaned and stale (anomalies).
             ("COUNT(DISTINCT claim_id)", [(1,)]),
-            ("MIN(date_created_gmt)", [(50,)]),
+            ("THEN date_created_gmt END)", [(50,)]),
             ("NOT EXISTS", [(0,)]),
             ("INTERVAL %s SECOND", [(0,)]),
             ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(1,)]),
