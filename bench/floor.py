@@ -54,12 +54,27 @@ def one_store_statements(prefix: str) -> list[tuple[str, tuple[object, ...]]]:
     return [("SELECT " + ", ".join(f"({sql})" for sql in scalars), ()), (tail, ())]
 
 
-def many_stores_statement(database: str, prefix: str) -> str:
-    """One store's statement of the N-store floor."""
+def many_stores_statement(database: str, prefix: str, *, together: bool = False) -> str:
+    """One store's statement of the N-store floor; `together`: the values that one pass
+    over the same rows gives (the due count and oldest, the running count and oldest) in
+    one subquery each, as the exporter reads them: 6 subqueries instead of 8."""
     actions, claims, logs = (
         f"`{database}`.{prefix}actionscheduler_{table}" for table in ("actions", "claims", "logs")
     )
     pending = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
+    if together:
+        scalars: tuple[str, ...] = (
+            f"SELECT CONCAT_WS('/', COUNT(*), MIN(scheduled_date_gmt)) {pending}",
+            f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
+            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            f"SELECT CONCAT_WS('/', COUNT(*), MIN(last_attempt_gmt)) FROM {actions}"
+            " WHERE status = 'in-progress'",
+            f"SELECT COUNT(DISTINCT claim_id) FROM {actions}"
+            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
+            f"SELECT COUNT(*) FROM {claims}",
+            f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
+        )
+        return "SELECT " + ", ".join(f"({sql})" for sql in scalars)
     scalars = (
         f"SELECT COUNT(*) {pending}",
         f"SELECT MIN(scheduled_date_gmt) {pending}",

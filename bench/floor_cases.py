@@ -88,6 +88,18 @@ def _exporter_connections(text: str) -> int | None:
 EXPORTER_CONNECTIONS = _exporter_connections(os.environ.get("AS_BENCH_CONNECTIONS", ""))
 
 
+def _floor_together(text: str) -> bool:
+    """`AS_BENCH_FLOOR_TOGETHER=1`: the thousand stores' floor reads the values of one pass
+    over the same rows in one subquery, as the exporter does (`many_stores_statement`):
+    the floor of the statements as the exporter now shapes them."""
+    if text not in ("", "0", "1"):
+        raise SystemExit(f"AS_BENCH_FLOOR_TOGETHER must be 1 or 0, not {text!r}")
+    return text == "1"
+
+
+FLOOR_TOGETHER = _floor_together(os.environ.get("AS_BENCH_FLOOR_TOGETHER", ""))
+
+
 def _exporters() -> list[tuple[str, Path | None]]:
     return [("exporter", None), *([("baseline", Path(BASELINE))] if BASELINE else [])]
 
@@ -141,12 +153,13 @@ def one_store_floor_case(server: Server, profile: StoreProfile, workdir: Path) -
 def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
     """1,000 databases (a site entry each) and 1,000 subsites, on one server."""
     site = thousand_stores_site(server)
-    databases = [many_stores_statement(f"one_db_{index}", PREFIX) for index in range(SITES)]
+    statement = partial(many_stores_statement, together=FLOOR_TOGETHER)
+    databases = [statement(f"one_db_{index}", PREFIX) for index in range(SITES)]
     setups: dict[str, tuple[dict[str, Any], list[str]]] = {
         f"{SITES} databases": (databases_document(site), databases),
         f"{SITES} subsites": (
             network_document(site),
-            [many_stores_statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
+            [statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
         ),
         AT_PROMETHEUS_PACE: (
             databases_document({**site, "due_split_interval": "100ms"}),

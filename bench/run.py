@@ -26,6 +26,7 @@ from bench.due_split import due_split_case
 from bench.due_split import table as due_split_table
 from bench.floor_cases import (
     EXPORTER_CONNECTIONS,
+    FLOOR_TOGETHER,
     many_stores_floor_case,
     one_store_floor_case,
 )
@@ -185,6 +186,8 @@ def summary(report: dict[str, Any]) -> str:
             f" · this checkout's exporter with connections_per_server"
             f" {machine['exporter_connections']} for 1,000 stores"
         )
+    if machine.get("floor_together"):
+        heading += " · the floor of 1,000 stores reads each pass's values together (6 subqueries)"
     if "load" in report["machine"]:
         before, after = report["machine"]["load"]
         heading += (
@@ -508,6 +511,7 @@ def _machine() -> dict[str, Any]:
         "buffer_pool": BUFFER_POOL,
         "apart": APART,
         "exporter_connections": EXPORTER_CONNECTIONS,
+        "floor_together": FLOOR_TOGETHER,
     }
 
 

@@ -126,9 +126,11 @@ def test_a_subquery_of_several_values_gives_what_its_values_give_one_subquery_ea
                 both = Columns((*columns.subqueries, *alone), (*columns.args, *alone_args))
                 answer = session.query(*both.statement())[0]
                 together = columns.values(answer[: len(columns.subqueries)])
+                assert together is not None, (name, mode)
                 assert together == answer[len(columns.subqueries) :], (name, mode)
                 assert not columns.problem(together), name
-        assert grouped["due"].values(session.query(*grouped["due"].statement())[0])[0] >= 1
+        due = grouped["due"].values(session.query(*grouped["due"].statement())[0])
+        assert due is not None and due[0] >= 1
     finally:
         session.close()
 
