@@ -89,9 +89,9 @@ def replay_against_floor(
     pid = server.process.pid
     walls: dict[str, list[float]] = {"replay": [], "floor": []}
     cpus: dict[str, list[float]] = {"replay": [], "floor": []}
-    with _connections(server, len(commands), database) as connections:
+    with connections_for(server, len(commands), database) as connections:
         calls: dict[str, Callable[[], None]] = {
-            "replay": lambda: _send(connections, commands),
+            "replay": lambda: send_all(connections, commands),
             "floor": floor.run,
         }
         for warm_up in calls.values():
@@ -116,7 +116,7 @@ def replay_against_floor(
 
 
 @contextlib.contextmanager
-def _connections(
+def connections_for(
     server: Server, count: int, database: str | None
 ) -> Iterator[list[pymysql.connections.Connection[Any]]]:
     connections = [server.connect(database) for _ in range(count)]
@@ -128,7 +128,7 @@ def _connections(
                 connection.close()
 
 
-def _send(
+def send_all(
     connections: list[pymysql.connections.Connection[Any]], commands: list[list[Command]]
 ) -> None:
     """Each connection's commands on a connection of its own, side by side."""
