@@ -185,10 +185,10 @@ def _split(
         part = tuple(values[start:end])
         if columns.widths:  # a subquery of several values: read from its text
             read = columns.values(part)
-            if read is None or columns.problem(read):
+            if read is None:
                 return None
             part = read
-        elif None in part and columns.problem(part):  # a NULL where none may be
+        if None in part and columns.problem(part):  # a NULL where none may be
             return None
         prefetched[name] = part
         start = end

@@ -82,13 +82,12 @@ class Columns:
         for column, width in zip(answer, self.widths, strict=True):
             if width == 1:
                 values.append(column)
-            elif column is None:  # a killed statement's: `problem` tells
-                values += [None] * width
-            else:
-                found = _whole_numbers(column, width)
-                if found is None:
-                    return None
-                values += found
+                continue
+            # A killed statement's NULL is one per value (`problem` tells).
+            found = [None] * width if column is None else _whole_numbers(column, width)
+            if found is None:
+                return None
+            values += found
         return tuple(values)
 
     def problem(self, values: Row) -> str:
