@@ -9,7 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actionscheduler_exporter.sources.database import Columns, values_together
+from actionscheduler_exporter.collectors import site_sources
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.sources.database import Columns, DatabaseContext, values_together
+from tests.support.fake_session import FakeSession, Script
 
 SEVERAL = Columns(("SELECT 1", "SELECT 2", "SELECT 3"), widths=(1, 2, 1), nullable=frozenset({2}))
 whole = st.none() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
@@ -100,3 +104,35 @@ def test_widths_that_do_not_fit_the_subqueries_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Columns(("a", "b"), widths=widths)
+
+
+def _source(subquery: str) -> str | None:
+    """A subquery's FROM and WHERE: the rows it reads (white space folded); None for one
+    that reads no table (a server variable)."""
+    depth = 0
+    for place, character in enumerate(subquery):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if depth == 0 and subquery.startswith(" FROM ", place):
+            return " ".join(subquery[place:].split())
+    return None
+
+
+@pytest.mark.parametrize("prefix", ["wp_", "auto"])
+def test_no_two_subqueries_of_the_round_statement_read_the_same_rows(prefix: str) -> None:
+    """The server's work per store is a cost per subquery (docs/performance.md, "Values of
+    the same rows in one pass"): what one pass over the same rows gives is one subquery
+    (`values_together`), for every in-round collector a site has."""
+    site = SiteConfig(name="shop", database="wp", table_prefix=prefix)
+    context = DatabaseContext(
+        FakeSession(site, Script()), TableNames("wp_" if prefix == "auto" else prefix), site, {}
+    )
+    sources: dict[str, str] = {}
+    for collector in site_sources(site).in_round:
+        columns = collector.columns(context)
+        for subquery in columns.subqueries if columns is not None else ():
+            source = _source(subquery)
+            if source is None:
+                continue
+            assert source not in sources, (collector.name, sources.get(source), source)
+            sources[source] = collector.name
+    assert len(sources) >= 5
