@@ -20,7 +20,7 @@ import contextlib
 import functools
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,33 +86,46 @@ def replay_against_floor(
     """The captured commands and the floor, in turn, `ROUNDS` times each; `database`: the
     one the exporter's connections opened (a network's: its statements name no database)."""
     assert server.process is not None, "the server's CPU is counted: a private server"
-    pid = server.process.pid
-    walls: dict[str, list[float]] = {"replay": [], "floor": []}
-    cpus: dict[str, list[float]] = {"replay": [], "floor": []}
     with connections_for(server, len(commands), database) as connections:
-        calls: dict[str, Callable[[], None]] = {
-            "replay": lambda: send_all(connections, commands),
-            "floor": floor.run,
-        }
-        for warm_up in calls.values():
-            warm_up()  # once untimed: the tables open, the connections warm
-        for index in range(ROUNDS):
-            # Each side first in every other round: neither always meets the other's wake.
-            order = list(calls.items())
-            for side, call in order if index % 2 == 0 else reversed(order):
-                cpu = process_cpu_seconds(pid)
-                started = time.perf_counter()
-                call()
-                walls[side].append(time.perf_counter() - started)
-                cpus[side].append(process_cpu_seconds(pid) - cpu)
+        walls, cpus = in_turn(
+            server.process.pid,
+            {"replay": lambda: send_all(connections, commands), "floor": floor.run},
+            ROUNDS,
+        )
     return Replayed(
-        statements=sum(1 for sent in commands for command, _ in sent if command == "Query"),
+        statements=statements_of(commands),
         connections=len(commands),
         wall_s=statistics.median(walls["replay"]),
         server_cpu_s=statistics.fmean(cpus["replay"]),
         floor_wall_s=statistics.median(walls["floor"]),
         floor_server_cpu_s=statistics.fmean(cpus["floor"]),
     )
+
+
+def in_turn(
+    pid: int, calls: Mapping[str, Callable[[], object]], rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each call once untimed (the tables open, the connections warm), then `rounds`
+    times, the calls in turn, each first in every other round (none always meets another's
+    wake): the wall and the server's CPU (process `pid`) of each call, by its name."""
+    walls: dict[str, list[float]] = {name: [] for name in calls}
+    cpus: dict[str, list[float]] = {name: [] for name in calls}
+    for warm_up in calls.values():
+        warm_up()
+    order = list(calls.items())
+    for index in range(rounds):
+        for name, call in order if index % 2 == 0 else reversed(order):
+            cpu = process_cpu_seconds(pid)
+            started = time.perf_counter()
+            call()
+            walls[name].append(time.perf_counter() - started)
+            cpus[name].append(process_cpu_seconds(pid) - cpu)
+    return walls, cpus
+
+
+def statements_of(commands: list[list[Command]]) -> int:
+    """The statements (`Query`) of a capture, every connection's."""
+    return sum(1 for sent in commands for command, _ in sent if command == "Query")
 
 
 @contextlib.contextmanager
