@@ -56,8 +56,9 @@ def one_store_statements(prefix: str) -> list[tuple[str, tuple[object, ...]]]:
 
 def many_stores_statement(database: str, prefix: str, *, together: bool = False) -> str:
     """One store's statement of the N-store floor; `together`: the values that one pass
-    over the same rows gives (the due count and oldest, the running count and oldest) in
-    one subquery each, as the exporter reads them: 6 subqueries instead of 8."""
+    over the same rows gives (the due count and oldest, the running count and oldest, the
+    claimed due actions and the active claims) in one subquery each, as the exporter
+    reads them: 5 subqueries instead of 8."""
     actions, claims, logs = (
         f"`{database}`.{prefix}actionscheduler_{table}" for table in ("actions", "claims", "logs")
     )
@@ -65,12 +66,11 @@ def many_stores_statement(database: str, prefix: str, *, together: bool = False)
     if together:
         scalars: tuple[str, ...] = (
             f"SELECT CONCAT_WS('/', COUNT(*), MIN(scheduled_date_gmt)) {pending}",
-            f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
-            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
             f"SELECT CONCAT_WS('/', COUNT(*), MIN(last_attempt_gmt)) FROM {actions}"
             " WHERE status = 'in-progress'",
-            f"SELECT COUNT(DISTINCT claim_id) FROM {actions}"
-            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
+            "SELECT CONCAT_WS('/', COUNT(CASE WHEN status = 'pending'"
+            " AND scheduled_date_gmt <= UTC_TIMESTAMP() THEN 1 END), COUNT(DISTINCT claim_id))"
+            f" FROM {actions} WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
             f"SELECT COUNT(*) FROM {claims}",
             f"SELECT COALESCE(MAX(log_id), 0) FROM {logs}",
         )

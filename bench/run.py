@@ -187,7 +187,7 @@ def summary(report: dict[str, Any]) -> str:
             f" {machine['exporter_connections']} for 1,000 stores"
         )
     if machine.get("floor_together"):
-        heading += " · the floor of 1,000 stores reads each pass's values together (6 subqueries)"
+        heading += " · the floor of 1,000 stores reads each pass's values together (5 subqueries)"
     if "load" in report["machine"]:
         before, after = report["machine"]["load"]
         heading += (

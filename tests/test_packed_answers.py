@@ -21,7 +21,7 @@ from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.rounds.hot_statement import statement_of
+from actionscheduler_exporter.rounds.hot_statement import read_hot_statement, statement_of
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.sources.database import Columns, DatabaseContext
 from actionscheduler_exporter.timing import Deadline
@@ -91,15 +91,10 @@ def test_every_hot_collectors_values_come_back_the_same_packed(
     try:
         every = _hot_columns(config, session)
         assert sum(columns.width for columns in every.values()) >= 9
-        answer = _both_ways(session, statement_of(list(every.values())))
-        read: dict[str, tuple[object, ...]] = {}
-        start = 0
-        for name, columns in every.items():  # each collector's values, as the round splits them
-            end = start + len(columns.subqueries)
-            values = columns.values(answer[start:end])
-            assert values is not None and not columns.problem(values), name
-            read[name] = values
-            start = end
+        _both_ways(session, statement_of(list(every.values())))
+        read = _as_the_round_reads(config, session, every)  # each collector's, split
+        for name, columns in every.items():
+            assert not columns.problem(read[name]), name
         assert isinstance(read["due"][0], int) and read["due"][0] >= 1
         # something is due: the comparison is not of zeros alone
     finally:
@@ -133,6 +128,57 @@ def test_a_subquery_of_several_values_gives_what_its_values_give_one_subquery_ea
         assert due is not None and due[0] >= 1
     finally:
         session.close()
+
+
+def _as_the_round_reads(
+    config: SiteConfig, session: Session, every: dict[str, Columns]
+) -> dict[str, tuple[object, ...]]:
+    """Each hot collector's values from the round's one statement, split as it splits
+    them (`read_hot_statement`, the tables' statistics known)."""
+    context = DatabaseContext(session, TableNames(config.table_prefix), config, {})
+    collectors = [c for c in site_sources(config).without_heavy().in_round if c.name in every]
+    statement = read_hot_statement(context, collectors, {})
+    assert statement.prefetched.keys() == every.keys()
+    return {name: tuple(values) for name, values in statement.prefetched.items()}
+
+
+def test_the_claimed_open_actions_are_read_once_for_the_due_and_claims_collectors(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """The claimed due actions (due's) and the active claims (claims') come from one pass
+    over the claim index, sent once in the round's statement (`collectors.claimed`): each
+    gives what the statement of one value did before, on a store with claimed due,
+    claimed running and claimed actions not due yet (a claim is staked on due actions; a
+    DBA may move one's date), an unclaimed due one and a second claim."""
+    _a_store_in_every_state(store)
+    second = store.stake_claim(batch_size=2)
+    with store.connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {store.actions} SET scheduled_date_gmt = UTC_TIMESTAMP() + INTERVAL 1 DAY"
+            " WHERE action_id = %s",
+            (second.action_ids[0],),
+        )
+    config = site()
+    session = Session(config, check_grants=False)
+    try:
+        every = _hot_columns(config, session)
+        statement = statement_of(list(every.values()))
+        shared = [q for q in statement.subqueries if "COUNT(DISTINCT claim_id)" in q]
+        assert len(shared) == 1
+        assert statement.width == sum(len(c.subqueries) for c in every.values()) - 1
+        ((claimed_due, active),) = session.query(
+            f"SELECT (SELECT COUNT(*) FROM {store.actions} WHERE claim_id > 0"
+            " AND status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()),"
+            f" (SELECT COUNT(DISTINCT claim_id) FROM {store.actions}"
+            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress'))"
+        )
+        read = _as_the_round_reads(config, session, every)
+    finally:
+        session.close()
+    # The second claim's other action; the first claim's runs: two claims.
+    assert (claimed_due, active) == (1, 2)
+    assert read["due"][2] == claimed_due and read["claims"][1] == active
+    assert read["due"][2:4] == read["claims"][0:2]
 
 
 def _one_value_each(columns: Columns) -> tuple[list[str], list[object]]:

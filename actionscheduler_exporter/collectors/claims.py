@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from actionscheduler_exporter.collectors.claimed import claimed_open_actions
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
@@ -32,7 +33,7 @@ class ClaimsCollector(Collector):
         return True  # the oldest claim's age is the server's (TIMESTAMPDIFF)
 
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
-        active, rows, oldest = context.values_of(self)
+        _, active, rows, oldest = context.values_of(self)
         return (
             whole_sample(catalog.ACTIVE_CLAIMS, active),
             whole_sample(catalog.CLAIM_ROWS, rows),
@@ -43,15 +44,13 @@ class ClaimsCollector(Collector):
 @functools.lru_cache(maxsize=4096)
 def _claims_columns(tables: TableNames) -> Columns:
     """Index-bounded scalar subqueries (a network of a thousand subsites reads these for
-    each of them: statements, not rows, are the cost there); the claim rows and the
-    oldest of them in one pass over the claims table's date_created_gmt index (a row per
-    live or orphaned claim). Made once per prefix."""
+    each of them: statements, not rows, are the cost there): the active claims from the
+    pass the due collector's claimed due actions come from (`collectors.claimed`), the
+    claim rows and the oldest of them in one pass over the claims table's
+    date_created_gmt index (a row per live or orphaned claim). Made once per prefix."""
     return Columns(
         (
-            # The same count as ActionScheduler_Abstract_QueueRunner's claim count, which
-            # the runner compares with the concurrent-batches limit.
-            f"SELECT COUNT(DISTINCT claim_id) FROM {tables.actions}"
-            " WHERE claim_id != 0 AND status IN ('pending', 'in-progress')",
+            claimed_open_actions(tables.actions),
             values_together(
                 f"FROM {tables.claims}",
                 "COUNT(*)",
@@ -61,6 +60,7 @@ def _claims_columns(tables: TableNames) -> Columns:
             ),
         ),
         (VALID_DATE_FLOOR,),
-        nullable=frozenset({2}),  # the oldest claim, of none
-        widths=(1, 2),
+        # The claimed due actions, the due collector's; the oldest claim, of none.
+        nullable=frozenset({0, 3}),
+        widths=(2, 2),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from actionscheduler_exporter.collectors.claimed import claimed_open_actions
 from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, seconds
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics import catalog
@@ -44,7 +45,7 @@ class DueCollector(Collector):
         return bool(values[1] != _ZERO_DATED)
 
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
-        due, oldest, claimed = context.values_of(self)
+        due, oldest, claimed, _ = context.values_of(self)
         # One statement's subqueries share one read view: the difference is exact.
         unclaimed = max(0, int(due) - int(claimed))
         age = seconds(oldest)
@@ -78,11 +79,13 @@ class DueCollector(Collector):
 def _due_columns(actions: str) -> Columns:
     """Every due action and the oldest of them, in one pass over the (status,
     scheduled_date_gmt) index, where they are one contiguous range whose first entry is
-    the oldest; the claimed ones from (claim_id, status, scheduled_date_gmt): each read
-    from an index alone, as the floor's are (docs/performance.md). The oldest is the
-    first entry of the range, so a zero-dated action, when there is one, is that entry:
-    then the column says so (-1) and its age is read apart (`_zero_dated_oldest`), which
-    a healthy store never needs. Made once per table (the same in every round)."""
+    the oldest; the claimed ones from (claim_id, status, scheduled_date_gmt), in the pass
+    the claims collector's active claims come from (`collectors.claimed`, sent once for
+    both): each read from an index alone, as the floor's are (docs/performance.md). The
+    oldest is the first entry of the range, so a zero-dated action, when there is one, is
+    that entry: then the column says so (-1) and its age is read apart
+    (`_zero_dated_oldest`), which a healthy store never needs. Made once per table (the
+    same in every round)."""
     due = f"FROM {actions} WHERE status = 'pending' AND scheduled_date_gmt <= UTC_TIMESTAMP()"
     return Columns(
         (
@@ -92,12 +95,12 @@ def _due_columns(actions: str) -> Columns:
                 f"IF(MIN(scheduled_date_gmt) < %s, {_ZERO_DATED},"
                 " TIMESTAMPDIFF(SECOND, MIN(scheduled_date_gmt), UTC_TIMESTAMP()))",
             ),
-            f"SELECT COUNT(*) FROM {actions} WHERE claim_id > 0 AND status = 'pending'"
-            " AND scheduled_date_gmt <= UTC_TIMESTAMP()",
+            claimed_open_actions(actions),
         ),
         (VALID_DATE_FLOOR,),
-        nullable=frozenset({1}),  # the oldest, when nothing is due
-        widths=(2, 1),
+        # The oldest, when nothing is due; the active claims, the claims collector's.
+        nullable=frozenset({1, 3}),
+        widths=(2, 2),
     )
 
 

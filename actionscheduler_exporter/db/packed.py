@@ -112,6 +112,10 @@ class PackedStatement:
         self._columns = ""  # the columns of a branch, made when first one is
 
     @property
+    def subqueries(self) -> tuple[str, ...]:
+        return self._subqueries
+
+    @property
     def sql(self) -> str:
         """In columns (made each time: sent once per endpoint, or when not packed)."""
         return in_columns(self._subqueries)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.config.model import SiteConfig
@@ -76,7 +77,7 @@ def read_hot_statement(
         every.insert(0, Columns((stats_query,), stats_args))
     if not every:
         return HotStatement(known_stats or {}, asked=False)
-    statement = statement_of(every)
+    statement, places = _made_of(every)
     endpoint = session.endpoint
     packed = statement.packed(endpoint)
     if packed is None or ahead is None:
@@ -103,7 +104,11 @@ def read_hot_statement(
         return read_apart(context, known_stats)
     if seconds is None:
         seconds = time.perf_counter() - started
-    answer = _split(rows, statement.width, parts, tables, known_stats) if len(rows) == 1 else None
+    answer = (
+        _split(rows, statement.width, parts, places, tables, known_stats)
+        if len(rows) == 1
+        else None
+    )
     if answer is None:
         return read_apart(context, known_stats)
     stats, prefetched = answer
@@ -129,60 +134,109 @@ def answered_ahead(ahead: StoreAhead) -> bool:
 
 
 def statement_of(parts: Sequence[Columns]) -> PackedStatement:
-    """The one statement of the parts' subqueries, in order: the same object for the same
-    parts (`_statement_of`)."""
+    """The one statement of the parts' subqueries, in order, each sent once: the same
+    object for the same parts (`_statement_of`)."""
+    return _statement_of(tuple(map(_TEXT_AND_ARGS, parts)))[0]
+
+
+def _made_of(parts: Sequence[Columns]) -> _Made:
+    """The statement of the parts, and where each part's subqueries are in it."""
     return _statement_of(tuple(map(_TEXT_AND_ARGS, parts)))
 
 
 # A part's subqueries, arguments and widths: what its statement is made of, and a key
 # hashed in C (a `Columns`' own hash is a Python call, five per store and round).
 _TEXT_AND_ARGS = operator.attrgetter("subqueries", "args", "widths")
+_Part = tuple[tuple[str, ...], tuple[object, ...], tuple[int, ...]]
+# Where a part's values are in the statement's row: a slice where they are side by side,
+# else their places (a subquery another part declared first).
+_Places = slice | Callable[[Sequence[object]], tuple[object, ...]]
+_Made = tuple[PackedStatement, tuple[_Places, ...]]
+# A placeholder, or a per cent sign written twice (a literal one), in a subquery's text.
+_PLACEHOLDER = re.compile(r"%.")
 
 
 @functools.lru_cache(maxsize=4096)
-def _statement_of(
-    parts: tuple[tuple[tuple[str, ...], tuple[object, ...], tuple[int, ...]], ...],
-) -> PackedStatement:
+def _statement_of(parts: tuple[_Part, ...]) -> _Made:
     """The statement of all the parts' subqueries (each part's subqueries, arguments and
-    values per subquery); made once per set of parts (the same in most rounds of a
-    prefix, and for every database with the same table prefix), so that it is packed once
-    its types are known."""
+    values per subquery), a subquery that several parts declare (the same text with the
+    same arguments: `collectors.claimed`) sent once; and where each part's subqueries are
+    in it. Made once per set of parts (the same in most rounds of a prefix, and for every
+    database with the same table prefix), so that it is packed once its types are
+    known."""
+    queries: list[str] = []
+    args: list[object] = []
     texts: set[int] = set()
-    place = 0
-    for subqueries, _, widths in parts:
-        texts.update(place + at for at, width in enumerate(widths) if width > 1)
-        place += len(subqueries)
-    return PackedStatement(
-        tuple(query for subqueries, _, _ in parts for query in subqueries),
-        tuple(arg for _, args, _ in parts for arg in args),
-        frozenset(texts),
-    )
+    found: dict[tuple[str, tuple[object, ...]], int] = {}
+    places: list[_Places] = []
+    for subqueries, part_args, widths in parts:
+        own = _args_per_subquery(subqueries, part_args)
+        at: list[int] = []
+        for index, query in enumerate(subqueries):
+            key = None if own is None else (query, own[index])
+            place = None if key is None else found.get(key)
+            if place is None:
+                place = len(queries)
+                queries.append(query)
+                if widths and widths[index] > 1:
+                    texts.add(place)
+                if key is not None:
+                    found[key] = place
+                    args += key[1]
+            at.append(place)
+        if own is None:  # arguments not known per subquery: the part's, after its own
+            args += part_args
+        places.append(_places(at))
+    return PackedStatement(tuple(queries), tuple(args), frozenset(texts)), tuple(places)
+
+
+def _args_per_subquery(
+    subqueries: tuple[str, ...], args: tuple[object, ...]
+) -> list[tuple[object, ...]] | None:
+    """Each subquery's arguments (its placeholders', in order); None when the
+    placeholders do not take the arguments exactly (the part is then sent as it is,
+    none of its subqueries shared)."""
+    found: list[tuple[object, ...]] = []
+    start = 0
+    for query in subqueries:
+        count = _PLACEHOLDER.findall(query).count("%s")
+        found.append(args[start : start + count])
+        start += count
+    return found if start == len(args) else None
+
+
+def _places(at: list[int]) -> _Places:
+    """A slice for places side by side (taken in C), else a getter of each place."""
+    first = at[0] if at else 0
+    if at == list(range(first, first + len(at))):
+        return slice(first, first + len(at))
+    return operator.itemgetter(*at)
 
 
 def _split(
     rows: list[Row],
     width: int,
     parts: list[tuple[str, Columns]],
+    places: tuple[_Places, ...],
     tables: TableNames,
     known_stats: Mapping[str, TableStats] | None,
 ) -> tuple[Mapping[str, TableStats], dict[str, Row]] | None:
     """The statement's one row (of `width` columns: the statistics' when they are not
-    known, then the parts') as statistics and each collector's values; None when any
-    part of it cannot be an answer (then none of it is trusted)."""
-    values = list(rows[0])
+    known, then the parts', each where `places` says) as statistics and each collector's
+    values; None when any part of it cannot be an answer (then none of it is trusted)."""
+    values = rows[0]
     if len(values) != width:
         return None
     stats = known_stats
     if stats is None:
         try:
-            stats = parse_table_stats(tables, values.pop(0))
+            stats = parse_table_stats(tables, values[0])
         except QueryError:
             return None
+        places = places[1:]
     prefetched: dict[str, Row] = {}
-    start = 0
-    for name, columns in parts:
-        end = start + len(columns.subqueries)
-        part = tuple(values[start:end])
+    for (name, columns), place in zip(parts, places, strict=True):
+        part = values[place] if type(place) is slice else place(values)
         if columns.widths:  # a subquery of several values: read from its text
             read = columns.values(part)
             if read is None:
@@ -190,8 +244,7 @@ def _split(
             part = read
         if None in part and columns.problem(part):  # a NULL where none may be
             return None
-        prefetched[name] = part
-        start = end
+        prefetched[name] = tuple(part)
     return stats, prefetched
 
 

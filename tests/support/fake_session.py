@@ -259,7 +259,7 @@ def healthy_store() -> Script:
             # Due: every due action, the claimed ones, the oldest (-1: a zero-dated one).
             ("COUNT(*) FROM wp_actionscheduler_actions WHERE status = 'pending' AND"
              " scheduled_date_gmt <= UTC", [(4,)]),
-            ("COUNT(*) FROM wp_actionscheduler_actions WHERE claim_id > 0", [(1,)]),
+            ("COUNT(CASE WHEN status = 'pending'", [(1,)]),
             ("IF(MIN(scheduled_date_gmt) < %s", [(-1,)]),
             # ... then the oldest dated one and the zero-dated one's first log row.
             ("AND scheduled_date_gmt BETWEEN %s AND UTC_TIMESTAMP()", [(120,)]),

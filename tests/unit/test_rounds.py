@@ -350,7 +350,7 @@ def nothing_due(script: Script | None = None) -> Script:
     script = script or healthy_store()
     for fragment, answer in (
         ("WHERE status = 'pending' AND scheduled_date_gmt <= U", 0),
-        ("WHERE claim_id > 0 AND status = 'pending' AND scheduled_date_gmt <= U", 0),
+        ("COUNT(CASE WHEN status = 'pending'", 0),
         ("IF(MIN(scheduled_date_gmt) < %s", None),
         ("WHERE status = 'pending' AND scheduled_date_gmt < %s", 0),
     ):

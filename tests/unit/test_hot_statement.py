@@ -1,0 +1,149 @@
+"""The round's one statement per table prefix (`rounds.hot_statement`): a subquery that
+several collectors declare (the same text with the same arguments: `collectors.claimed`)
+is sent once, its arguments once, and each collector gets the values of its own
+subqueries from it, in its own order. The real server's side:
+tests/test_packed_answers.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from actionscheduler_exporter.collectors.claims import ClaimsCollector
+from actionscheduler_exporter.collectors.due import DueCollector
+from actionscheduler_exporter.config.model import SiteConfig
+from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample
+from actionscheduler_exporter.rounds.hot_statement import read_hot_statement, statement_of
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from tests.support.fake_session import FakeSession, Script
+
+SITE = SiteConfig(name="shop", database="wp")
+
+
+def _declaring(name: str, declared: Columns) -> Collector:
+    """A hot collector of the given columns."""
+
+    class Declares(Collector):
+        metrics = (catalog.DUE_ACTIONS,)
+
+        def columns(self, context: DatabaseContext) -> Columns:
+            return declared
+
+        def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
+            return ()
+
+    Declares.name = name
+    return Declares()
+
+
+def _value_of(number: int) -> Callable[[Sequence[object] | None], list[Row]]:
+    """1000 times `number` plus the subquery's argument, if any: a value that tells which
+    subquery, with which argument, gave it."""
+
+    def answer(args: Sequence[object] | None) -> list[Row]:
+        return [(1000 * number + sum(int(str(a)) for a in args or ()),)]
+
+    return answer
+
+
+def _answering(texts: list[str]) -> Script:
+    """Each subquery (`SELECT v<k> ...`) answered by `_value_of(k)`."""
+    script = Script()
+    for text in texts:
+        script.answer(text.split(" %s")[0], _value_of(int(text.split()[1].removeprefix("v"))))
+    return script
+
+
+def _read(script: Script, parts: dict[str, Columns]) -> dict[str, tuple[object, ...]]:
+    session = FakeSession(SITE, script)
+    context = DatabaseContext(session, TableNames("wp_"), SITE, {})
+    collectors = [_declaring(name, columns) for name, columns in parts.items()]
+    statement = read_hot_statement(context, collectors, {})
+    assert len(session.sent) == 1  # one statement for every part
+    return {name: tuple(values) for name, values in statement.prefetched.items()}
+
+
+def test_a_subquery_two_collectors_declare_is_sent_once_and_read_by_both() -> None:
+    shared = "SELECT v2 FROM t WHERE y = %s"
+    first = Columns(("SELECT v1 FROM t WHERE x > %s", shared), (1, 2))
+    second = Columns((shared, "SELECT v3 FROM t WHERE z = %s"), (2, 3))
+    statement = statement_of([first, second])
+    assert statement.subqueries == ("SELECT v1 FROM t WHERE x > %s", shared, second.subqueries[1])
+    assert statement.args == (1, 2, 3)
+    script = _answering([*first.subqueries, second.subqueries[1]])
+    assert _read(script, {"first": first, "second": second}) == {
+        "first": (1001, 2002),
+        "second": (2002, 3003),
+    }
+
+
+def test_the_same_text_with_other_arguments_is_sent_for_each() -> None:
+    shared = "SELECT v2 FROM t WHERE y = %s"
+    first = Columns((shared,), (2,))
+    second = Columns((shared,), (5,))
+    statement = statement_of([first, second])
+    assert statement.subqueries == (shared, shared)
+    assert statement.args == (2, 5)
+    assert _read(_answering([shared]), {"first": first, "second": second}) == {
+        "first": (2002,),
+        "second": (2005,),
+    }
+
+
+def test_a_literal_per_cent_sign_is_not_a_placeholder() -> None:
+    shared = "SELECT v2 FROM t WHERE y LIKE '1%%' AND x = %s"
+    statement = statement_of([Columns((shared, "SELECT v1"), (4,)), Columns((shared,), (4,))])
+    assert statement.subqueries == (shared, "SELECT v1")
+    assert statement.args == (4,)
+
+
+def test_a_part_whose_placeholders_do_not_take_its_arguments_shares_nothing() -> None:
+    """Its subqueries are sent as they are, its arguments after the earlier parts'."""
+    shared = "SELECT v2 FROM t WHERE y = %s"
+    statement = statement_of([Columns((shared,), (2, 9)), Columns((shared,), (2,))])
+    assert statement.subqueries == (shared, shared)
+    assert statement.args == (2, 9, 2)
+
+
+# Subqueries with no argument or one: a part declares some of them, in any order.
+POOL = [f"SELECT v{n} FROM t" + (" WHERE y = %s" if n % 2 else "") for n in range(1, 7)]
+
+
+@st.composite
+def _parts(draw: st.DrawFn) -> dict[str, Columns]:
+    parts: dict[str, Columns] = {}
+    for index in range(draw(st.integers(min_value=1, max_value=4))):
+        queries = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=4, unique=True))
+        args = tuple(draw(st.integers(0, 2)) for query in queries if "%s" in query)
+        parts[f"p{index}"] = Columns(tuple(queries), args)
+    return parts
+
+
+@given(_parts())
+def test_each_collector_gets_the_values_of_its_own_subqueries(parts: dict[str, Columns]) -> None:
+    """Whatever subqueries the parts share, in whatever order: each gets its own values,
+    and the statement sends each subquery with its arguments once."""
+    read = _read(_answering(POOL), parts)
+    distinct: set[tuple[str, int | None]] = set()
+    for name, columns in parts.items():
+        remaining = list(columns.args)
+        expected = []
+        for query in columns.subqueries:
+            argument = int(str(remaining.pop(0))) if "%s" in query else None
+            distinct.add((query, argument))
+            expected.append(1000 * int(query.split()[1].removeprefix("v")) + (argument or 0))
+        assert read[name] == tuple(expected), name
+    assert statement_of(list(parts.values())).width == len(distinct)
+
+
+def test_the_due_and_claims_collectors_share_the_claimed_open_actions() -> None:
+    """Their statement: one subquery fewer than they declare (`collectors.claimed`)."""
+    context = DatabaseContext(FakeSession(SITE, Script()), TableNames("wp_"), SITE, {})
+    due, claims = DueCollector().columns(context), ClaimsCollector().columns(context)
+    declared = len(due.subqueries) + len(claims.subqueries)
+    assert statement_of([due, claims]).width == declared - 1
