@@ -68,7 +68,8 @@ def main() -> None:
         captures = {
             name: captured(server, running[name].scrape, user) for name, (user, _) in sides.items()
         }
-        database = site["database"] if arguments.setup == "subsites" else None
+        # A network's statements name no database: its connections open the network's.
+        database = setup(site)["sites"][0]["database"] if arguments.setup == "subsites" else None
         connections = {
             name: stack.enter_context(connections_for(server, len(commands), database))
             for name, commands in captures.items()
