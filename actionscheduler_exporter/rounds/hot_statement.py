@@ -134,13 +134,13 @@ def answered_ahead(ahead: StoreAhead) -> bool:
 
 
 def statement_of(parts: Sequence[Columns]) -> PackedStatement:
-    """The one statement of the parts' subqueries, in order, each sent once: the same
-    object for the same parts (`_statement_of`)."""
-    return _statement_of(tuple(map(_TEXT_AND_ARGS, parts)))[0]
+    """The one statement of the parts' subqueries, in order, one that several parts
+    declare sent once: the same object for the same parts (`_statement_of`)."""
+    return _made_of(parts)[0]
 
 
 def _made_of(parts: Sequence[Columns]) -> _Made:
-    """The statement of the parts, and where each part's subqueries are in it."""
+    """The statement of the parts, and where each part's values are in its answer."""
     return _statement_of(tuple(map(_TEXT_AND_ARGS, parts)))
 
 
