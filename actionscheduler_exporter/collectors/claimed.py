@@ -15,9 +15,6 @@ import functools
 
 from actionscheduler_exporter.sources.database import values_together
 
-# The values of `claimed_open_actions`, in order.
-CLAIMED_DUE, ACTIVE_CLAIMS = 0, 1
-
 
 @functools.lru_cache(maxsize=4096)
 def claimed_open_actions(actions: str) -> str:

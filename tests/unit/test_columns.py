@@ -123,7 +123,9 @@ def test_no_two_subqueries_of_the_round_statement_read_the_same_rows(prefix: str
     """The server's work per store is a cost per subquery (docs/performance.md, "Values of
     the same rows in one pass"): what one pass over the same rows gives is one subquery
     (`values_together`), sent once when two collectors read it (`collectors.claimed`), for
-    every in-round collector a site has."""
+    every in-round collector a site has. The same rows: the same FROM and WHERE (two
+    ranges of one index that overlap are not found here: the claimed due actions and the
+    active claims were two such, which `tests/test_packed_answers.py` reads as one)."""
     site = SiteConfig(name="shop", database="wp", table_prefix=prefix)
     context = DatabaseContext(
         FakeSession(site, Script()), TableNames("wp_" if prefix == "auto" else prefix), site, {}

@@ -14,13 +14,19 @@ from hypothesis import strategies as st
 from actionscheduler_exporter.collectors.claims import ClaimsCollector
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.db.schema import TableNames
+from actionscheduler_exporter.db.schema import TABLES, TableNames
 from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.rounds.hot_statement import read_hot_statement, statement_of
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
-from tests.support.fake_session import FakeSession, Script
+from actionscheduler_exporter.sources.database import (
+    Collector,
+    Columns,
+    DatabaseContext,
+    values_together,
+)
+from tests.support.fake_session import TABLE_STATS, FakeSession, Script
 
 SITE = SiteConfig(name="shop", database="wp")
 
@@ -59,12 +65,18 @@ def _answering(texts: list[str]) -> Script:
     return script
 
 
-def _read(script: Script, parts: dict[str, Columns]) -> dict[str, tuple[object, ...]]:
+def _read(
+    script: Script, parts: dict[str, Columns], known_stats: dict[str, TableStats] | None = None
+) -> dict[str, tuple[object, ...]]:
+    """Each part's values as the round reads them; the tables' statistics read first in
+    the same statement unless `known_stats` (then none)."""
     session = FakeSession(SITE, script)
     context = DatabaseContext(session, TableNames("wp_"), SITE, {})
     collectors = [_declaring(name, columns) for name, columns in parts.items()]
-    statement = read_hot_statement(context, collectors, {})
+    statement = read_hot_statement(context, collectors, {} if known_stats is None else None)
     assert len(session.sent) == 1  # one statement for every part
+    if known_stats is not None:
+        assert statement.stats is not None and statement.stats.keys() == set(TABLES)
     return {name: tuple(values) for name, values in statement.prefetched.items()}
 
 
@@ -79,6 +91,25 @@ def test_a_subquery_two_collectors_declare_is_sent_once_and_read_by_both() -> No
     assert _read(script, {"first": first, "second": second}) == {
         "first": (1001, 2002),
         "second": (2002, 3003),
+    }
+
+
+def test_a_shared_subquery_of_several_values_after_the_tables_statistics() -> None:
+    """The statistics at the statement's first place, then a subquery of two values
+    (`values_together`) that both parts declare: each reads both values of its text."""
+    # Its argument in a value's expression: the scripted session reads each value of such
+    # a subquery as a subquery of its own, which would repeat a placeholder of its WHERE.
+    shared = values_together("FROM t WHERE y = 0", "v7 + %s", "v8")
+    first = Columns(("SELECT v1 FROM t WHERE x > %s", shared), (1, 2), widths=(1, 2))
+    second = Columns((shared, "SELECT v3 FROM t WHERE z = %s"), (2, 3), widths=(2, 1))
+    script = _answering(["SELECT v1 FROM t WHERE x > %s", "SELECT v3 FROM t WHERE z = %s"])
+    for number in (7, 8):
+        script.answer(f"SELECT v{number} ", _value_of(number))
+    packed = ",".join(f"{name} {rows} {size}" for name, rows, size in TABLE_STATS)
+    script.answer("CONCAT_WS(','", [(packed,)])
+    assert _read(script, {"first": first, "second": second}, known_stats={}) == {
+        "first": (1001, 7002, 8000),
+        "second": (7002, 8000, 3003),
     }
 
 
