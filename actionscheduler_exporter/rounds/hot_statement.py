@@ -244,7 +244,7 @@ def _split(
             part = read
         if None in part and columns.problem(part):  # a NULL where none may be
             return None
-        prefetched[name] = tuple(part)
+        prefetched[name] = part
     return stats, prefetched
 
 

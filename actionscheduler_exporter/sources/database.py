@@ -124,7 +124,8 @@ def values_together(source: str, *expressions: str) -> str:
 
 def _whole_numbers(column: object, width: int) -> list[int | None] | None:
     """The `width` whole numbers (or NULLs) of a subquery's text; None if it holds other.
-    Matched whole in C (three such texts per store and round)."""
+    Matched whole in C (five such texts per store and round, the shared one once for
+    each of its two collectors)."""
     if type(column) is not str:
         if not isinstance(column, bytes | bytearray):
             return None
