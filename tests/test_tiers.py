@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import pymysql
+import pytest
 
+from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -282,6 +284,44 @@ def test_hot_values_that_stay_the_same_are_served_as_made_and_changed_ones_read_
         store.release_claim(claimed.claim_id)
         (released,) = coordinator.scrape()
         assert released.value(catalog.CLAIM_ROWS.name) == 1
+    finally:
+        coordinator.close()
+
+
+def test_the_active_claims_changing_do_not_make_the_due_reading_again(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The active claims come in the pass the due collector's claimed due actions come
+    from (`collectors.claimed`): on a store with nothing due, a worker taking a claim
+    changes them and not the due collector's values, whose reading is served as made;
+    an action coming due makes it again."""
+    made = 0
+    read = DueCollector.read
+
+    def counted(collector: DueCollector, context: DatabaseContext) -> tuple[Sample, ...]:
+        nonlocal made
+        made += 1
+        return read(collector, context)
+
+    monkeypatch.setattr(DueCollector, "read", counted)
+    store.create("woocommerce_deliver_webhook_async")
+    store.start(store.stake_claim().action_ids[0])  # one claim running, nothing due
+    coordinator = coordinator_for(site(heavy_interval=3600.0))
+    try:
+        coordinator.scrape()
+        (served,) = coordinator.scrape()
+        assert made == 1
+        assert served.value(catalog.ACTIVE_CLAIMS.name) == 1
+        store.create("woocommerce_run_product_export")
+        store.start(store.stake_claim().action_ids[0])
+        (claimed,) = coordinator.scrape()
+        assert claimed.value(catalog.ACTIVE_CLAIMS.name) == 2
+        assert claimed.value(catalog.DUE_ACTIONS.name, claim="unclaimed") == 0
+        assert made == 1
+        store.create("woocommerce_cleanup_sessions")
+        (due,) = coordinator.scrape()
+        assert due.value(catalog.DUE_ACTIONS.name, claim="unclaimed") == 1
+        assert made == 2
     finally:
         coordinator.close()
 

@@ -115,15 +115,16 @@ class CollectorsLoop:
             session.billing(outer)
 
     def _repeatable(self, collector: Collector, context: DatabaseContext) -> Row | None:
-        """The collector's values from the hot statement when a reading made of them may
-        be served again while they stay the same (`Collector.same_samples_for`): its
-        samples follow from them alone, it reports no duration (which a served reading
-        would repeat), and it is read in every round (not one of the cached ones, which
-        keep their own readings: `SiteState.may_repeat`, which the caller looked in)."""
+        """The collector's values from the hot statement that its samples are made of
+        (`Collector.values_made_of`), when a reading made of them may be served again
+        while they stay the same (`Collector.same_samples_for`): its samples follow from
+        them alone, it reports no duration (which a served reading would repeat), and it
+        is read in every round (not one of the cached ones, which keep their own
+        readings: `SiteState.may_repeat`, which the caller looked in)."""
         values = context.prefetched.get(collector.name)
         if values is None or not collector.same_samples_for(values):
             return None
-        return values
+        return collector.values_made_of(values)
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport

@@ -230,6 +230,13 @@ class Collector(Source[DatabaseContext]):
         is served (`sources.cached_readings`). By default no."""
         return False
 
+    def values_made_of(self, values: Row) -> Row:
+        """Those of its columns' `values` that its samples are made of, which key its
+        reading served again: all of them, unless some are another collector's (a pass
+        that two collectors share: `collectors.claimed`), whose changes must not make
+        this one's reading again."""
+        return values
+
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""
         return Freshness(site.heavy_interval) if self.tier == "heavy" else EVERY_ROUND

@@ -248,7 +248,9 @@ def declared_columns(site: SiteConfig | None = None) -> set[str]:
 
 def healthy_store() -> Script:
     """A small store: 3 unclaimed due actions (one zero-dated), 1 claimed, 2 NULL-dated,
-    2 running, one claim, no new log rows; the split of the due backlog answered. Scalar
+    2 running, three claim rows of which two hold open actions, no new log rows (the
+    claimed due actions, the active claims and the claim rows differ, so that a value
+    read in the wrong place shows); the split of the due backlog answered. Scalar
     subqueries are answered one by one (more specific fragments first); any other declared
     column of an in-round collector is 0."""
     packed = ",".join(f"{name} {rows} {size}" for name, rows, size in TABLE_STATS)
@@ -275,11 +277,11 @@ def healthy_store() -> Script:
              " status = 'in-progress'", [(45,)]),
             ("WHERE status = 'in-progress'", [(2,)]),
             # Claims: runner's count, rows, oldest; orphaned and stale (anomalies).
-            ("COUNT(DISTINCT claim_id)", [(1,)]),
+            ("COUNT(DISTINCT claim_id)", [(2,)]),
             ("THEN date_created_gmt END)", [(50,)]),
             ("NOT EXISTS", [(0,)]),
             ("INTERVAL %s SECOND", [(0,)]),
-            ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(1,)]),
+            ("SELECT COUNT(*) FROM wp_actionscheduler_claims", [(3,)]),
             # The log: the newest id (and, first, the server's increment).
             ("COALESCE(MAX(log_id), 0)", [(0,)]),
             ("@@auto_increment_increment", [(1,)]),

@@ -99,7 +99,8 @@ def test_the_split_folds_groups_keeps_named_ones_and_ages_by_the_log() -> None:
 
 def test_claims_and_running_actions() -> None:
     claims = read(ClaimsCollector())
-    assert claims.value("actionscheduler_active_claims") == 1
+    assert claims.value("actionscheduler_active_claims") == 2
+    assert claims.value("actionscheduler_claim_rows") == 3
     assert claims.value("actionscheduler_oldest_claim_age_seconds") == 50
     running = read(InProgressCollector())
     assert running.value("actionscheduler_in_progress_actions") == 2

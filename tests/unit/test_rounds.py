@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from actionscheduler_exporter.collectors import due_split, site_sources
+from actionscheduler_exporter.collectors.claims import ClaimsCollector
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.collectors.due_split import DueSplitCollector
 from actionscheduler_exporter.config.model import GroupConfig, SiteConfig
@@ -358,6 +359,49 @@ def nothing_due(script: Script | None = None) -> Script:
     return script
 
 
+def test_a_value_of_the_shared_pass_makes_again_only_the_reading_made_of_it(
+    rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The due and claims collectors read the claimed due actions and the active claims in
+    one pass (`collectors.claimed`), each with the other's value beside its own: a served
+    reading is made again when a value it is made of changes, not when the other's does."""
+    made: dict[str, int] = {"due": 0, "claims": 0}
+    for collector in (DueCollector, ClaimsCollector):
+        monkeypatch.setattr(collector, "read", _counted(collector.read, made, collector.name))
+    script = nothing_due().answer("THEN date_created_gmt END)", [(None,)])  # ages of no one
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+
+    def read() -> SiteResult:
+        (result,) = site_round.finish(
+            site_round.run(Deadline(clock() + 10, clock)), Deadline(clock(), clock)
+        )
+        return result
+
+    read()
+    read()
+    assert made == {"due": 1, "claims": 1}  # the second round served both
+    # Four due actions, all claimed: the claimed due actions are due's.
+    script.answer("WHERE status = 'pending' AND scheduled_date_gmt <= U", [(4,)])
+    script.answer("IF(MIN(scheduled_date_gmt) < %s", [(30,)])
+    script.answer("COUNT(CASE WHEN status = 'pending'", [(4,)])
+    script.answer("AS oldest", [("reports", "wc_export", 4, 30, 0)])  # the split, of them
+    assert read().value(catalog.DUE_ACTIONS.name, claim="claimed") == 4
+    assert made == {"due": 2, "claims": 1}
+    script.answer("COUNT(DISTINCT claim_id)", [(5,)])  # the active claims: claims'
+    assert read().value(catalog.ACTIVE_CLAIMS.name) == 5
+    assert made == {"due": 2, "claims": 2}
+
+
+def _counted(read: Any, made: dict[str, int], name: str) -> Any:
+    """The collector's own `read`, counting its readings."""
+
+    def counting(collector: Any, context: DatabaseContext) -> Any:
+        made[name] += 1
+        return read(collector, context)
+
+    return counting
+
+
 def test_a_locked_table_skips_the_rest_of_the_site_and_says_why(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
@@ -391,7 +435,7 @@ def test_a_quiet_site_costs_one_statement_per_round(
         assert success(result) == dict.fromkeys(IN_ROUND, 1.0)
         assert len(session.sent) == 1
     assert result.value("actionscheduler_table_rows", table="logs") == 10
-    assert result.value("actionscheduler_active_claims") == 1
+    assert result.value("actionscheduler_active_claims") == 2
 
 
 def stats_sent(session: FakeSession) -> int:
