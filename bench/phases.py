@@ -7,6 +7,7 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
     python -m bench.phases --profile               # and cProfile of the assembly and writing
     python -m bench.phases --parts                 # and the rounds' CPU part by part
     python -m bench.phases --calls                 # Python calls per store, by phase
+    python -m bench.phases --cores                 # and the rounds' use of the cores
 
 The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
 thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
@@ -43,6 +44,7 @@ from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
 from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.call_counts import CallCounts
+from bench.core_use import CoreUse
 from bench.floor_cases import databases_document, network_document, thousand_stores_site
 from bench.many_sites import prepare
 from bench.measure import ms
@@ -64,8 +66,10 @@ class PhaseTimer:
         coordinator: Coordinator,
         profile: cProfile.Profile | None,
         calls: CallCounts | None = None,
+        cores: CoreUse | None = None,
     ) -> None:
         self._coordinator = coordinator
+        self._cores = cores
         self._gzip = KeptGzip()
         self._profile = profile
         self._calls = calls
@@ -74,11 +78,17 @@ class PhaseTimer:
 
     def scrape(self, timed: bool = True) -> list[SiteResult]:
         self._count(PHASES[0], timed)
+        cores = self._cores if timed else None
+        if cores is not None:
+            cores.start()
         process, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
         pending = self._coordinator.begin(ScrapeBudget(TIMEOUT))
         joined = time.thread_time()
         self._count(PHASES[1], timed)
         pending.wait()
+        if cores is not None:
+            # In the scrape's own thread between its phases: its CPU counts in none.
+            cores.stop()
         waited = time.thread_time()
         if self._profile is not None and timed:
             self._profile.enable()
@@ -167,6 +177,11 @@ def main() -> None:
         action="store_true",
         help="Python calls per store by phase (bench.call_counts; its CPU times mean nothing)",
     )
+    parser.add_argument(
+        "--cores",
+        action="store_true",
+        help="and the rounds' use of the cores: each side's threads on and waiting for one",
+    )
     arguments = parser.parse_args()
     if arguments.calls and (arguments.parts or arguments.profile):
         # cProfile's own hook would also replace the counting one.
@@ -182,10 +197,11 @@ def main() -> None:
         path = ROOT / ".bench" / "work" / "phases.yml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(document), encoding="utf-8")
-        _measure(path, arguments)
+        assert server.process is not None, "the benchmark starts its own server"
+        _measure(path, arguments, server.process.pid)
 
 
-def _measure(path: Path, arguments: argparse.Namespace) -> None:
+def _measure(path: Path, arguments: argparse.Namespace, server_pid: int) -> None:
     tune_garbage_collection()
     parts = RoundParts()
     calls = CallCounts() if arguments.calls else None
@@ -195,7 +211,8 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
     ):
         coordinator = Coordinator(load_file(str(path)))
         profile = cProfile.Profile() if arguments.profile else None
-        timer = PhaseTimer(coordinator, profile, calls)
+        cores = CoreUse(server_pid, time.perf_counter) if arguments.cores else None
+        timer = PhaseTimer(coordinator, profile, calls, cores)
         try:
             until_heavy_refreshed(lambda: timer.scrape(timed=False))
             started = time.monotonic()
@@ -221,6 +238,8 @@ def _measure(path: Path, arguments: argparse.Namespace) -> None:
         print("\n".join(parts.table()))
     if calls is not None:
         print("\n".join(calls.table(PHASES, stores, arguments.scrapes)))
+    if cores is not None:
+        print("\n".join(cores.table()))
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(30)
 
