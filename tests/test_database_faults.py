@@ -8,6 +8,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 import pymysql
 import pytest
@@ -15,8 +16,12 @@ import pytest
 from actionscheduler_exporter.config import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.pool import ServerPool
 from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.read_ahead import ReadAhead
 from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.mariadb import Server
 from testbed.ports import free_port
 from testbed.proxy import SlowProxy
@@ -290,3 +295,94 @@ def test_a_session_counts_the_statements_it_tried(mariadb: Server) -> None:
     with pytest.raises(QueryError):
         nowhere.query("SELECT 1")
     assert nowhere.statements_tried == 1
+
+
+class _LockedOutAfter(Collector):
+    """Sends a statement of its own in every store's round; armed, after it did so in
+    `first`'s round, the exporter's user is locked and its connections closed, as a DBA
+    may do between two of the exporter's statements."""
+
+    name = "locked_out_after"
+    metrics: ClassVar[tuple[catalog.MetricDef, ...]] = ()
+
+    def __init__(self, server: Server, first: str) -> None:
+        self._server = server
+        self._first = first
+        self.armed = False
+
+    def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
+        context.one("SELECT 1")
+        if self.armed and context.site.name == self._first:
+            self.armed = False
+            admin = self._server.connect()
+            try:
+                with admin.cursor() as cursor:
+                    cursor.execute("ALTER USER 'exporter'@'%' ACCOUNT LOCK")
+                    cursor.execute(
+                        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'exporter'"
+                    )
+                    for (connection,) in cursor.fetchall():
+                        cursor.execute(f"KILL CONNECTION {int(connection)}")
+            finally:
+                admin.close()
+        return ()
+
+
+def test_a_store_read_in_another_round_s_batch_whose_own_statement_cannot_borrow_is_down(
+    private_server: Server,
+) -> None:
+    """A store whose hot statement another store's round read in its batch borrows a
+    connection only for a statement of its own. When that borrow fails (here the DBA
+    locked the exporter's user and closed its connections between the two rounds), the
+    store is down with the borrow's problem, keeping the values the batch gave it, and
+    the store that read the batch stays up; unlocked, both are up at the next scrape."""
+    admin = private_server.connect()
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE USER 'exporter'@'%' IDENTIFIED BY 'exporter-pw'")
+        for shop in ("shop_a", "shop_b"):
+            cursor.execute(f"CREATE DATABASE {shop}")
+            cursor.execute(f"GRANT SELECT ON {shop}.* TO 'exporter'@'%'")
+            with private_server.connect(shop) as connection:
+                store = ActionSchedulerStore(connection)
+                store.create_tables()
+                store.create("woocommerce_deliver_webhook_async")
+    lockout = _LockedOutAfter(private_server, "shop_a")
+    shops = tuple(
+        exporter_site(private_server, name=shop, database=shop, heavy_interval=3600.0)
+        for shop in ("shop_a", "shop_b")
+    )
+    # One connection: the rounds run one after the other, shop_a's first.
+    coordinator = Coordinator(ExporterConfig(sites=shops, connections_per_server=1), [lockout])
+    read_ahead = coordinator.servers.for_site(shops[0]).read_ahead
+    try:
+        for _ in range(5):
+            # Until shop_a's round reads shop_b's hot statement in its batch: the order
+            # they ask in learnt, each store's statement answered alone and quickly.
+            assert wait_until(lambda: _batched(coordinator, read_ahead), 30)
+            lockout.armed = True
+            a, b = coordinator.scrape(10.0)
+            with admin.cursor() as cursor:
+                cursor.execute("ALTER USER 'exporter'@'%' ACCOUNT UNLOCK")
+            if b.value(DUE, claim="unclaimed") is not None:
+                break  # shop_b's hot values came in the batch (its own statement would fail)
+        else:
+            pytest.fail("shop_b's hot statement was not answered in shop_a's batch")
+        assert a.up, a.problems
+        assert not b.up
+        # Its pooled connection was closed: a new one is refused.
+        assert "(4151) Access denied, this account is locked" in b.problems[0], b.problems
+        assert b.value(DUE, claim="unclaimed") == 1
+        assert (b.value(catalog.ERRORS.name, kind="connect") or 0) >= 1
+        assert a.value(catalog.ERRORS.name, kind="connect") in (None, 0)
+        a, b = coordinator.scrape(10.0)
+        assert a.up and b.up, (a.problems, b.problems)
+    finally:
+        coordinator.close()
+        admin.close()
+
+
+def _batched(coordinator: Coordinator, read_ahead: ReadAhead) -> bool:
+    """Scrapes once; whether a batch answered in it."""
+    batches = read_ahead.batches
+    coordinator.scrape(10.0)
+    return read_ahead.batches > batches
