@@ -368,7 +368,7 @@ def test_a_value_of_the_shared_pass_makes_again_only_the_reading_made_of_it(
     made: dict[str, int] = {"due": 0, "claims": 0}
     for collector in (DueCollector, ClaimsCollector):
         monkeypatch.setattr(collector, "read", _counted(collector.read, made, collector.name))
-    script = nothing_due().answer("THEN date_created_gmt END)", [(None,)])  # ages of no one
+    script = nothing_due()
     site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
 
     def read() -> SiteResult:
