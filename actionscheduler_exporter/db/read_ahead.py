@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 from actionscheduler_exporter.db.packed import PackedStatement, Shape
 from actionscheduler_exporter.db.query_error import QueryError
-from actionscheduler_exporter.db.schema import in_database
 from actionscheduler_exporter.db.session import Row, Session
+from actionscheduler_exporter.db.union import rows_by_place, union_statement
 
 # How many stores one statement reads: ten to twenty-five took the same time per store on
 # the bench's server; more add to the wait of the first store of each batch.
@@ -76,11 +76,6 @@ SLOW_BATCH_SECONDS = 0.25
 MOST_FLYING = 3
 # Stores not asked for this long are forgotten (a database dropped, a site removed).
 FORGET_SECONDS = 600.0
-# A batch waits for a locked table one second at most, then each store is read alone,
-# with the session's own lock wait: MariaDB sets it for one statement so, MySQL (8.0.3
-# and later) with a hint in the first SELECT, which other servers read as a comment.
-_MARIADB_LOCK_WAIT = "SET STATEMENT lock_wait_timeout = 1 FOR "
-_MYSQL_LOCK_WAIT = "SELECT /*+ SET_VAR(lock_wait_timeout = 1) */ "
 
 # A store's hot statement: who reads it (the login), where (host, port, socket,
 # database), and the table prefix.
@@ -327,13 +322,14 @@ class ReadAhead:
         started = time.perf_counter()
         by_place: dict[int, Row] | None = None
         try:
-            sql, every_arg = _batch_statement(session, batch)
+            members = [(ask.statement, ask.database) for _, ask in batch.members]
+            sql, every_arg = union_statement(session.server_version, members)
             with session.billed_to(_not_billed):
                 rows, types = session.query_typed(sql, every_arg)
                 # The types of the union itself: a signed and an unsigned whole number,
                 # one code apart, make a decimal of both.
                 if types[1:] == batch.shape:
-                    by_place = _by_place(rows, len(batch.members), len(batch.shape))
+                    by_place = rows_by_place(rows, len(batch.members), len(batch.shape))
         except QueryError as error:
             if error.connection_lost:
                 raise
@@ -406,33 +402,6 @@ class ReadAhead:
             del self._next[key]
         for key in [key for key, answer in self._ready.items() if now - answer.at > MAX_AGE]:
             del self._ready[key]
-
-
-def _batch_statement(session: Session, batch: _Batch) -> tuple[str, tuple[object, ...]]:
-    """The batch's members' statements in columns, each branch tagged with its place,
-    and their arguments; with the server's one-second lock wait."""
-    parts: list[str] = []
-    every_arg: list[object] = []
-    for place, (_, ask) in enumerate(batch.members):
-        statement = ask.statement
-        branch, branch_args = in_database(statement.branch(place), statement.args, ask.database)
-        parts.append(branch)
-        every_arg.extend(branch_args or ())
-    sql = " UNION ALL ".join(parts)
-    if "mariadb" in session.server_version.lower():
-        return _MARIADB_LOCK_WAIT + sql, tuple(every_arg)
-    return _MYSQL_LOCK_WAIT + sql.removeprefix("SELECT "), tuple(every_arg)
-
-
-def _by_place(rows: list[Row], members: int, width: int) -> dict[int, Row] | None:
-    """Each branch's values by its place; None unless every branch answered once, with
-    `width` values."""
-    found: dict[int, Row] = {}
-    for row in rows:
-        if len(row) != width + 1 or not isinstance(row[0], int) or row[0] in found:
-            return None
-        found[row[0]] = tuple(row[1:])
-    return found if len(found) == members and all(p in found for p in range(members)) else None
 
 
 def _not_billed(_seconds: float) -> None:
