@@ -20,6 +20,7 @@ from typing import ParamSpec, TypeVar
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.pool import ServerPool
 from actionscheduler_exporter.db.read_ahead import ReadAhead
+from actionscheduler_exporter.db.refresh_together import RefreshTogether
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -102,6 +103,8 @@ class ServerLane:
     refreshes: RefreshQueue
     # The hot statements of its stores, read several at a time.
     read_ahead: ReadAhead = field(default_factory=ReadAhead)
+    # Its stores' cached readings, refreshed several at a time.
+    refresh_together: RefreshTogether = field(default_factory=RefreshTogether)
 
     def close(self) -> None:
         for executor in (self.rounds, self.prefixes, self.refreshes):

@@ -87,9 +87,14 @@ class CachedReadings(_ByPrefix[tuple[float, Reading]]):
         kept = self._get(prefix, source)
         return None if kept is None else kept[1]
 
-    def keep(self, site: str, prefix: str, source: str, interval: float, reading: Reading) -> None:
-        due = self._clock() + interval * stagger(site, prefix, source)
+    def keep(self, site: str, prefix: str, source: str, interval: float, reading: Reading) -> float:
+        """Keeps the reading until its interval has passed since it was read (a reading
+        made of a row read for it earlier, in another store's statement, is served for
+        less: `db.refresh_together`); returns that clock time."""
+        read_at = self._clock() if reading.read_at is None else reading.read_at
+        due = read_at + interval * stagger(site, prefix, source)
         self._put(prefix, source, (due, reading))
+        return due
 
 
 class RepeatedReadings(_ByPrefix[tuple[Row, Reading, list[Sample]]]):

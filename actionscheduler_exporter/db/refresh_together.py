@@ -1,0 +1,261 @@
+"""Cached readings of many stores of one server, refreshed in one statement.
+
+A collector cached between rounds (the anomalies, read about once a minute: each table
+prefix at its own point of its interval) sends a statement of its own when its reading
+comes due. At Prometheus' pace, a scrape every 15 s, a quarter of a thousand stores'
+anomalies came due between two scrapes: the scrapes sent five times the statements of
+the benchmark's, whose scrapes came about once a second (docs/performance.md). Here the
+store whose reading comes due reads, in one `UNION ALL` (`db.union`), the same source's
+statement of up to `BATCH - 1` other stores of its server and login whose readings come
+due within a quarter of their interval (`WINDOW_SHARE`), the soonest first. Each of those
+takes its row when its own reading comes due, and is served from it as if read then: its
+reading counts from when the row was read, and no row older than the reading's interval
+is taken (`take`). Stores due together stay close: the fewer statements the longer an
+exporter runs.
+
+A store is read with others only while its own statement answers quickly (the
+read-ahead's `FAST_SECONDS`), its answer of whole numbers, as a union keeps them. A batch
+that fails is not used, and each of its stores reads alone until its statement answered
+alone again; a slow one's rows are used, but its stores are read alone at their next
+refresh (the read-ahead's bounds). The clock is the sites' (`now`), as their cached
+readings' intervals are.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pymysql.constants import FIELD_TYPE
+
+from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.read_ahead import (
+    BATCH,
+    FAST_SECONDS,
+    SLOW_BATCH_FACTOR,
+    SLOW_BATCH_SECONDS,
+    Key,
+)
+from actionscheduler_exporter.db.session import Row, Session
+from actionscheduler_exporter.db.union import rows_by_place, union_statement
+
+# A store whose reading comes due within this share of its interval is read with the
+# store whose reading is due now: at a scrape every 15 s, the anomalies (60 s) of the
+# stores that come due before the next scrape.
+WINDOW_SHARE = 0.25
+# The types a union keeps as the driver makes them alone: whole numbers, which Python
+# makes the same `int` of whatever their width (a union of a signed and an unsigned one
+# is a decimal: not used).
+_WHOLE_NUMBERS = frozenset(
+    {FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.INT24, FIELD_TYPE.LONGLONG}
+)
+
+# A store's reading of one source: the store (`read_ahead.Key`, its login first) and the
+# source's name.
+StoreSource = tuple[Key, str]
+
+
+@dataclass
+class _Due:
+    """A store's last reading of a source: its statement, when it comes due, how long a
+    reading is served, and how long its statement took."""
+
+    statement: PackedStatement
+    database: str
+    due_at: float  # the sites' clock
+    fresh_for: float  # seconds a reading is served after it was read
+    seconds: float  # its statement's last time: alone, or its share of a batch
+    alone: float  # its statement's time when it was last read alone
+    healthy: bool = True
+
+
+@dataclass
+class _Early:
+    """A row read for a store in another store's batch, waiting for its reading to come
+    due."""
+
+    statement: PackedStatement
+    row: Row
+    at: float  # when it was read (the sites' clock)
+    share: float  # the store's share of the batch's time
+
+
+@dataclass
+class _Batch:
+    # Each store's reading, its statement and its database; the sender's first.
+    members: list[tuple[StoreSource, PackedStatement, str]]
+    usual: float  # the members' last times alone, added up
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class RefreshTogether:
+    """One per database server (its lane), shared by the rounds of all its stores."""
+
+    def __init__(self, batch: int = BATCH) -> None:
+        self._batch = batch
+        self._lock = threading.Lock()
+        self._due: dict[StoreSource, _Due] = {}
+        self._early: dict[StoreSource, _Early] = {}
+        self._flying: dict[StoreSource, _Batch] = {}
+        self._tidied_at = 0.0
+        self.batches = 0  # statements that read more than one store (tests, benchmarks)
+
+    def take(
+        self, store: StoreSource, statement: PackedStatement, now: float, wait: float
+    ) -> tuple[Row, float, float] | None:
+        """The row read for the store in another store's batch, when it read then, and its
+        share of the batch's time; None when there is none, or one of another statement,
+        or one older than the store's reading is served. A batch reading it now is waited
+        for (`wait` seconds at most)."""
+        with self._lock:
+            flying = self._flying.get(store)
+        if flying is not None:
+            flying.done.wait(wait)
+        with self._lock:
+            early = self._early.pop(store, None)
+            due = self._due.get(store)
+        if early is None or early.statement is not statement or due is None:
+            return None
+        if now - early.at >= due.fresh_for:
+            return None
+        return early.row, early.at, early.share
+
+    def refresh(
+        self, session: Session, store: StoreSource, statement: PackedStatement, now: float
+    ) -> tuple[Row, float] | None:
+        """The store's row of `statement`, read now with the rows of the stores whose
+        reading of the same source comes due soon, and its share of the time; None when
+        none can be read with it, or the batch failed: the store then reads alone."""
+        batch = self._batch_from(store, statement, now)
+        if batch is None:
+            return None
+        started = time.perf_counter()
+        rows: dict[int, Row] | None = None
+        try:
+            session.ready()  # the batch's time is not the wait for a connection
+            members = [(statement, database) for _, statement, database in batch.members]
+            sql, every_arg = union_statement(session.server_version, members)
+            with session.billed_to(_not_billed):
+                found, types = session.query_typed(sql, every_arg)
+            if types[1:] and all(code in _WHOLE_NUMBERS for code in types[1:]):
+                rows = rows_by_place(found, len(members), statement.width)
+        except QueryError:
+            rows = None  # read alone, where a lost connection is found and reported
+        finally:
+            seconds = time.perf_counter() - started
+            self._land(batch, rows, seconds, now)
+        if rows is None:
+            return None
+        self.batches += 1
+        share = seconds / len(batch.members)
+        session.bill(share)
+        return rows[0], share
+
+    def kept(
+        self,
+        store: StoreSource,
+        statement: PackedStatement,
+        database: str,
+        due_at: float,
+        fresh_for: float,
+        seconds: float,
+        *,
+        alone: bool,
+    ) -> None:
+        """The store's reading was kept until `due_at` (served `fresh_for` seconds after it
+        was read), made of a row of `statement` that took `seconds` (read `alone`, or its
+        share of a batch: then its health stays as it was)."""
+        with self._lock:
+            known = self._due.get(store)
+            healthy = True if alone or known is None else known.healthy
+            last_alone = seconds if alone or known is None else known.alone
+            self._due[store] = _Due(
+                statement, database, due_at, fresh_for, seconds, last_alone, healthy
+            )
+
+    def forget(self, store: StoreSource) -> None:
+        """The store's reading failed, or is not kept: it is not read with others until
+        it was read alone and kept again."""
+        with self._lock:
+            self._due.pop(store, None)
+            self._early.pop(store, None)
+
+    def _batch_from(
+        self, store: StoreSource, statement: PackedStatement, now: float
+    ) -> _Batch | None:
+        """The store and up to `BATCH - 1` stores of its login whose reading of the same
+        source comes due soonest, within `WINDOW_SHARE` of their interval, and whose
+        statement answered quickly with as many values; None when there is no other."""
+        key, source = store
+        with self._lock:
+            self._tidy(now)
+            own = self._due.get(store)
+            if own is None or not own.healthy or own.seconds > FAST_SECONDS:
+                return None  # unknown, or slow: read alone first
+            login = key[0]
+            candidates = sorted(
+                (
+                    (due.due_at, other, due)
+                    for other, due in self._due.items()
+                    if other[1] == source
+                    and other != store
+                    and other[0][0] == login
+                    and due.healthy
+                    and due.seconds <= FAST_SECONDS
+                    and due.statement.width == statement.width
+                    and due.due_at <= now + WINDOW_SHARE * due.fresh_for
+                    and other not in self._flying
+                    and other not in self._early
+                ),
+                key=lambda candidate: candidate[0],
+            )
+            members = [(store, statement, own.database)]
+            usual = own.alone
+            for _, other, due in candidates:
+                if len(members) == self._batch or usual + due.alone > SLOW_BATCH_SECONDS:
+                    break
+                members.append((other, due.statement, due.database))
+                usual += due.alone
+            if len(members) < 2:
+                return None
+            batch = _Batch(members, usual)
+            for member, _, _ in members:
+                self._flying[member] = batch
+            return batch
+
+    def _land(self, batch: _Batch, rows: dict[int, Row] | None, seconds: float, now: float) -> None:
+        """The batch's rows kept for its other stores, or its stores marked to be read
+        alone (a failed or slow batch); the rounds waiting for it woken."""
+        share = seconds / len(batch.members)
+        slow = seconds > max(FAST_SECONDS, min(SLOW_BATCH_FACTOR * batch.usual, SLOW_BATCH_SECONDS))
+        with self._lock:
+            for place, (member, statement, _) in enumerate(batch.members):
+                if self._flying.get(member) is batch:
+                    del self._flying[member]
+                known = self._due.get(member)
+                if known is not None and (rows is None or slow):
+                    known.healthy = False
+                if rows is not None and place > 0:
+                    self._early[member] = _Early(statement, rows[place], now, share)
+        batch.done.set()
+
+    def _tidy(self, now: float) -> None:
+        """Under the lock, at most once a minute: forgets the rows no store can take any
+        more and the stores whose reading came due long ago and was not read again (a
+        database dropped, a site removed)."""
+        if now - self._tidied_at < 60.0:
+            return
+        self._tidied_at = now
+        for store, early in list(self._early.items()):
+            due = self._due.get(store)
+            if due is None or now - early.at >= due.fresh_for:
+                del self._early[store]
+        for store, due in list(self._due.items()):
+            if now - due.due_at > due.fresh_for + 600.0:
+                del self._due[store]
+
+
+def _not_billed(_seconds: float) -> None:
+    """A batch's time is billed to its stores in shares as they take their rows."""
