@@ -128,13 +128,16 @@ class RefreshTogether:
         """The store's row of `statement`, read now with the rows of the stores whose
         reading of the same source comes due soon, and its share of the time; None when
         none can be read with it, or the batch failed: the store then reads alone."""
+        try:
+            session.ready()  # the batch's time is not the wait for a connection
+        except QueryError:
+            return None  # not the batch's stores' failure: the store's own read reports it
         batch = self._batch_from(store, statement, now)
         if batch is None:
             return None
         started = time.perf_counter()
         rows: dict[int, Row] | None = None
         try:
-            session.ready()  # the batch's time is not the wait for a connection
             members = [(statement, database) for _, statement, database in batch.members]
             sql, every_arg = union_statement(session.server_version, members)
             with session.billed_to(_not_billed):
