@@ -193,14 +193,14 @@ def _measure(
         exporter.scrape()  # settled: every site read once before the counting
         timings = []
         heavy_done_s = None
-        selects_before, polls_before = _selects(servers), most["_polls"]
+        selects_before, polls_before = selects(servers), most["_polls"]
         for _ in range(STEADY_SCRAPES):
             started = time.perf_counter()
             exposition = exporter.scrape()
             timings.append(time.perf_counter() - started)
             if heavy_done_s is None and _heavy_refreshed(exposition) >= expected:
                 heavy_done_s = time.perf_counter() - started
-        sent = _selects(servers) - selects_before - (most["_polls"] - polls_before)
+        sent = selects(servers) - selects_before - (most["_polls"] - polls_before)
         heavy_done_s = heavy_done_s or wait_heavy(exporter, expected)
         rss, peak = resident_mib(exporter.process.pid)
         up = sites_up(exposition)
@@ -220,7 +220,7 @@ def _measure(
     }
 
 
-def _selects(servers: list[Server]) -> int:
+def selects(servers: list[Server]) -> int:
     """SELECT statements the servers ran so far, less this reading's own."""
     total = 0
     for server in servers:

@@ -8,12 +8,19 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
     python -m bench.phases --parts                 # and the rounds' CPU part by part
     python -m bench.phases --calls                 # Python calls per store, by phase
     python -m bench.phases --cores                 # and the rounds' use of the cores
+    python -m bench.phases --pace 15 --scrapes 30  # at Prometheus' pace, statements counted
 
 The garbage collector is set as `serve` sets it: with the interpreter's thresholds a
 thousand stores' scrape spent a third of its CPU in the collector's walks, and a profile
 blamed whatever allocated when it ran (docs/performance-sessions.md, "Session of
 2026-12-05, from 16:08 UTC"). The rounds' CPU is what the process spent beyond the
 scrape's own thread: their threads' (and the heavy tier's, idle after its first refresh).
+
+At `--pace`, one timed scrape starts every so many seconds, as Prometheus scrapes, and
+the statements each sends are counted (the benchmark's server is its own: its
+`Com_select`, less the counting's). Cached readings (the anomalies, the due split, the
+tables' statistics) come due between two scrapes then: at the default pace, about one
+scrape a second, few do.
 
 Run it alone: its CPU times are the machine's as much as the code's. It starts the
 benchmark's server (.bench/, or `AS_BENCH_MARIADB`) and prepares the thousand stores
@@ -46,7 +53,7 @@ from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.call_counts import CallCounts
 from bench.core_use import CoreUse
 from bench.floor_cases import databases_document, network_document, thousand_stores_site
-from bench.many_sites import prepare
+from bench.many_sites import prepare, selects
 from bench.measure import ms
 from bench.round_parts import RoundParts
 from bench.server import ROOT, bench_server
@@ -182,6 +189,12 @@ def main() -> None:
         action="store_true",
         help="and the rounds' use of the cores: each side's threads on and waiting for one",
     )
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        help="seconds from one timed scrape's start to the next's, statements counted",
+    )
     arguments = parser.parse_args()
     if arguments.calls and (arguments.parts or arguments.profile):
         # cProfile's own hook would also replace the counting one.
@@ -198,10 +211,12 @@ def main() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(document), encoding="utf-8")
         assert server.process is not None, "the benchmark starts its own server"
-        _measure(path, arguments, server.process.pid)
+        _measure(path, arguments, server.process.pid, lambda: selects([server]))
 
 
-def _measure(path: Path, arguments: argparse.Namespace, server_pid: int) -> None:
+def _measure(
+    path: Path, arguments: argparse.Namespace, server_pid: int, selects: Callable[[], int]
+) -> None:
     tune_garbage_collection()
     parts = RoundParts()
     calls = CallCounts() if arguments.calls else None
@@ -222,9 +237,15 @@ def _measure(path: Path, arguments: argparse.Namespace, server_pid: int) -> None
 
             def timed() -> None:
                 for _ in range(arguments.scrapes):
+                    started, before = time.monotonic(), selects()
                     timer.scrape()
-                    time.sleep(0.3)
+                    if arguments.pace:
+                        sent.append(selects() - before)
+                        time.sleep(max(0.0, arguments.pace - (time.monotonic() - started)))
+                    else:
+                        time.sleep(0.3)
 
+            sent: list[int] = []
             parts.reset()
             collected = collections_during(timed)
             parts.scrapes = arguments.scrapes
@@ -234,6 +255,11 @@ def _measure(path: Path, arguments: argparse.Namespace, server_pid: int) -> None
     print(f"1,000 {arguments.setup}, {arguments.scrapes} scrapes after {arguments.warm:.0f} s:")
     print("\n".join(timer.table()))
     print(f"garbage collections while timed: {collected}")
+    if sent:
+        print(
+            f"one scrape every {arguments.pace:g} s: statements per scrape, median "
+            f"{statistics.median(sent):g} (from {min(sent)} to {max(sent)}): {sent}"
+        )
     if arguments.parts:
         print("\n".join(parts.table()))
     if calls is not None:
