@@ -260,6 +260,9 @@ def _measure(
             f"one scrape every {arguments.pace:g} s: statements per scrape, median "
             f"{statistics.median(sent):g} (from {min(sent)} to {max(sent)}): {sent}"
         )
+        print(f"each scrape's wall, ms: {[round(1000 * wall) for wall in timer.wall]}")
+        rounds = timer.cpu[PHASES[1]]
+        print(f"each scrape's rounds' CPU, ms: {[round(1000 * cpu) for cpu in rounds]}")
     if arguments.parts:
         print("\n".join(parts.table()))
     if calls is not None:

@@ -17,6 +17,7 @@ from actionscheduler_exporter.logs import JsonFormatter, LogfmtFormatter
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from testbed.mariadb import Server, ensure_server, start_private, temporary
+from testbed.proxy import SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support import logfmt
 from tests.support.end_to_end import EndToEnd
@@ -164,6 +165,15 @@ def api(tmp_path: Path) -> Iterator[FakeKubernetes]:
     ]
     yield fake
     fake.stop()
+
+
+@pytest.fixture
+def proxy(mariadb: Server) -> Iterator[SlowProxy]:
+    """A proxy in front of the MariaDB that counts the statements sent through it (the
+    exporter's own, whoever else uses the server)."""
+    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
+    yield proxy
+    proxy.close()
 
 
 @pytest.fixture

@@ -13,20 +13,20 @@ from collections.abc import Iterator
 import pytest
 
 from actionscheduler_exporter.config import SiteConfig
-from actionscheduler_exporter.db import refresh_together
+from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.refresh_together import RefreshTogether
 from actionscheduler_exporter.db.schema import table_names
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds import database_round
-from actionscheduler_exporter.rounds.hot_statement import statement_of
 from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.sources import cached_readings
 from actionscheduler_exporter.sources.database import Columns
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
 from tests.support.store_databases import store_databases
-from tests.test_read_ahead import PASSWORD, USER, Exporter, MovableClock, settled
+from tests.test_read_ahead import PASSWORD, USER, Exporter, MovableClock, never_slow, settled
 
 RUN = f"as_together_{secrets.token_hex(3)}"
 STORES = 8
@@ -46,21 +46,13 @@ def stores(mariadb: Server) -> Iterator[list[str]]:
 
 
 @pytest.fixture
-def proxy(mariadb: Server) -> Iterator[SlowProxy]:
-    proxy = SlowProxy(mariadb.host, mariadb.port, delay=0)
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
 def exporter(
     proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Exporter, MovableClock]]:
     """The exporter over the stores with their anomalies read every minute, on a clock
     the test moves; no statement counts as slow, however loaded the machine."""
     monkeypatch.setattr(database_round, "TABLE_STATS_INTERVAL", 3600.0)
-    monkeypatch.setattr(refresh_together, "FAST_SECONDS", 60.0)
-    monkeypatch.setattr(refresh_together, "SLOW_BATCH_SECONDS", 60.0)
+    never_slow(monkeypatch)
     clock = MovableClock()
     exporter = Exporter(proxy, stores, clock, anomalies_interval=INTERVAL)
     settled(exporter)
@@ -157,7 +149,7 @@ def test_a_store_whose_table_is_dropped_fails_alone_and_the_others_keep_their_va
 
 
 def test_a_row_read_ahead_is_taken_only_while_its_store_s_reading_may_be_served(
-    mariadb: Server, stores: list[str]
+    mariadb: Server, stores: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two stores on one login: the first's refresh reads the second's row as its reading
     comes due within a quarter of its interval; the second takes it while a reading made
@@ -178,30 +170,78 @@ def test_a_row_read_ahead_is_taken_only_while_its_store_s_reading_may_be_served(
     # Its tables named in each store's database, as every collector's are.
     actions = table_names("wp_").actions
     columns = Columns((f"SELECT COUNT(*) FROM {actions} WHERE status = %s",), ("pending",))
-    statement = statement_of((columns,))
+    statement = PackedStatement(columns.subqueries, columns.args)
     keys = [
         ((reader_of(site), session.endpoint, "wp_"), "anomalies")
         for site, session in zip(sites, sessions, strict=True)
     ]
+    never_slow(monkeypatch)
     shared = RefreshTogether()
     try:
         # At 100 the first is due; the second (110) within 15 s of it; the third not.
         for store, site, due_at in zip(keys, sites, (100.0, 110.0, 130.0), strict=True):
             shared.kept(store, statement, site.database, due_at, 60.0, 0.001, alone=True)
         # Store n holds n + 1 due actions and n undated ones: 2n + 1 pending.
-        refreshed = shared.refresh(sessions[0], keys[0], statement, 100.0)
-        assert refreshed is not None and refreshed[0] == (1,)
+        refreshed = shared.refresh(sessions[0], keys[0], statement, 100.0, 0.1)
+        assert refreshed is not None and refreshed.row == (1,)
         assert shared.take(keys[2], statement, 101.0, 0.1) is None
-        other = statement_of((Columns(("SELECT 1",)),))
+        other = PackedStatement(("SELECT 1",), ())
         assert shared.take(keys[1], other, 110.0, 0.1) is None  # and now it is gone
-        shared.refresh(sessions[0], keys[0], statement, 100.0)
+        shared.refresh(sessions[0], keys[0], statement, 100.0, 0.1)
         assert shared.take(keys[1], statement, 100.0 + 60.0, 0.1) is None  # too old
-        shared.refresh(sessions[0], keys[0], statement, 100.0)
+        shared.refresh(sessions[0], keys[0], statement, 100.0, 0.1)
         taken = shared.take(keys[1], statement, 110.0, 0.1)
         assert taken is not None
-        row, read_at, _ = taken
-        assert row == (3,) and read_at == 100.0
+        assert taken.row == (3,) and taken.read_at == 100.0
         assert shared.batches == 3
     finally:
         for session in sessions:
             session.close()
+
+
+def test_a_store_due_soon_takes_its_row_when_due_and_reads_again_after_its_interval(
+    proxy: SlowProxy, stores: list[str], mariadb: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Store 0's reading comes due after 48 s, store 1's after 54 s, the others' after
+    75 s (their points of the interval, set here). At 50 s store 0 reads store 1's row
+    with its own (due within a quarter of its interval), not the others' (further off).
+    Store 1 takes that row when it comes due, sending nothing of its own: a change made
+    since shows only once its reading has been served 54 s after the row was read."""
+    monkeypatch.setattr(database_round, "TABLE_STATS_INTERVAL", 3600.0)
+    never_slow(monkeypatch)
+    points = {stores[0]: 0.8, stores[1]: 0.9}
+    monkeypatch.setattr(
+        cached_readings,
+        "stagger",
+        lambda site, _prefix, source: (
+            points.get(site.split("\0")[0], 1.25) if source == "anomalies" else 1.0
+        ),
+    )
+    clock = MovableClock()
+    exporter = Exporter(proxy, stores, clock, anomalies_interval=INTERVAL)
+    try:
+        settled(exporter)
+        clock.moved += ALL_DUE  # every store's anomalies read at once, now
+        exporter.scrape()
+        read = clock()
+
+        def at(seconds: float) -> None:
+            clock.moved += read + seconds - clock()
+
+        at(50.0)
+        batches = together(exporter).batches
+        results, _ = exporter.scrape()
+        assert together(exporter).batches == batches + 1
+        assert undated(results[stores[1]]) == 1
+        add_undated(mariadb, stores[1], 2)
+        at(56.0)
+        results, _ = exporter.scrape()
+        assert together(exporter).batches == batches + 1
+        assert undated(results[stores[1]]) == 1  # the row read at 50 s, taken at 56 s
+        at(50.0 + 0.9 * INTERVAL + 1)
+        results, _ = exporter.scrape()
+        assert undated(results[stores[1]]) == 1 + 2
+        for index, database in enumerate(stores):
+            assert undated(results[database]) == index + 2 * (index == 1), database
+    finally:
+        exporter.close()

@@ -4,12 +4,13 @@ usable date (the zero date, NULL).
 
 They change over minutes, not seconds (the alerts on them look back half an hour), and
 the floor of a thousand stores' scrape does not read them (docs/performance.md): so they
-are read at most every `anomalies_interval` (a minute by default; 0: every round, in the
+are read about every `anomalies_interval` (a minute by default; 0: every round, in the
 hot statement), each table prefix at its own point of it, and served from that reading in
-between. The exporter reads them in a statement of their own, which keeps a store's hot
+between. The exporter reads them apart from the hot statement, which keeps a store's hot
 statement the one its server's read-ahead reads with other stores'
-(`rounds.database_round`); a round without a read-ahead (`check`) adds them to its hot
-statement.
+(`rounds.database_round`), and with the anomalies of the server's other stores whose
+reading comes due within a quarter of the interval (`db.refresh_together`); a round
+without a server's lane (`check`) adds them to its hot statement.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Final, NamedTuple
 
 from pymysql.constants import FIELD_TYPE
 
@@ -34,6 +35,7 @@ from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.read_ahead import (
     BATCH,
     FAST_SECONDS,
+    FORGET_SECONDS,
     SLOW_BATCH_FACTOR,
     SLOW_BATCH_SECONDS,
     Key,
@@ -82,12 +84,26 @@ class _Early:
     share: float  # the store's share of the batch's time
 
 
+class Found(NamedTuple):
+    """A store's row read in a batch: when (the sites' clock), and its share of the
+    batch's time."""
+
+    row: Row
+    read_at: float
+    share: float
+
+
 @dataclass
 class _Batch:
     # Each store's reading, its statement and its database; the sender's first.
     members: list[tuple[StoreSource, PackedStatement, str]]
     usual: float  # the members' last times alone, added up
     done: threading.Event = field(default_factory=threading.Event)
+
+
+# What `_batch_from` finds of a store whose row another round's batch read (or is
+# reading) since the store looked for one: take it.
+_TAKEN_MEANWHILE: Final = _Batch([], 0.0)
 
 
 class RefreshTogether:
@@ -104,11 +120,10 @@ class RefreshTogether:
 
     def take(
         self, store: StoreSource, statement: PackedStatement, now: float, wait: float
-    ) -> tuple[Row, float, float] | None:
-        """The row read for the store in another store's batch, when it read then, and its
-        share of the batch's time; None when there is none, or one of another statement,
-        or one older than the store's reading is served. A batch reading it now is waited
-        for (`wait` seconds at most)."""
+    ) -> Found | None:
+        """The row read for the store in another store's batch; None when there is none,
+        or one of another statement, or one older than the store's reading is served. A
+        batch reading it now is waited for (`wait` seconds at most)."""
         with self._lock:
             flying = self._flying.get(store)
         if flying is not None:
@@ -116,45 +131,53 @@ class RefreshTogether:
         with self._lock:
             early = self._early.pop(store, None)
             due = self._due.get(store)
-        if early is None or early.statement is not statement or due is None:
+        if early is None or due is None or not _same(early.statement, statement):
             return None
         if now - early.at >= due.fresh_for:
             return None
-        return early.row, early.at, early.share
+        return Found(early.row, early.at, early.share)
 
     def refresh(
-        self, session: Session, store: StoreSource, statement: PackedStatement, now: float
-    ) -> tuple[Row, float] | None:
+        self,
+        session: Session,
+        store: StoreSource,
+        statement: PackedStatement,
+        now: float,
+        wait: float,
+    ) -> Found | None:
         """The store's row of `statement`, read now with the rows of the stores whose
-        reading of the same source comes due soon, and its share of the time; None when
-        none can be read with it, or the batch failed: the store then reads alone."""
-        try:
-            session.ready()  # the batch's time is not the wait for a connection
-        except QueryError:
-            return None  # not the batch's stores' failure: the store's own read reports it
+        reading of the same source comes due soon (or taken, when another round's batch
+        read it meanwhile); None when none can be read with it, or the batch failed: the
+        store then reads alone. Raises QueryError when the session cannot connect, or
+        its connection is lost, as the store's own statement would (the stores read with
+        it are not to blame)."""
+        session.ready()  # first: the batch's time is not the wait for a connection
         batch = self._batch_from(store, statement, now)
         if batch is None:
             return None
+        if batch is _TAKEN_MEANWHILE:
+            return self.take(store, statement, now, wait)
         started = time.perf_counter()
         rows: dict[int, Row] | None = None
+        blamed = True  # whether a failure is the batch's stores'
         try:
-            members = [(statement, database) for _, statement, database in batch.members]
+            members = [(each, database) for _, each, database in batch.members]
             sql, every_arg = union_statement(session.server_version, members)
             with session.billed_to(_not_billed):
                 found, types = session.query_typed(sql, every_arg)
             if types[1:] and all(code in _WHOLE_NUMBERS for code in types[1:]):
                 rows = rows_by_place(found, len(members), statement.width)
-        except QueryError:
-            rows = None  # read alone, where a lost connection is found and reported
+        except QueryError as error:
+            if error.connection_lost:
+                blamed = False
+                raise
         finally:
             seconds = time.perf_counter() - started
-            self._land(batch, rows, seconds, now)
+            self._land(batch, rows, seconds, now, blamed=blamed)
         if rows is None:
             return None
-        self.batches += 1
-        share = seconds / len(batch.members)
-        session.bill(share)
-        return rows[0], share
+        # Billed to the store as the other stores' shares are, when its reading is made.
+        return Found(rows[0], now, seconds / len(batch.members))
 
     def kept(
         self,
@@ -194,6 +217,8 @@ class RefreshTogether:
         key, source = store
         with self._lock:
             self._tidy(now)
+            if store in self._flying or store in self._early:
+                return _TAKEN_MEANWHILE  # read in another round's batch since it looked
             own = self._due.get(store)
             if own is None or not own.healthy or own.seconds > FAST_SECONDS:
                 return None  # unknown, or slow: read alone first
@@ -209,6 +234,9 @@ class RefreshTogether:
                     and due.seconds <= FAST_SECONDS
                     and due.statement.width == statement.width
                     and due.due_at <= now + WINDOW_SHARE * due.fresh_for
+                    # One that came due longer ago than that has stopped asking (gone,
+                    # down, or left to another shard): its row would not be taken.
+                    and due.due_at > now - due.fresh_for
                     and other not in self._flying
                     and other not in self._early
                 ),
@@ -228,9 +256,18 @@ class RefreshTogether:
                 self._flying[member] = batch
             return batch
 
-    def _land(self, batch: _Batch, rows: dict[int, Row] | None, seconds: float, now: float) -> None:
+    def _land(
+        self,
+        batch: _Batch,
+        rows: dict[int, Row] | None,
+        seconds: float,
+        now: float,
+        *,
+        blamed: bool,
+    ) -> None:
         """The batch's rows kept for its other stores, or its stores marked to be read
-        alone (a failed or slow batch); the rounds waiting for it woken."""
+        alone (a batch that failed on its stores, or a slow one); the rounds waiting for
+        it woken."""
         share = seconds / len(batch.members)
         slow = seconds > max(FAST_SECONDS, min(SLOW_BATCH_FACTOR * batch.usual, SLOW_BATCH_SECONDS))
         with self._lock:
@@ -238,10 +275,12 @@ class RefreshTogether:
                 if self._flying.get(member) is batch:
                     del self._flying[member]
                 known = self._due.get(member)
-                if known is not None and (rows is None or slow):
+                if known is not None and ((rows is None and blamed) or slow):
                     known.healthy = False
                 if rows is not None and place > 0:
                     self._early[member] = _Early(statement, rows[place], now, share)
+            if rows is not None:
+                self.batches += 1
         batch.done.set()
 
     def _tidy(self, now: float) -> None:
@@ -256,8 +295,14 @@ class RefreshTogether:
             if due is None or now - early.at >= due.fresh_for:
                 del self._early[store]
         for store, due in list(self._due.items()):
-            if now - due.due_at > due.fresh_for + 600.0:
+            if now - due.due_at > due.fresh_for + FORGET_SECONDS:
                 del self._due[store]
+
+
+def _same(kept: PackedStatement, asked: PackedStatement) -> bool:
+    """Whether a row of `kept` answers `asked`: the same subqueries with the same
+    arguments (most often the same object, made once: `rounds.hot_statement`)."""
+    return kept is asked or (kept.subqueries == asked.subqueries and kept.args == asked.args)
 
 
 def _not_billed(_seconds: float) -> None:

@@ -133,8 +133,9 @@ UNDATED_PENDING = _define(
     labels=("date",),
     meaning='Pending actions whose scheduled date is the zero date (`date="zero"`; they '
     'are due and counted in `actionscheduler_due_actions` too) or NULL (`date="null"`; '
-    "Action Scheduler never claims them). Read at most every `anomalies_interval` (a minute "
-    "by default).",
+    "Action Scheduler never claims them). Read about every `anomalies_interval` (a minute "
+    "by default; up to a quarter of it early, with other stores of the server whose reading "
+    "comes due).",
 )
 OLDEST_DUE_AGE = _define(
     "actionscheduler_oldest_due_action_age_seconds",
@@ -256,7 +257,8 @@ ORPHANED_CLAIMS = _define(
     meaning="Claim rows older than the timeout period that no pending or in-progress action "
     "refers to. Each is a batch whose worker died without releasing its claim (nothing ever "
     "deletes these rows). Younger ones are left out: every healthy batch has such a row for "
-    "a moment. Read at most every `anomalies_interval` (a minute by default).",
+    "a moment. Read about every `anomalies_interval` (a minute by default; up to a quarter "
+    "of it early, with other stores of the server whose reading comes due).",
 )
 STALE_CLAIMED_PENDING = _define(
     "actionscheduler_stale_claimed_pending_actions",
@@ -265,8 +267,9 @@ STALE_CLAIMED_PENDING = _define(
     tier="hot",
     section="queue",
     meaning="Claimed pending actions whose claim is older than the timeout period: the "
-    "actions of a dead worker's batch, which the cleaner will reset at the next batch. Read at "
-    "most every `anomalies_interval` (a minute by default).",
+    "actions of a dead worker's batch, which the cleaner will reset at the next batch. Read "
+    "about every `anomalies_interval` (a minute by default; up to a quarter of it early, "
+    "with other stores of the server whose reading comes due).",
 )
 FAILED_BY_HOOK = _define(
     "actionscheduler_failed_actions",

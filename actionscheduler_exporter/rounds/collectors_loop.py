@@ -12,24 +12,19 @@ the first collector and after each statement: a reading without one takes micros
 A cached collector with columns (the anomalies) whose reading comes due is made of its
 store's row read with other stores' rows of its server, when it can be: taken from
 another store's batch that read it ahead, or read now with the rows of the stores whose
-readings come due soon (`db.refresh_together`, `RefreshedTogether`); else it reads alone,
-as it does without a server's lane (`check`). A reading made of a row read earlier counts
-from when the row was read: it is served no longer than its interval after that.
+readings come due soon (`sources.cached_refresh`); else it reads alone, as it does
+without a server's lane (`check`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import NamedTuple
-
-from actionscheduler_exporter.db.pool import reader_of
-from actionscheduler_exporter.db.refresh_together import RefreshTogether, StoreSource
 from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
-from actionscheduler_exporter.rounds.hot_statement import HotStatement, statement_of
+from actionscheduler_exporter.rounds.hot_statement import HotStatement
 from actionscheduler_exporter.rounds.report import PrefixReport
 from actionscheduler_exporter.rounds.site_state import SiteState
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.cached_refresh import CachedRefresh
+from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
 from actionscheduler_exporter.timing import Deadline
 
@@ -40,7 +35,10 @@ class CollectorsLoop:
     def __init__(self, state: SiteState, deadline: Deadline) -> None:
         self._state = state
         self._deadline = deadline
-        self._together = RefreshedTogether(state)
+        lane = state.lane
+        self._refresh = CachedRefresh(
+            None if lane is None else lane.refresh_together, state.reader, state.clock
+        )
 
     def served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
         """The cached collectors' readings that this round serves instead of reading
@@ -144,7 +142,7 @@ class CollectorsLoop:
     ) -> Reading:
         """A reading of the collector, or its cached one while that may be served, or
         that one renewed once its interval has passed (`Collector.renewed`), or one made
-        of a row read with other stores' (`RefreshedTogether`)."""
+        of a row read with other stores' (`sources.cached_refresh`)."""
         state = self._state
         if collector.name not in state.cached:
             return state.reader.read(collector, context, report.label)
@@ -157,16 +155,17 @@ class CollectorsLoop:
                 return cached
             reading = self._renewed(collector, context, prefix)
         if reading is None:
-            refresh = self._together.read(collector, context, report.label, prefix)
+            wait = min(context.session.timeout, self._deadline.left())
+            refresh = self._refresh.read(collector, context, report.label, prefix, wait)
             reading = refresh.reading
         if reading.ok and collector.cacheable(context):
             key = f"{state.site.name}\0{state.site.database}"
             due = state.cache.keep(key, prefix, collector.name, freshness.interval, reading)
             if refresh is not None:
-                self._together.kept(collector, context, prefix, refresh, due)
+                self._refresh.kept(collector, context, prefix, refresh, due)
         else:
             state.cache.drop(prefix, collector.name)
-            self._together.forget(collector, context, prefix)
+            self._refresh.forget(collector, context, prefix)
         return reading
 
     def _renewed(
@@ -185,93 +184,3 @@ class CollectorsLoop:
             return None
         finished = self._state.clock()
         return Reading(samples, True, finished - started, finished)
-
-
-class Refresh(NamedTuple):
-    reading: Reading
-    seconds: float  # its statement's time: its own, or its share of a batch
-    alone: bool  # read in a statement of its own
-
-
-class RefreshedTogether:
-    """The cached collectors' readings of one site's rounds, read with other stores'."""
-
-    def __init__(self, state: SiteState) -> None:
-        self._state = state
-        lane = state.lane
-        self._together: RefreshTogether | None = None if lane is None else lane.refresh_together
-
-    def read(
-        self, collector: Collector, context: DatabaseContext, label: str, prefix: str
-    ) -> Refresh:
-        """The collector's reading, made of its row read with other stores' when it can
-        be (then its `read_at` is when the row was read), else read alone."""
-        state, together = self._state, self._together
-        columns = None if together is None else collector.columns(context)
-        if together is not None and columns is not None:
-            session = context.session
-            statement = statement_of((columns,))
-            store = self._store(collector, context, prefix)
-            now = state.clock()
-            taken = together.take(store, statement, now, session.timeout)
-            found: tuple[Row, float, float] | None = taken
-            if taken is not None:
-                session.bill(taken[2])
-            else:
-                read = together.refresh(session, store, statement, now)
-                found = None if read is None else (read[0], now, read[1])
-            values = None if found is None else _values(columns, found[0])
-            if found is not None and values is not None:
-                prefetched = {**context.prefetched, collector.name: values}
-                with_values = dataclasses.replace(context, prefetched=prefetched)
-                reading = state.reader.read(collector, with_values, label)
-                if reading.ok:
-                    _, read_at, share = found
-                    reading = Reading(reading.samples, True, reading.duration, read_at)
-                return Refresh(reading, share if reading.ok else 0.0, alone=False)
-        reading = state.reader.read(collector, context, label)
-        return Refresh(reading, reading.duration, alone=True)
-
-    def kept(
-        self,
-        collector: Collector,
-        context: DatabaseContext,
-        prefix: str,
-        refresh: Refresh,
-        due_at: float,
-    ) -> None:
-        """The reading was kept until `due_at`: its store may be read with others when it
-        comes due again."""
-        together = self._together
-        columns = None if together is None else collector.columns(context)
-        read_at = refresh.reading.read_at
-        if together is None or columns is None or read_at is None:
-            return
-        together.kept(
-            self._store(collector, context, prefix),
-            statement_of((columns,)),
-            context.site.database,
-            due_at,
-            due_at - read_at,
-            refresh.seconds,
-            alone=refresh.alone,
-        )
-
-    def forget(self, collector: Collector, context: DatabaseContext, prefix: str) -> None:
-        """The reading failed or is not kept: read alone before it is read with others."""
-        if self._together is not None:
-            self._together.forget(self._store(collector, context, prefix))
-
-    @staticmethod
-    def _store(collector: Collector, context: DatabaseContext, prefix: str) -> StoreSource:
-        """The store's reading of the collector as the server's batches know it."""
-        return (reader_of(context.site), context.session.endpoint, prefix), collector.name
-
-
-def _values(columns: Columns, row: Row) -> Row | None:
-    """The collector's values of a row read for it, as `DatabaseContext.values_of` reads
-    them; None when they cannot be its answer (then it reads alone)."""
-    values = columns.values(row)
-    if values is None or columns.problem(values):
-        return None
-    return values

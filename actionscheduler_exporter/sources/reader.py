@@ -64,6 +64,11 @@ class SourceReader:
             )
         return Reading(samples, True, finished - started, finished)
 
+    def failed(self, source: Source[ContextT], site: str, error: SourceError) -> Reading:
+        """The source's reading that failed before it was read (its statement could not
+        be sent): counted and logged as `read` does a failure."""
+        return self._failed(source, site, NOT_READ, self.clock(), error)
+
     def _failed(
         self,
         source: Source[ContextT],

@@ -16,7 +16,11 @@ from actionscheduler_exporter.errors import SourceError
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.sources.background import BackgroundRefresh
-from actionscheduler_exporter.sources.cached_readings import CachedReadings, RepeatedReadings
+from actionscheduler_exporter.sources.cached_readings import (
+    CachedReadings,
+    RepeatedReadings,
+    stagger,
+)
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.problem_log import LogLine, ProblemLog
 from actionscheduler_exporter.sources.reader import SourceReader
@@ -320,6 +324,23 @@ def test_cached_readings_forget_the_prefixes_a_round_no_longer_has(clock: FakeCl
     cache.keep("shop", "wp_2_", "status", 60, good)
     cache.retain([])  # every subsite gone
     assert cache.get("wp_", "status") is None and cache.get("wp_2_", "status") is None
+
+
+def test_a_cached_reading_is_served_for_its_interval_after_it_was_read(
+    clock: FakeClock,
+) -> None:
+    """A reading made of a row read earlier (in another store's batch:
+    `db.refresh_together`) is served its interval after that row was read, not after it
+    was kept: never longer than its interval after its values were read."""
+    cache = CachedReadings(clock)
+    fresh_for = 60 * stagger("shop", "wp_", "anomalies")
+    read_at = clock() - 20
+    early = Reading((sample(catalog.ORPHANED_CLAIMS, 0),), True, 0.0, read_at)
+    assert cache.keep("shop", "wp_", "anomalies", 60, early) == read_at + fresh_for
+    clock.advance(fresh_for - 20 - 0.5)
+    assert cache.get("wp_", "anomalies") is early
+    clock.advance(1.0)
+    assert cache.get("wp_", "anomalies") is None
 
 
 def test_a_readings_copies_carry_every_field() -> None:
