@@ -245,3 +245,47 @@ def test_a_store_due_soon_takes_its_row_when_due_and_reads_again_after_its_inter
             assert undated(results[database]) == index + 2 * (index == 1), database
     finally:
         exporter.close()
+
+
+def test_the_tables_statistics_come_due_are_read_together_and_the_hot_statements_ahead(
+    proxy: SlowProxy, stores: list[str], mariadb: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every store's tables' statistics come due in one scrape: read together, apart from
+    the hot statements, which stay packed and read ahead with each other. In the hot
+    statement, each store's was sent alone, in that scrape and the next: the scrape sent
+    one statement per store and more. Each store's statistics are its own: its actions
+    table's estimated rows are the server's for that table."""
+    monkeypatch.setattr(database_round, "TABLE_STATS_INTERVAL", INTERVAL)
+    never_slow(monkeypatch)
+    clock = MovableClock()
+    exporter = Exporter(proxy, stores, clock)
+    try:
+        settled(exporter)
+        for _ in range(2):
+            clock.moved += ALL_DUE
+            before = estimated_rows(mariadb, stores)
+            ahead, together_ = exporter.read_ahead.batches, together(exporter).batches
+            results, sent = exporter.scrape()
+            after = estimated_rows(mariadb, stores)
+            assert together(exporter).batches > together_
+            assert exporter.read_ahead.batches > ahead
+            assert sent < STORES, sent
+            for database in stores:
+                rows = results[database].value(catalog.TABLE_ROWS.name, table="actions")
+                assert rows in (before[database], after[database]), database
+            results, sent = exporter.scrape()  # the next: read ahead as before
+            assert sent < STORES, sent
+    finally:
+        exporter.close()
+
+
+def estimated_rows(mariadb: Server, stores: list[str]) -> dict[str, int]:
+    """Each store's actions table's estimated rows, as the server tells them now."""
+    with mariadb.connect() as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_ROWS FROM information_schema.TABLES"
+            " WHERE TABLE_NAME = 'wp_actionscheduler_actions' AND TABLE_SCHEMA LIKE %s",
+            (f"{RUN}%",),
+        )
+        found = {schema: int(rows) for schema, rows in cursor.fetchall()}
+    return {database: found[database] for database in stores}

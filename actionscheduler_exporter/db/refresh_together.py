@@ -10,15 +10,18 @@ statement of up to `BATCH - 1` other stores of its server and login whose readin
 due within a quarter of their interval (`WINDOW_SHARE`), the soonest first. Each of those
 takes its row when its own reading comes due, and is served from it as if read then: its
 reading counts from when the row was read, and no row older than the reading's interval
-is taken (`take`). Stores due together stay close: the fewer statements the longer an
-exporter runs.
+is taken (`take`).
+
+The tables' statistics (about every five minutes) come due and are read so too, apart
+from the hot statement: in it, the store's statement was sent alone, not packed, and
+differed from the one read ahead for it, at the refresh and at the next scrape.
 
 A store is read with others only while its own statement answers quickly (the
-read-ahead's `FAST_SECONDS`), its answer of whole numbers, as a union keeps them. A batch
-that fails is not used, and each of its stores reads alone until its statement answered
-alone again; a slow one's rows are used, but its stores are read alone at their next
-refresh (the read-ahead's bounds). The clock is the sites' (`now`), as their cached
-readings' intervals are.
+read-ahead's `FAST_SECONDS`), its answer of whole numbers or of texts, as a union keeps
+them. A batch that fails is not used, and each of its stores reads alone until its
+statement answered alone again; a slow one's rows are used, but its stores are read
+alone at their next refresh (the read-ahead's bounds). The clock is the sites' (`now`),
+as their cached readings' intervals are.
 """
 
 from __future__ import annotations
@@ -47,11 +50,23 @@ from actionscheduler_exporter.db.union import rows_by_place, union_statement
 # store whose reading is due now: at a scrape every 15 s, the anomalies (60 s) of the
 # stores that come due before the next scrape.
 WINDOW_SHARE = 0.25
-# The types a union keeps as the driver makes them alone: whole numbers, which Python
-# makes the same `int` of whatever their width (a union of a signed and an unsigned one
-# is a decimal: not used).
+# The types a union keeps as the driver makes them alone, when every column of the
+# answer has one of them: whole numbers, which Python makes the same `int` of whatever
+# their width (a union of a signed and an unsigned one is a decimal: not used), or texts
+# (the tables' statistics), the same `str` whatever their length.
 _WHOLE_NUMBERS = frozenset(
     {FIELD_TYPE.TINY, FIELD_TYPE.SHORT, FIELD_TYPE.LONG, FIELD_TYPE.INT24, FIELD_TYPE.LONGLONG}
+)
+_TEXTS = frozenset(
+    {
+        FIELD_TYPE.VARCHAR,
+        FIELD_TYPE.VAR_STRING,
+        FIELD_TYPE.STRING,
+        FIELD_TYPE.TINY_BLOB,
+        FIELD_TYPE.MEDIUM_BLOB,
+        FIELD_TYPE.LONG_BLOB,
+        FIELD_TYPE.BLOB,
+    }
 )
 
 # A store's reading of one source: the store (`read_ahead.Key`, its login first) and the
@@ -165,7 +180,7 @@ class RefreshTogether:
             sql, every_arg = union_statement(session.server_version, members)
             with session.billed_to(_not_billed):
                 found, types = session.query_typed(sql, every_arg)
-            if types[1:] and all(code in _WHOLE_NUMBERS for code in types[1:]):
+            if _kept_as_alone(types[1:]):
                 rows = rows_by_place(found, len(members), statement.width)
         except QueryError as error:
             if error.connection_lost:
@@ -297,6 +312,12 @@ class RefreshTogether:
         for store, due in list(self._due.items()):
             if now - due.due_at > due.fresh_for + FORGET_SECONDS:
                 del self._due[store]
+
+
+def _kept_as_alone(types: tuple[int, ...]) -> bool:
+    """Whether a union's columns of these types give each branch's values as its own
+    statement would (`_WHOLE_NUMBERS`, `_TEXTS`)."""
+    return bool(types) and (set(types) <= _WHOLE_NUMBERS or set(types) <= _TEXTS)
 
 
 def _same(kept: PackedStatement, asked: PackedStatement) -> bool:

@@ -12,7 +12,7 @@ the first collector and after each statement: a reading without one takes micros
 A cached collector with columns (the anomalies) whose reading comes due is made of its
 store's row read with other stores' rows of its server, when it can be: taken from
 another store's batch that read it ahead, or read now with the rows of the stores whose
-readings come due soon (`sources.cached_refresh`); else it reads alone, as it does
+readings come due soon (`sources.cached_readings.CachedRefresh`); else it reads alone, as it does
 without a server's lane (`check`).
 """
 
@@ -23,7 +23,6 @@ from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
 from actionscheduler_exporter.rounds.hot_statement import HotStatement
 from actionscheduler_exporter.rounds.report import PrefixReport
 from actionscheduler_exporter.rounds.site_state import SiteState
-from actionscheduler_exporter.sources.cached_refresh import CachedRefresh
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
 from actionscheduler_exporter.timing import Deadline
@@ -35,10 +34,6 @@ class CollectorsLoop:
     def __init__(self, state: SiteState, deadline: Deadline) -> None:
         self._state = state
         self._deadline = deadline
-        lane = state.lane
-        self._refresh = CachedRefresh(
-            None if lane is None else lane.refresh_together, state.reader, state.clock
-        )
 
     def served_from_cache(self, prefix: str, context: DatabaseContext) -> dict[str, Reading]:
         """The cached collectors' readings that this round serves instead of reading
@@ -142,7 +137,7 @@ class CollectorsLoop:
     ) -> Reading:
         """A reading of the collector, or its cached one while that may be served, or
         that one renewed once its interval has passed (`Collector.renewed`), or one made
-        of a row read with other stores' (`sources.cached_refresh`)."""
+        of a row read with other stores' (`sources.cached_readings.CachedRefresh`)."""
         state = self._state
         if collector.name not in state.cached:
             return state.reader.read(collector, context, report.label)
@@ -156,16 +151,16 @@ class CollectorsLoop:
             reading = self._renewed(collector, context, prefix)
         if reading is None:
             wait = min(context.session.timeout, self._deadline.left())
-            refresh = self._refresh.read(collector, context, report.label, prefix, wait)
+            refresh = state.refresh.read(collector, context, report.label, prefix, wait)
             reading = refresh.reading
         if reading.ok and collector.cacheable(context):
             key = f"{state.site.name}\0{state.site.database}"
             due = state.cache.keep(key, prefix, collector.name, freshness.interval, reading)
             if refresh is not None:
-                self._refresh.kept(collector, context, prefix, refresh, due)
+                state.refresh.kept(collector, context, prefix, refresh, due)
         else:
             state.cache.drop(prefix, collector.name)
-            self._refresh.forget(collector, context, prefix)
+            state.refresh.forget(collector.name, context, prefix)
         return reading
 
     def _renewed(

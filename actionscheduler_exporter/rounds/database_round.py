@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import wait
 
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, table_names
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.db.tables import database_visible, discover_prefixes, list_prefixes
+from actionscheduler_exporter.db.tables import (
+    TableStats,
+    database_visible,
+    discover_prefixes,
+    list_prefixes,
+)
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample, sample
@@ -287,7 +292,7 @@ class DatabaseRound:
             for c in state.in_round
             if c.name not in served and (ahead is None or c.name not in state.cached)
         ]
-        known = state.discovered_stats.pop(prefix, None)
+        known: Mapping[str, TableStats] | None = state.discovered_stats.pop(prefix, None)
         kept = state.kept_stats.get(prefix)
         if known is None and kept is not None and state.clock() < kept[0]:
             statement = read_hot_statement(context, reading, kept[1], ahead, self._wave)
@@ -295,11 +300,27 @@ class DatabaseRound:
                 return statement
             del state.kept_stats[prefix]
             return read_apart(context, None)
+        # Due: read with other stores' whose statistics come due soon, apart from the hot
+        # statement, which then stays the one read ahead for the store; else in it.
+        wait = min(context.session.timeout, self._deadline.left())
+        together = (
+            None
+            if known is not None or ahead is None
+            else state.refresh.stats(context, prefix, wait)
+        )
+        if together is not None:
+            known = together.stats
         statement = read_hot_statement(context, reading, known, ahead, self._wave)
         stats = statement.stats
         if stats is not None and all(table in stats for table in TABLES):
             interval = TABLE_STATS_INTERVAL * stagger(state.site.name, prefix, "tables")
-            state.kept_stats[prefix] = (state.clock() + interval, stats)
+            read_at = state.clock() if together is None else together.read_at
+            state.kept_stats[prefix] = (read_at + interval, stats)
+            seconds = statement.seconds if together is None else together.share
+            state.refresh.kept_stats(context, prefix, read_at, read_at + interval, seconds,
+                                     alone=together is None)  # fmt: skip
+        else:
+            state.refresh.forget_stats(context, prefix)
         return statement
 
     def _end(self, report: PrefixReport) -> None:

@@ -18,7 +18,11 @@ from actionscheduler_exporter.db.servers import DatabaseServers, ServerLane
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.sharding import Shard
-from actionscheduler_exporter.sources.cached_readings import CachedReadings, RepeatedReadings
+from actionscheduler_exporter.sources.cached_readings import (
+    CachedReadings,
+    CachedRefresh,
+    RepeatedReadings,
+)
 from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.database import Collector, check_order
 from actionscheduler_exporter.sources.heavy_tier import HeavyTier
@@ -42,6 +46,8 @@ class SiteState:
     site_wide: list[SiteWideSource[Any]]  # read once per scrape for the whole site
     ledgers: PrefixLedgers
     cache: CachedReadings
+    # The cached readings come due, read with other stores' of the server.
+    refresh: CachedRefresh
     known_prefixes: list[str]
     others_prefixes: int = 0  # discovered subsites served by other shards
     # The statistics a network's listing read with its prefixes, until a round uses them.
@@ -93,9 +99,10 @@ class SiteState:
             SiteWideSource(source, context, site, reader) for source, context in sources.site_wide
         ]
         known = [] if site.discovers_prefixes else [site.table_prefix]
+        refresh = CachedRefresh(lane.refresh_together if lane else None, reader, clock)
         return cls(
             site, shard, clock, session, lane, reader, in_round, heavy, site_wide, ledgers,
-            CachedReadings(clock), known,
+            CachedReadings(clock), refresh, known,
         )  # fmt: skip
 
     def site_label(self, prefix: str) -> str:

@@ -13,17 +13,36 @@ a fleet are quiet, and from one round to the next most of their columns answer t
 values came, and the samples reported of it, instead of making them again:
 `RepeatedReadings`. They are the same objects, which the writer finds unchanged at a
 glance (`exposition.writer`).
+
+A cached reading come due whose source has columns (the anomalies, and the tables'
+statistics that the round reads with its hot statement otherwise) is made of its store's
+row read with other stores' rows of its server, when it can be: taken from another
+store's batch that read it ahead, or read now with the rows of the stores whose readings
+come due soon (`db.refresh_together`): `CachedRefresh`. Else the source reads alone, as
+it does without a server's lane (`check`). A reading made of a row read earlier counts
+from when the row was read (its `read_at`): `CachedReadings.keep` serves it no longer
+than its interval after that.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import threading
-from collections.abc import Iterable
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Generic, NamedTuple, TypeVar
 
+from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.pool import reader_of
+from actionscheduler_exporter.db.query_error import QueryError
+from actionscheduler_exporter.db.refresh_together import Found, RefreshTogether, StoreSource
+from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Row
+from actionscheduler_exporter.db.tables import TableStats, parse_table_stats, table_stats_column
 from actionscheduler_exporter.metrics.samples import Sample
+from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.reader import SourceReader
 from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.timing import Clock
 
@@ -118,3 +137,205 @@ def stagger(*key: str) -> float:
     """A fixed factor from 0.75 to 1.25 per key: refreshes drift apart over time."""
     digest = hashlib.sha256("\0".join(key).encode()).digest()
     return 0.75 + 0.5 * int.from_bytes(digest[:4], "big") / 2**32
+
+
+class Refresh(NamedTuple):
+    """A cached reading come due, and how it was read."""
+
+    reading: Reading
+    seconds: float  # its statement's time: its own, or its share of a batch
+    alone: bool  # read in a statement of its own
+
+
+# The tables' statistics as a source of the server's batches.
+TABLES_SOURCE = "tables"
+
+
+class Stats(NamedTuple):
+    """A prefix's tables' statistics read in a batch: when, and its share of its time."""
+
+    stats: Mapping[str, TableStats]
+    read_at: float
+    share: float
+
+
+class CachedRefresh:
+    """The cached collectors' readings of one site's round, read with other stores'
+    through its server's `RefreshTogether` (None: each reads alone)."""
+
+    def __init__(
+        self, together: RefreshTogether | None, reader: SourceReader, clock: Clock
+    ) -> None:
+        self._together = together
+        self._reader = reader
+        self._clock = clock
+
+    def read(
+        self,
+        collector: Collector,
+        context: DatabaseContext,
+        label: str,
+        prefix: str,
+        wait: float,
+    ) -> Refresh:
+        """The collector's reading, made of its row read with other stores' when it can
+        be, else read alone. `wait`: seconds at most to wait for a batch that reads its
+        row now."""
+        columns = None if self._together is None else collector.columns(context)
+        if columns is not None:
+            try:
+                found = self.found(collector.name, columns, context, prefix, wait)
+            except QueryError as error:
+                # No connection to be had, or it was lost: as the collector's own
+                # statement would have failed, without a second try.
+                return Refresh(self._reader.failed(collector, label, error), 0.0, alone=True)
+            if found is not None:
+                refresh = self._made_of(found, collector, columns, context, label)
+                if refresh is not None:
+                    return refresh
+        reading = self._reader.read(collector, context, label)
+        return Refresh(reading, reading.duration, alone=True)
+
+    def found(
+        self, source: str, columns: Columns, context: DatabaseContext, prefix: str, wait: float
+    ) -> Found | None:
+        """The store's row of the source's `columns`, read in another store's batch or now
+        with the rows of the stores whose reading comes due soon; None when there is none
+        to be had so (the caller reads alone). Raises QueryError when the session cannot
+        connect, or its connection is lost."""
+        together = self._together
+        if together is None:
+            return None
+        statement = _statement(columns)
+        store = _store(source, context, prefix)
+        now = self._clock()
+        return together.take(store, statement, now, wait) or together.refresh(
+            context.session, store, statement, now, wait
+        )
+
+    def kept(
+        self,
+        collector: Collector,
+        context: DatabaseContext,
+        prefix: str,
+        refresh: Refresh,
+        due_at: float,
+    ) -> None:
+        """The collector's reading was kept until `due_at`: its store may be read with
+        others when it comes due again."""
+        columns = None if self._together is None else collector.columns(context)
+        read_at = refresh.reading.read_at
+        if columns is not None and read_at is not None:
+            self.kept_row(collector.name, columns, context, prefix, read_at, due_at,
+                          refresh.seconds, alone=refresh.alone)  # fmt: skip
+
+    def kept_row(
+        self,
+        source: str,
+        columns: Columns,
+        context: DatabaseContext,
+        prefix: str,
+        read_at: float,
+        due_at: float,
+        seconds: float,
+        *,
+        alone: bool,
+    ) -> None:
+        """What was made of the source's row read at `read_at` is kept until `due_at`;
+        its statement took `seconds` (`alone`, or its share of a batch)."""
+        if self._together is not None:
+            self._together.kept(
+                _store(source, context, prefix),
+                _statement(columns),
+                context.site.database,
+                due_at,
+                due_at - read_at,
+                seconds,
+                alone=alone,
+            )
+
+    def stats(self, context: DatabaseContext, prefix: str, wait: float) -> Stats | None:
+        """The prefix's tables' statistics come due, read in another store's batch or now
+        with the stores' whose statistics come due soon; None when they are to be read
+        in the hot statement. Raises QueryError as the hot statement does (no
+        connection)."""
+        found = self.found(TABLES_SOURCE, _stats_columns(context.tables), context, prefix, wait)
+        if found is None:
+            return None
+        try:
+            stats = parse_table_stats(context.tables, found.row[0])
+        except QueryError:
+            return None  # cut short or garbled: read in the hot statement
+        return Stats(stats, found.read_at, found.share)
+
+    def kept_stats(
+        self,
+        context: DatabaseContext,
+        prefix: str,
+        read_at: float,
+        due_at: float,
+        seconds: float,
+        *,
+        alone: bool,
+    ) -> None:
+        """The prefix's statistics read at `read_at` are kept until `due_at`."""
+        columns = _stats_columns(context.tables)
+        self.kept_row(TABLES_SOURCE, columns, context, prefix, read_at, due_at, seconds,
+                      alone=alone)  # fmt: skip
+
+    def forget_stats(self, context: DatabaseContext, prefix: str) -> None:
+        """The prefix's statistics were not kept (a table missing, none read)."""
+        self.forget(TABLES_SOURCE, context, prefix)
+
+    def forget(self, source: str, context: DatabaseContext, prefix: str) -> None:
+        """The reading failed or is not kept: read alone before it is read with others."""
+        if self._together is not None:
+            self._together.forget(_store(source, context, prefix))
+
+    def _made_of(
+        self,
+        found: Found,
+        collector: Collector,
+        columns: Columns,
+        context: DatabaseContext,
+        label: str,
+    ) -> Refresh | None:
+        """The reading made of a row read in a batch, counted from when it was read;
+        None when the row cannot be the collector's answer (then it reads alone)."""
+        values = _values(columns, found.row)
+        if values is None:
+            return None
+        context.session.bill(found.share)
+        prefetched = {**context.prefetched, collector.name: values}
+        reading = self._reader.read(
+            collector, dataclasses.replace(context, prefetched=prefetched), label
+        )
+        if reading.ok:
+            reading = Reading(reading.samples, True, reading.duration, found.read_at)
+        return Refresh(reading, found.share, alone=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stats_columns(tables: TableNames) -> Columns:
+    """The statistics' one subquery, as the hot statement reads it."""
+    query, args = table_stats_column(tables)
+    return Columns((query,), args)
+
+
+def _statement(columns: Columns) -> PackedStatement:
+    """The collector's statement as a batch's branch reads it (compared by value)."""
+    return PackedStatement(columns.subqueries, columns.args)
+
+
+def _store(source: str, context: DatabaseContext, prefix: str) -> StoreSource:
+    """The store's reading of the source as its server's batches know it."""
+    return (reader_of(context.site), context.session.endpoint, prefix), source
+
+
+def _values(columns: Columns, row: Row) -> Row | None:
+    """The collector's values of a row read for it, as `DatabaseContext.values_of` reads
+    them; None when they cannot be its answer."""
+    values = columns.values(row)
+    if values is None or columns.problem(values):
+        return None
+    return values
