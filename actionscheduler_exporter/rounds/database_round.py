@@ -1,10 +1,10 @@
 """The database work of one round of one site, over its table prefixes.
 
 For each prefix (one, or every subsite of a `table_prefix: auto` network, read side by
-side on the server's connections), the round sends the hot statement (the tables'
-statistics when they are due, and the columns of every hot collector that is read in this
-round, at once: a cached one served from its last reading is left out;
-`rounds.hot_statement`), then reads
+side on the server's connections), the round sends the hot statement (the columns of
+every hot collector that is read in this round, at once: a cached one served from its
+last reading is left out; `rounds.hot_statement`; the tables' statistics when they are
+due, with other stores' of the server through `CachedRefresh`, else in it), then reads
 each in-round collector in order, recording every reading in the prefix's report as it
 arrives (`rounds.collectors_loop`); the heavy tier's samples are added when the prefixes
 are read. A lost connection ends the prefix's reading and marks it down. A store whose
@@ -42,7 +42,7 @@ from actionscheduler_exporter.rounds.hot_statement import (
 )
 from actionscheduler_exporter.rounds.report import Failure, PrefixReport, RoundReports
 from actionscheduler_exporter.rounds.site_state import SiteState
-from actionscheduler_exporter.sources.cached_readings import stagger
+from actionscheduler_exporter.sources.cached_readings import KeptRow, stagger
 from actionscheduler_exporter.sources.database import DatabaseContext
 from actionscheduler_exporter.sources.source import Reading
 from actionscheduler_exporter.timing import Deadline
@@ -50,11 +50,13 @@ from actionscheduler_exporter.timing import Deadline
 # Seconds a prefix's table statistics are reused (each prefix at its own point, 0.75 to
 # 1.25 times it), as long as the heavy tier's default interval: estimates that InnoDB
 # refreshes lazily (MySQL 8 caches them for a day), and the floor of a thousand sites'
-# scrape does not read them. A store whose statistics are due sends its statement alone
-# (their text is not packed, nor read with other stores'): at 60 s, a thousand stores'
-# exporter past its first minutes sent 109 statements per scrape instead of 91, with a
-# tenth more CPU (docs/performance.md). A table gone meanwhile fails the hot statement,
-# which then reads them again at once.
+# scrape does not read them. Read in its hot statement, a store whose statistics are due
+# sent its statement alone (their text is not packed, nor read with other stores'): at
+# 60 s, a thousand stores' exporter past its first minutes sent 109 statements per scrape
+# instead of 91, with a tenth more CPU (docs/performance.md); so they are read with the
+# stores' of the server whose statistics come due soon, when they can be
+# (`db.refresh_together`). A table gone meanwhile fails the hot statement, which then
+# reads them again at once.
 TABLE_STATS_INTERVAL = 300.0
 
 
@@ -317,8 +319,8 @@ class DatabaseRound:
             read_at = state.clock() if together is None else together.read_at
             state.kept_stats[prefix] = (read_at + interval, stats)
             seconds = statement.seconds if together is None else together.share
-            state.refresh.kept_stats(context, prefix, read_at, read_at + interval, seconds,
-                                     alone=together is None)  # fmt: skip
+            row = KeptRow(read_at, read_at + interval, seconds, alone=together is None)
+            state.refresh.kept_stats(context, prefix, row)
         else:
             state.refresh.forget_stats(context, prefix)
         return statement

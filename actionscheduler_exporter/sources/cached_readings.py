@@ -147,6 +147,16 @@ class Refresh(NamedTuple):
     alone: bool  # read in a statement of its own
 
 
+class KeptRow(NamedTuple):
+    """What was made of a source's row, kept: when the row was read, until when it is
+    served, and its statement's time (`alone`, or its share of a batch)."""
+
+    read_at: float
+    due_at: float
+    seconds: float
+    alone: bool
+
+
 # The tables' statistics as a source of the server's batches.
 TABLES_SOURCE = "tables"
 
@@ -226,33 +236,8 @@ class CachedRefresh:
         columns = None if self._together is None else collector.columns(context)
         read_at = refresh.reading.read_at
         if columns is not None and read_at is not None:
-            self.kept_row(collector.name, columns, context, prefix, read_at, due_at,
-                          refresh.seconds, alone=refresh.alone)  # fmt: skip
-
-    def kept_row(
-        self,
-        source: str,
-        columns: Columns,
-        context: DatabaseContext,
-        prefix: str,
-        read_at: float,
-        due_at: float,
-        seconds: float,
-        *,
-        alone: bool,
-    ) -> None:
-        """What was made of the source's row read at `read_at` is kept until `due_at`;
-        its statement took `seconds` (`alone`, or its share of a batch)."""
-        if self._together is not None:
-            self._together.kept(
-                _store(source, context, prefix),
-                _statement(columns),
-                context.site.database,
-                due_at,
-                due_at - read_at,
-                seconds,
-                alone=alone,
-            )
+            kept = KeptRow(read_at, due_at, refresh.seconds, refresh.alone)
+            self._kept(collector.name, columns, context, prefix, kept)
 
     def stats(self, context: DatabaseContext, prefix: str, wait: float) -> Stats | None:
         """The prefix's tables' statistics come due, read in another store's batch or now
@@ -268,20 +253,9 @@ class CachedRefresh:
             return None  # cut short or garbled: read in the hot statement
         return Stats(stats, found.read_at, found.share)
 
-    def kept_stats(
-        self,
-        context: DatabaseContext,
-        prefix: str,
-        read_at: float,
-        due_at: float,
-        seconds: float,
-        *,
-        alone: bool,
-    ) -> None:
-        """The prefix's statistics read at `read_at` are kept until `due_at`."""
-        columns = _stats_columns(context.tables)
-        self.kept_row(TABLES_SOURCE, columns, context, prefix, read_at, due_at, seconds,
-                      alone=alone)  # fmt: skip
+    def kept_stats(self, context: DatabaseContext, prefix: str, kept: KeptRow) -> None:
+        """The prefix's statistics were kept as `kept` says."""
+        self._kept(TABLES_SOURCE, _stats_columns(context.tables), context, prefix, kept)
 
     def forget_stats(self, context: DatabaseContext, prefix: str) -> None:
         """The prefix's statistics were not kept (a table missing, none read)."""
@@ -291,6 +265,20 @@ class CachedRefresh:
         """The reading failed or is not kept: read alone before it is read with others."""
         if self._together is not None:
             self._together.forget(_store(source, context, prefix))
+
+    def _kept(
+        self, source: str, columns: Columns, context: DatabaseContext, prefix: str, kept: KeptRow
+    ) -> None:
+        if self._together is not None:
+            self._together.kept(
+                _store(source, context, prefix),
+                _statement(columns),
+                context.site.database,
+                kept.due_at,
+                kept.due_at - kept.read_at,
+                kept.seconds,
+                alone=kept.alone,
+            )
 
     def _made_of(
         self,
