@@ -74,11 +74,26 @@ _TEXTS = frozenset(
 StoreSource = tuple[Key, str]
 
 
-@dataclass
+class _Store:
+    """A store's reading of one source as the batches know it: made when it is first
+    kept, then hashed and compared by identity (a `StoreSource` holds the login's TLS
+    settings: a Python call to hash or compare at each look, which made a thousand
+    stores' look for the ones due soon a tenth of the interpreter's time at Prometheus'
+    pace). `login` is shared by the stores of one login."""
+
+    __slots__ = ("login", "source")
+
+    def __init__(self, login: object, source: str) -> None:
+        self.login = login
+        self.source = source
+
+
+@dataclass(slots=True)
 class _Due:
     """A store's last reading of a source: its statement, when it comes due, how long a
     reading is served, and how long its statement took."""
 
+    store: _Store
     statement: PackedStatement
     database: str
     due_at: float  # the sites' clock
@@ -86,6 +101,14 @@ class _Due:
     seconds: float  # its statement's last time: alone, or its share of a batch
     alone: float  # its statement's time when it was last read alone
     healthy: bool = True
+    # From when it is read with a store due now, and until when (past it, the store has
+    # stopped asking: gone, down, or left to another shard; its row would not be taken).
+    opens: float = field(init=False)
+    closes: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.opens = self.due_at - WINDOW_SHARE * self.fresh_for
+        self.closes = self.due_at + self.fresh_for
 
 
 @dataclass
@@ -110,8 +133,8 @@ class Found(NamedTuple):
 
 @dataclass
 class _Batch:
-    # Each store's reading, its statement and its database; the sender's first.
-    members: list[tuple[StoreSource, PackedStatement, str]]
+    # Each store, its statement and its database; the sender's first.
+    members: list[tuple[_Store, PackedStatement, str]]
     usual: float  # the members' last times alone, added up
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -127,9 +150,11 @@ class RefreshTogether:
     def __init__(self, batch: int = BATCH) -> None:
         self._batch = batch
         self._lock = threading.Lock()
-        self._due: dict[StoreSource, _Due] = {}
-        self._early: dict[StoreSource, _Early] = {}
-        self._flying: dict[StoreSource, _Batch] = {}
+        self._stores: dict[StoreSource, _Store] = {}
+        self._logins: dict[object, object] = {}  # each login once, for `_Store.login`
+        self._due: dict[str, dict[_Store, _Due]] = {}  # by source
+        self._early: dict[_Store, _Early] = {}
+        self._flying: dict[_Store, _Batch] = {}
         self._tidied_at = 0.0
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
 
@@ -140,17 +165,13 @@ class RefreshTogether:
         or one of another statement, or one older than the store's reading is served. A
         batch reading it now is waited for (`wait` seconds at most)."""
         with self._lock:
-            flying = self._flying.get(store)
+            known = self._stores.get(store)
+            flying = None if known is None else self._flying.get(known)
+        if known is None:
+            return None
         if flying is not None:
             flying.done.wait(wait)
-        with self._lock:
-            early = self._early.pop(store, None)
-            due = self._due.get(store)
-        if early is None or due is None or not _same(early.statement, statement):
-            return None
-        if now - early.at >= due.fresh_for:
-            return None
-        return Found(early.row, early.at, early.share)
+        return self._taken(known, statement, now)
 
     def refresh(
         self,
@@ -167,7 +188,11 @@ class RefreshTogether:
         its connection is lost, as the store's own statement would (the stores read with
         it are not to blame)."""
         session.ready()  # first: the batch's time is not the wait for a connection
-        batch = self._batch_from(store, statement, now)
+        with self._lock:
+            known = self._stores.get(store)
+        if known is None:
+            return None  # never kept: read alone first
+        batch = self._batch_from(known, statement, now)
         if batch is None:
             return None
         if batch is _TAKEN_MEANWHILE:
@@ -208,61 +233,75 @@ class RefreshTogether:
         """The store's reading was kept until `due_at` (served `fresh_for` seconds after it
         was read), made of a row of `statement` that took `seconds` (read `alone`, or its
         share of a batch: then its health stays as it was)."""
+        key, source = store
         with self._lock:
-            known = self._due.get(store)
-            healthy = True if alone or known is None else known.healthy
-            last_alone = seconds if alone or known is None else known.alone
-            self._due[store] = _Due(
-                statement, database, due_at, fresh_for, seconds, last_alone, healthy
+            known = self._stores.get(store)
+            if known is None:
+                login = self._logins.setdefault(key[0], key[0])
+                known = self._stores[store] = _Store(login, source)
+            by_store = self._due.setdefault(source, {})
+            last = by_store.get(known)
+            healthy = True if alone or last is None else last.healthy
+            last_alone = seconds if alone or last is None else last.alone
+            by_store[known] = _Due(
+                known, statement, database, due_at, fresh_for, seconds, last_alone, healthy
             )
 
     def forget(self, store: StoreSource) -> None:
         """The store's reading failed, or is not kept: it is not read with others until
         it was read alone and kept again."""
         with self._lock:
-            self._due.pop(store, None)
-            self._early.pop(store, None)
+            known = self._stores.get(store)
+            if known is not None:
+                self._due.get(known.source, {}).pop(known, None)
+                self._early.pop(known, None)
 
-    def _batch_from(
-        self, store: StoreSource, statement: PackedStatement, now: float
-    ) -> _Batch | None:
+    def _taken(self, store: _Store, statement: PackedStatement, now: float) -> Found | None:
+        with self._lock:
+            early = self._early.pop(store, None)
+            due = self._due.get(store.source, {}).get(store)
+        if early is None or due is None or not _same(early.statement, statement):
+            return None
+        if now - early.at >= due.fresh_for:
+            return None
+        return Found(early.row, early.at, early.share)
+
+    def _batch_from(self, store: _Store, statement: PackedStatement, now: float) -> _Batch | None:
         """The store and up to `BATCH - 1` stores of its login whose reading of the same
         source comes due soonest, within `WINDOW_SHARE` of their interval, and whose
         statement answered quickly with as many values; None when there is no other."""
-        key, source = store
         with self._lock:
             self._tidy(now)
             if store in self._flying or store in self._early:
                 return _TAKEN_MEANWHILE  # read in another round's batch since it looked
-            own = self._due.get(store)
+            by_store = self._due.get(store.source, {})
+            own = by_store.get(store)
             if own is None or not own.healthy or own.seconds > FAST_SECONDS:
                 return None  # unknown, or slow: read alone first
-            login = key[0]
+            login, width = store.login, statement.width
+            flying, early = self._flying, self._early
             candidates = sorted(
                 (
-                    (due.due_at, other, due)
-                    for other, due in self._due.items()
-                    if other[1] == source
-                    and other != store
-                    and other[0][0] == login
+                    (due.due_at, due)
+                    for due in by_store.values()
+                    # The window first: most stores are not in it (a float compared).
+                    if due.opens <= now < due.closes
+                    and due is not own
+                    and due.store.login is login
                     and due.healthy
                     and due.seconds <= FAST_SECONDS
-                    and due.statement.width == statement.width
-                    and due.due_at <= now + WINDOW_SHARE * due.fresh_for
-                    # One that came due longer ago than that has stopped asking (gone,
-                    # down, or left to another shard): its row would not be taken.
-                    and due.due_at > now - due.fresh_for
-                    and other not in self._flying
-                    and other not in self._early
+                    and due.statement.width == width
+                    and due.store not in flying
+                    and due.store not in early
                 ),
                 key=lambda candidate: candidate[0],
             )
             members = [(store, statement, own.database)]
             usual = own.alone
-            for _, other, due in candidates:
+            for _, due in candidates:
                 if len(members) == self._batch or usual + due.alone > SLOW_BATCH_SECONDS:
                     break
-                members.append((other, due.statement, due.database))
+                members.append((due.store, due.statement, due.database))
                 usual += due.alone
             if len(members) < 2:
                 return None
@@ -289,7 +328,7 @@ class RefreshTogether:
             for place, (member, statement, _) in enumerate(batch.members):
                 if self._flying.get(member) is batch:
                     del self._flying[member]
-                known = self._due.get(member)
+                known = self._due.get(member.source, {}).get(member)
                 if known is not None and ((rows is None and blamed) or slow):
                     known.healthy = False
                 if rows is not None and place > 0:
@@ -300,18 +339,24 @@ class RefreshTogether:
 
     def _tidy(self, now: float) -> None:
         """Under the lock, at most once a minute: forgets the rows no store can take any
-        more and the stores whose reading came due long ago and was not read again (a
-        database dropped, a site removed)."""
+        more, and the stores whose reading came due long ago and was not read again (a
+        database dropped, a site removed), with their logins."""
         if now - self._tidied_at < 60.0:
             return
         self._tidied_at = now
         for store, early in list(self._early.items()):
-            due = self._due.get(store)
+            due = self._due.get(store.source, {}).get(store)
             if due is None or now - early.at >= due.fresh_for:
                 del self._early[store]
-        for store, due in list(self._due.items()):
-            if now - due.due_at > due.fresh_for + FORGET_SECONDS:
-                del self._due[store]
+        for by_store in self._due.values():
+            for store, due in list(by_store.items()):
+                if now - due.due_at > due.fresh_for + FORGET_SECONDS:
+                    del by_store[store]
+        kept = {store for by_store in self._due.values() for store in by_store}
+        kept |= self._flying.keys()
+        self._stores = {key: store for key, store in self._stores.items() if store in kept}
+        logins = {store.login for store in self._stores.values()}
+        self._logins = {login: login for login in self._logins if login in logins}
 
 
 def _kept_as_alone(types: tuple[int, ...]) -> bool:
