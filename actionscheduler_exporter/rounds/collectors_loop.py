@@ -160,7 +160,7 @@ class CollectorsLoop:
                 state.refresh.kept(collector, context, prefix, refresh, due)
         else:
             state.cache.drop(prefix, collector.name)
-            state.refresh.forget(collector.name, context, prefix)
+            state.refresh.forget(collector, context, prefix)
         return reading
 
     def _renewed(

@@ -259,12 +259,15 @@ class CachedRefresh:
 
     def forget_stats(self, context: DatabaseContext, prefix: str) -> None:
         """The prefix's statistics were not kept (a table missing, none read)."""
-        self.forget(TABLES_SOURCE, context, prefix)
-
-    def forget(self, source: str, context: DatabaseContext, prefix: str) -> None:
-        """The reading failed or is not kept: read alone before it is read with others."""
         if self._together is not None:
-            self._together.forget(_store(source, context, prefix))
+            self._together.forget(_store(TABLES_SOURCE, context, prefix))
+
+    def forget(self, collector: Collector, context: DatabaseContext, prefix: str) -> None:
+        """The collector's reading failed or is not kept: read alone before it is read
+        with others. Nothing for one without columns, never read with others: the due
+        split of a store with nothing due, not kept in any of its rounds."""
+        if self._together is not None and collector.columns(context) is not None:
+            self._together.forget(_store(collector.name, context, prefix))
 
     def _kept(
         self, source: str, columns: Columns, context: DatabaseContext, prefix: str, kept: KeptRow
