@@ -88,6 +88,7 @@ class MonitoredSite:
                 DatabaseRound(self._state, reports, deadline).run()
             finally:
                 self.session.release()
+                reports.close()
             return reports
         finally:
             with self._lock:
@@ -142,8 +143,9 @@ class MonitoredSite:
         reader = self._reader
         if report is None:
             return self._not_reached(label)
+        # Copies: a round's reports are shared by the scrapes that joined it.
         result = SiteResult(
-            label, self.site.labels, report.failure is None, report.samples, report.problems
+            label, self.site.labels, report.failure is None, [*report.samples], [*report.problems]
         )
         result.samples += self._not_read(self._state.in_round, report.read)
         failure = report.failure

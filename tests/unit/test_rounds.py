@@ -117,6 +117,20 @@ def test_two_scrapes_sharing_a_round_assemble_the_same_result(
     ]
 
 
+def test_an_ended_rounds_reports_are_read_without_copies_and_left_as_they_were(
+    rounds: list[MonitoredSite], clock: FakeClock
+) -> None:
+    site_round, _ = make_round(rounds, clock)
+    reports = site_round.run(Deadline(clock() + 10, clock))
+    (report,) = reports.snapshot().values()
+    assert reports.snapshot()[report.label] is report  # ended: no copy made per scrape
+    samples, problems = list(report.samples), list(report.problems)
+    (result,) = site_round.finish(reports, Deadline(clock(), clock))
+    # The assembly adds its samples to its own list, not to the round's report.
+    assert len(result.samples) > len(samples)
+    assert (report.samples, report.problems) == (samples, problems)
+
+
 def test_a_scrape_that_stops_waiting_gets_what_the_round_read_so_far(
     rounds: list[MonitoredSite], clock: FakeClock
 ) -> None:
