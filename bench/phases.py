@@ -7,6 +7,7 @@ gzip coding, each as `/metrics` runs them (without HTTP), on the benchmark's ser
     python -m bench.phases --profile               # and cProfile of the assembly and writing
     python -m bench.phases --parts                 # and the rounds' CPU part by part
     python -m bench.phases --calls                 # Python calls per store, by phase
+    python -m bench.phases --calls --functions 40  # and the 40 functions called most
     python -m bench.phases --cores                 # and the rounds' use of the cores
     python -m bench.phases --pace 15 --scrapes 30  # at Prometheus' pace, statements counted
 
@@ -185,6 +186,13 @@ def main() -> None:
         help="Python calls per store by phase (bench.call_counts; its CPU times mean nothing)",
     )
     parser.add_argument(
+        "--functions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --calls: each phase's N functions called most, per store",
+    )
+    parser.add_argument(
         "--cores",
         action="store_true",
         help="and the rounds' use of the cores: each side's threads on and waiting for one",
@@ -219,7 +227,7 @@ def _measure(
 ) -> None:
     tune_garbage_collection()
     parts = RoundParts()
-    calls = CallCounts() if arguments.calls else None
+    calls = CallCounts(by_function=arguments.functions > 0) if arguments.calls else None
     with (
         parts if arguments.parts else contextlib.nullcontext(parts),
         calls if calls is not None else contextlib.nullcontext(),
@@ -267,6 +275,9 @@ def _measure(
         print("\n".join(parts.table()))
     if calls is not None:
         print("\n".join(calls.table(PHASES, stores, arguments.scrapes)))
+        for phase in PHASES if arguments.functions else ():
+            found = calls.function_table(phase, stores, arguments.scrapes, arguments.functions)
+            print("\n" + "\n".join(found))
     if cores is not None:
         print("\n".join(cores.table()))
     if profile is not None:
