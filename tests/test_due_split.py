@@ -13,6 +13,7 @@ from actionscheduler_exporter.config.model import GroupConfig
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
+from actionscheduler_exporter.sources.cached_readings import stagger
 from actionscheduler_exporter.timing import Deadline
 from testbed import hot_sql
 from testbed.schema import ZERO_DATE
@@ -238,7 +239,7 @@ def test_an_unchanged_backlog_is_renewed_without_a_statement_and_its_ages_keep_g
     """Past the interval, a backlog that is the one split (as many due, no log row since,
     an oldest that aged as much as the time that passed) is renewed: no statement, the
     counts as they were, the ages those a split read now finds; another oldest, a log row
-    written since, or RENEWED_AT_MOST since the last statement: read again."""
+    written since, or about RENEWED_AT_MOST since the last statement: read again."""
     clock = FakeClock()
     config = site(due_split_interval=60.0)
     session = hot_sql.RecordingSession(config)
@@ -287,9 +288,11 @@ def test_an_unchanged_backlog_is_renewed_without_a_statement_and_its_ages_keep_g
         assert read()[0] == 1
         clock.advance(80)
         assert read()[0] == 0
-        # However quiet, a split is read again RENEWED_AT_MOST after its last statement.
+        # However quiet, a split is read again about RENEWED_AT_MOST after its last
+        # statement (this site's prefix at its own point of it).
+        renewed_for = RENEWED_AT_MOST * stagger(config.name, config.table_prefix, "due_split")
         since = 80.0  # the renewal above
-        while since + 80 < RENEWED_AT_MOST:
+        while since + 80 < renewed_for:
             clock.advance(80)
             since += 80
             assert read()[0] == 0
@@ -297,6 +300,55 @@ def test_an_unchanged_backlog_is_renewed_without_a_statement_and_its_ages_keep_g
         assert read()[0] == 1
     finally:
         site_round.close()
+
+
+def test_splits_read_at_once_are_read_again_each_at_its_own_point(
+    store: ActionSchedulerStore, site: SiteFactory
+) -> None:
+    """Sites whose splits were read at once (an exporter's first scrape) and whose
+    backlogs do not move are read again each at its own point of RENEWED_AT_MOST (0.75
+    to 1.25 times it), not all in the same scrape: here the two of forty names that come
+    first and last."""
+    factors = {f"shop-{n}": stagger(f"shop-{n}", "wp_", "due_split") for n in range(40)}
+    early, late = min(factors, key=factors.__getitem__), max(factors, key=factors.__getitem__)
+    assert RENEWED_AT_MOST * (factors[late] - factors[early]) > 80  # a step apart at least
+    clock = FakeClock()
+    sites = []
+    for name in (early, late):
+        config = site(name=name, due_split_interval=60.0)
+        session = hot_sql.RecordingSession(config)
+        sites.append((MonitoredSite(config, clock, session=session), session))
+
+    def split_statements() -> list[int]:
+        """Each site's split statements in a round of both."""
+        sent = []
+        for site_round, session in sites:
+            session.statements.clear()
+            (result,) = site_round.finish(
+                site_round.run(Deadline(clock() + 60, clock)), Deadline(clock(), clock)
+            )
+            assert result.up, result.problems
+            sent.append(len([sql for sql, _ in session.statements if "AS oldest" in sql]))
+        return sent
+
+    try:
+        for index in range(3):
+            store.create("wc_export_report", group="reports", args=[index])
+        assert split_statements() == [1, 1]
+        read_again = {early: 0.0, late: 0.0}
+        since = 0.0
+        while not all(read_again.values()):
+            clock.advance(80)  # past the interval's longest stagger (75 s)
+            since += 80
+            for name, sent in zip((early, late), split_statements(), strict=True):
+                due = not read_again[name] and since >= RENEWED_AT_MOST * factors[name]
+                assert sent == (1 if due else 0), (name, since)
+                if due:
+                    read_again[name] = since
+        assert read_again[early] < read_again[late]
+    finally:
+        for site_round, _ in sites:
+            site_round.close()
 
 
 def test_hostile_hook_names_are_split_intact(
