@@ -207,6 +207,10 @@ def main() -> None:
     if arguments.calls and (arguments.parts or arguments.profile):
         # cProfile's own hook would also replace the counting one.
         parser.error("--calls counts alone: not with --parts or --profile")
+    if arguments.functions and not arguments.calls:
+        parser.error("--functions lists what --calls counts: give both")
+    if arguments.functions < 0:
+        parser.error("--functions takes how many functions to list (0 or more)")
     if arguments.parts and arguments.setup == "subsites":
         parser.error(
             "--parts times the rounds of site entries: a network's subsites are read elsewhere"
