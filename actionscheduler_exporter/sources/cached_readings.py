@@ -293,7 +293,7 @@ class CachedRefresh:
     ) -> Refresh | None:
         """The reading made of a row read in a batch, counted from when it was read;
         None when the row cannot be the collector's answer (then it reads alone)."""
-        values = _values(columns, found.row)
+        values, _ = columns.checked(found.row)
         if values is None:
             return None
         context.session.bill(found.share)
@@ -321,12 +321,3 @@ def _statement(columns: Columns) -> PackedStatement:
 def _store(source: str, context: DatabaseContext, prefix: str) -> StoreSource:
     """The store's reading of the source as its server's batches know it."""
     return (reader_of(context.site), context.session.endpoint, prefix), source
-
-
-def _values(columns: Columns, row: Row) -> Row | None:
-    """The collector's values of a row read for it, as `DatabaseContext.values_of` reads
-    them; None when they cannot be its answer."""
-    values = columns.values(row)
-    if values is None or columns.problem(values):
-        return None
-    return values

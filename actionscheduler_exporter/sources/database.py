@@ -90,6 +90,13 @@ class Columns:
             values += found
         return tuple(values)
 
+    def checked(self, row: Row) -> tuple[Row | None, str]:
+        """The values of an answer's row (`values`), or None and why they cannot be this
+        statement's answer."""
+        values = self.values(row)
+        problem = NOT_WHOLE_NUMBERS if values is None else self.problem(values)
+        return (None, problem) if problem else (values, "")
+
     def problem(self, values: Row) -> str:
         """Why `values` cannot be this statement's answer ("" when they can)."""
         if len(values) != self.width:
@@ -169,9 +176,8 @@ class DatabaseContext:
         columns = collector.columns(self)
         if columns is None:
             raise TypeError(f"collector {collector.name} declares no columns")
-        values = columns.values(self.one(*columns.statement()))
-        problem = NOT_WHOLE_NUMBERS if values is None else columns.problem(values)
-        if values is None or problem:
+        values, problem = columns.checked(self.one(*columns.statement()))
+        if values is None:
             message = f"the server's answer is not one: {problem}"
             raise QueryError("malformed", message, connection_lost=False)
         return values
