@@ -2,7 +2,7 @@
 table prefixes and whether the database answered for each.
 
 `MonitoredSite` owns it and assembles the results from it; each `DatabaseRound` reads and
-updates it. One round runs at a time per site (`scrape.single_flight`), so only the
+updates it. One round runs at a time per site (`scrape.lane_rounds`), so only the
 results' assembly, in a scrape's thread, reads it beside the round.
 """
 

@@ -1,4 +1,5 @@
-"""Runs one round per site for a scrape, sharing rounds between concurrent scrapes.
+"""Runs one round per site for a scrape, sharing rounds between concurrent scrapes: each
+server's sites a run at a time (`lane_rounds`).
 
 `begin` joins (or starts) every site's round and returns the `PendingScrape`; the HTTP
 handler awaits it, `scrape` blocks on it (the `check` command, tests): one protocol.
@@ -13,16 +14,15 @@ from dataclasses import dataclass
 
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import ExporterConfig, SiteConfig
-from actionscheduler_exporter.db.servers import DatabaseServers
+from actionscheduler_exporter.db.servers import DatabaseServers, server_of
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import sample
-from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT, ScrapeBudget
 from actionscheduler_exporter.scrape.discovery import DatabaseDiscovery
+from actionscheduler_exporter.scrape.lane_rounds import LaneRounds, RoundsRun
 from actionscheduler_exporter.scrape.pending import PendingScrape
-from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.sources.database import Collector
 from actionscheduler_exporter.sources.problem_log import ProblemLog
 from actionscheduler_exporter.timing import Clock, Deadline
@@ -31,7 +31,7 @@ from actionscheduler_exporter.timing import Clock, Deadline
 @dataclass
 class _Entry:
     site: MonitoredSite
-    flight: SingleFlight[RoundReports]
+    rounds: LaneRounds  # its server's
 
 
 class Coordinator:
@@ -49,6 +49,7 @@ class Coordinator:
         # Rounds run in their database server's lane, at most connections_per_server at once.
         self.servers = DatabaseServers(config.connections_per_server)
         self._entries: dict[str, _Entry] = {}
+        self._lanes: dict[str, LaneRounds] = {}  # by server
         # Problems of every site, written once per scrape (a line for many sites).
         self._problems = ProblemLog(buffered=True)
         self._lock = threading.Lock()
@@ -88,7 +89,7 @@ class Coordinator:
         return PendingScrape(
             deadlines,
             [entry.site for entry in entries],
-            [entry.flight.join(deadlines.round_runs_until) for entry in entries],
+            _joined(entries, deadlines.round_runs_until),
             undiscovered,
             self._problems.flush,
         )
@@ -144,7 +145,7 @@ class Coordinator:
     def joins(self) -> int:
         """Scrapes that have joined (or started) a round so far, over every site."""
         with self._lock:
-            return sum(entry.flight.joins for entry in self._entries.values())
+            return sum(lane.joins for lane in self._lanes.values())
 
     def close(self) -> None:
         for discovery in self._discoveries:
@@ -166,9 +167,14 @@ class Coordinator:
             servers=self.servers,
             problems=self._problems,
         )
-        flight = SingleFlight(self.servers.for_site(site).rounds, monitored.run, self._clock)
+        server = server_of(site)
         with self._lock:
-            self._entries[site.name] = _Entry(monitored, flight)
+            rounds = self._lanes.get(server)
+            if rounds is None:
+                executor = self.servers.for_site(site).rounds
+                workers = self.config.connections_per_server
+                rounds = self._lanes[server] = LaneRounds(executor, workers, self._clock)
+            self._entries[site.name] = _Entry(monitored, rounds)
 
     def _discover(self, until: Deadline) -> list[SiteResult]:
         """Adds the rounds of databases found since the last scrape and drops those of
@@ -197,6 +203,18 @@ class Coordinator:
                 )
                 undiscovered.append(_down(discovery.entry, problem))
         return undiscovered
+
+
+def _joined(entries: list[_Entry], runs_until: float) -> list[RoundsRun]:
+    """Each entry's run, in the entries' order: every server's sites joined at once."""
+    by_lane: dict[LaneRounds, list[int]] = {}
+    for place, entry in enumerate(entries):
+        by_lane.setdefault(entry.rounds, []).append(place)
+    runs: dict[int, RoundsRun] = {}
+    for lane, places in by_lane.items():
+        joined = lane.join([entries[place].site for place in places], runs_until)
+        runs.update(zip(places, joined, strict=True))
+    return [runs[place] for place in range(len(entries))]
 
 
 def _close_all(closing: list[Callable[[], None]]) -> None:

@@ -8,15 +8,15 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, wait
+from concurrent.futures import wait
 from dataclasses import dataclass
 
 from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.logs import emit
-from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.scrape.budget import ScrapeDeadlines
+from actionscheduler_exporter.scrape.lane_rounds import RoundsRun
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 class PendingScrape:
     deadlines: ScrapeDeadlines
     sites: list[MonitoredSite]
-    rounds: list[Future[RoundReports]]  # each site's round, in the order of `sites`
+    rounds: list[RoundsRun]  # the run of each site's round, in the order of `sites`
     # Discovery entries that found no database (or could not list them yet).
     undiscovered: list[SiteResult]
     # Called once the results are assembled (the coordinator writes its problem log).
@@ -39,14 +39,15 @@ class PendingScrape:
     def wait(self) -> None:
         """Blocks until every round ended or the rounds' deadline passed."""
         if self.rounds:
-            wait(self.rounds, timeout=self.deadlines.rounds.left())
+            runs = [run.finished for run in set(self.rounds)]
+            wait(runs, timeout=self.deadlines.rounds.left())
 
     async def settled(self) -> None:
         """The same wait, on the event loop: it holds no thread, so any number of scrapes
-        can wait on a shared round. The loop is woken once, by the last round to end (a
+        can wait on a shared round. The loop is woken once, by the last run to end (a
         future wrapped per round woke it per round: a thousand wake-ups, each a write to
         its pipe from a round's thread, in every scrape of a thousand sites)."""
-        running = [future for future in self.rounds if not future.done()]
+        running = [run.finished for run in set(self.rounds) if not run.finished.done()]
         if not running:
             return
         loop = asyncio.get_running_loop()
@@ -54,7 +55,7 @@ class PendingScrape:
         left = len(running)
         lock = threading.Lock()
 
-        def ended(_: Future[RoundReports]) -> None:
+        def ended(_: object) -> None:
             nonlocal left
             with lock:
                 left -= 1
@@ -77,16 +78,15 @@ class PendingScrape:
         gives what it has read so far. May wait for the site-wide sources (the Kubernetes
         API) until the rounds' deadline: call it off the event loop."""
         results: list[SiteResult] = list(self.undiscovered)
-        for site, future in zip(self.sites, self.rounds, strict=True):
-            results.extend(self._site_results(site, future))
+        for site, run in zip(self.sites, self.rounds, strict=True):
+            results.extend(self._site_results(site, run))
         self.finished()
         return results
 
-    def _site_results(self, site: MonitoredSite, future: Future[RoundReports]) -> list[SiteResult]:
+    def _site_results(self, site: MonitoredSite, run: RoundsRun) -> list[SiteResult]:
         """One site's results; whatever went wrong in its round stays that site's."""
-        done = future.done() and not future.cancelled() and future.exception() is None
         try:
-            return site.finish(future.result() if done else None, self.deadlines.rounds)
+            return site.finish(run.reports(site), self.deadlines.rounds)
         except Exception as error:
             emit(log, logging.ERROR, "the results of a site could not be assembled",
                  site=site.site.name, error=unexpected(error))  # fmt: skip

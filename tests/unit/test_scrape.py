@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -16,8 +15,8 @@ from actionscheduler_exporter.config.model import ExporterConfig, KubernetesConf
 from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.lane_rounds import LaneRounds, RoundsRun
 from actionscheduler_exporter.scrape.pending import PendingScrape
-from actionscheduler_exporter.scrape.single_flight import SingleFlight
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
@@ -71,50 +70,124 @@ def test_the_budget_issues_absolute_deadlines_on_the_injected_clock() -> None:
     assert deadlines.rounds.left() == 0 and deadlines.rounds.passed()
 
 
-def test_single_flight_shares_the_call_and_keeps_the_latest_deadline() -> None:
+class _Site:
+    """A site as a run reads it: its round records where and when it ran, waits for
+    `release` when given one, and moves `clock` on or breaks when told to."""
+
+    def __init__(
+        self,
+        name: str,
+        ran: list[tuple[str, str, float]],
+        *,
+        release: threading.Event | None = None,
+        clock: FakeClock | None = None,
+        breaks: bool = False,
+    ) -> None:
+        self.name, self._ran, self._release = name, ran, release
+        self._clock, self._breaks = clock, breaks
+        self.started = threading.Event()
+
+    def run(self, deadline: Deadline) -> RoundReports:
+        self.started.set()
+        self._ran.append((self.name, threading.current_thread().name, deadline.at))
+        if self._release is not None:
+            assert self._release.wait(30)
+        if self._clock is not None:
+            self._clock.advance(60.0)
+        if self._breaks:
+            raise RuntimeError("a round that broke")
+        return RoundReports()
+
+
+def test_a_run_reads_its_sites_in_order_on_at_most_the_lanes_connections() -> None:
+    """Issue 40: a scrape's rounds of one server are one run (one future, a work item per
+    worker), not a future and a work item per site."""
+    ran: list[tuple[str, str, float]] = []
+    sites = [_Site(f"shop-{number}", ran) for number in range(12)]
+    with ThreadPoolExecutor(4, thread_name_prefix="round") as executor:
+        lane = LaneRounds(executor, 2, FakeClock(0.0))
+        runs = lane.join(sites, 10.0)
+        (run,) = set(runs)
+        run.finished.result(30)
+    assert [name for name, _, _ in ran] == [site.name for site in sites]
+    assert len({thread for _, thread, _ in ran}) <= 2
+    assert all(isinstance(run.reports(site), RoundReports) for site in sites)
+    assert lane.in_flight() == 0 and lane.joins == 12  # an ended run is let go of
+
+
+def test_a_scrape_joins_the_rounds_in_flight_and_starts_the_others_in_a_run_of_their_own() -> None:
+    """A site stuck in its round (a lock wait) holds its run, not its neighbours: the
+    next scrape joins its round, its deadline moved on, and reads the others anew."""
+    ran: list[tuple[str, str, float]] = []
     release = threading.Event()
-    seen: list[Deadline] = []
-
-    def call(deadline: Deadline) -> int:
-        seen.append(deadline)
-        release.wait(10)
-        return len(seen)
-
-    with ThreadPoolExecutor(1) as executor:
-        flight = SingleFlight(executor, call, FakeClock())
-        first = flight.join(10.0)
-        second = flight.join(20.0)
-        third = flight.join(5.0)
-        assert first is second is third
+    stuck, quick = _Site("stuck", ran, release=release), _Site("quick", ran)
+    with ThreadPoolExecutor(2) as executor:
+        lane = LaneRounds(executor, 2, FakeClock(0.0))
+        first = lane.join([stuck, quick], 10.0)
+        assert stuck.started.wait(30)
+        assert wait_until(lambda: first[1].reports(quick) is not None, 30)
+        second = lane.join([stuck, quick], 20.0)
+        assert second[0] is first[0] and second[1] is not first[1]
+        assert second[1].finished.result(30) is None
+        assert not first[0].finished.done() and lane.in_flight() == 1
         release.set()
-        assert first.result(10) == 1
-        assert seen[0].at == 20.0  # extended by the later scraper, not shortened
-        assert flight.join(1.0) is not first  # a new call once the first is done
+        first[0].finished.result(30)
+        third = lane.join([stuck], 30.0)
+        third[0].finished.result(30)
+    assert first[0].deadline.at == 20.0  # moved on by the later scrape, never shortened
+    assert [(name, at) for name, _, at in ran] == [
+        ("stuck", 10.0), ("quick", 10.0), ("quick", 20.0), ("stuck", 30.0)
+    ]  # fmt: skip
+    assert third[0] is not first[0] and lane.in_flight() == 0
 
 
-class _AtOnce(Executor):
-    """Runs each call as it is submitted: its future has ended before `submit` returns."""
+def test_sites_not_taken_by_the_runs_deadline_are_let_go_of_and_read_by_the_next() -> None:
+    ran: list[tuple[str, str, float]] = []
+    clock = FakeClock()
+    late = _Site("late", ran, clock=clock)  # its round ends past the run's deadline
+    rest = [_Site("first", ran), _Site("second", ran)]
+    with ThreadPoolExecutor(1) as executor:
+        lane = LaneRounds(executor, 1, clock)
+        (run,) = set(lane.join([late, *rest], clock() + 30.0))
+        run.finished.result(30)
+        assert run.reports(late) is not None
+        assert all(run.reports(site) is None for site in rest)  # not reached
+        assert lane.in_flight() == 0
+        (again,) = set(lane.join(rest, clock() + 30.0))
+        again.finished.result(30)
+    assert [name for name, _, _ in ran] == ["late", "first", "second"]
+    assert all(again.reports(site) is not None for site in rest)
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        done: Future[T] = Future()
-        done.set_result(fn(*args, **kwargs))
-        return done
+
+def test_a_round_that_breaks_ends_its_site_alone() -> None:
+    ran: list[tuple[str, str, float]] = []
+    broken, fine = _Site("broken", ran, breaks=True), _Site("fine", ran)
+    with ThreadPoolExecutor(1) as executor:
+        lane = LaneRounds(executor, 1, FakeClock(0.0))
+        (run,) = set(lane.join([broken, fine], 10.0))
+        run.finished.result(30)
+    assert run.reports(broken) is None and run.reports(fine) is not None
+    assert lane.in_flight() == 0
 
 
-T = TypeVar("T")
-
-
-@pytest.mark.parametrize("at_once", [False, True])
-def test_single_flight_lets_go_of_a_call_once_it_ended(at_once: bool) -> None:
-    """Issue 40: an ended call holds its lock and its result; a thousand sites held one
-    each between scrapes. Once ended it is let go of, also when it ended before `join`
-    returned (its callback then runs in the caller's thread, outside the lock)."""
-    with _AtOnce() if at_once else ThreadPoolExecutor(1) as executor:
-        flight = SingleFlight(executor, lambda deadline: deadline.at, FakeClock())
-        for runs_until in (1.0, 2.0, 3.0):
-            call = flight.join(runs_until)
-            assert call.result(10) == runs_until
-            assert wait_until(lambda: flight._current is None, 10)
+def test_a_run_whose_workers_a_closing_lane_cancelled_is_let_go_of() -> None:
+    """No later scrape may join a run that will never run: its sites end unread."""
+    ran: list[tuple[str, str, float]] = []
+    release = threading.Event()
+    busy, waiting = _Site("busy", ran, release=release), _Site("waiting", ran)
+    executor = ThreadPoolExecutor(1)
+    lane = LaneRounds(executor, 1, FakeClock(0.0))
+    (first,) = lane.join([busy], 10.0)
+    assert busy.started.wait(30)
+    (second,) = lane.join([waiting], 10.0)
+    executor.shutdown(wait=False, cancel_futures=True)
+    assert second.finished.result(30) is None and second.reports(waiting) is None
+    release.set()
+    first.finished.result(30)
+    assert lane.in_flight() == 0 and [name for name, _, _ in ran] == ["busy"]
+    with pytest.raises(RuntimeError):
+        lane.join([waiting], 20.0)
+    assert lane.in_flight() == 0
 
 
 def test_the_handler_hands_off_to_threads_only_what_may_wait() -> None:
@@ -146,7 +219,7 @@ def test_the_loop_is_woken_once_when_the_last_round_ends() -> None:
     pipe from the rounds' threads in every scrape of a thousand sites), and at the rounds'
     deadline when a round never ends."""
 
-    async def settle(pending: PendingScrape, ending: list[Future[RoundReports]]) -> int:
+    async def settle(pending: PendingScrape, ending: list[RoundsRun]) -> int:
         loop = asyncio.get_running_loop()
         wakeups = 0
         call_soon_threadsafe = loop.call_soon_threadsafe
@@ -159,8 +232,8 @@ def test_the_loop_is_woken_once_when_the_last_round_ends() -> None:
         loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
 
         def end_all() -> None:
-            for future in ending:
-                future.set_result(RoundReports())
+            for run in ending:
+                run.finished.set_result(None)
 
         settling = asyncio.create_task(pending.settled())
         await asyncio.sleep(0)  # one step of the loop: `settled` now waits
@@ -170,14 +243,19 @@ def test_the_loop_is_woken_once_when_the_last_round_ends() -> None:
         ender.join()
         return wakeups
 
-    rounds: list[Future[RoundReports]] = [Future() for _ in range(200)]
+    rounds = [_run() for _ in range(200)]
     pending = PendingScrape(ScrapeBudget(10).start(FakeClock()), [], rounds, [])
     assert asyncio.run(settle(pending, rounds)) == 1
-    assert all(future.done() for future in rounds)
+    assert all(run.finished.done() for run in rounds)
 
-    never: list[Future[RoundReports]] = [Future(), Future()]
+    never = [_run(), _run()]
     clock = FakeClock()
     pending = PendingScrape(ScrapeBudget(0.2).start(clock), [], never, [])
     assert pending.deadlines.rounds.left() < 1
     asyncio.run(settle(pending, never[:1]))  # returns at the deadline: one never ends
-    assert not never[1].done()
+    assert not never[1].finished.done()
+
+
+def _run() -> RoundsRun:
+    """A run of no site, ended by the test (`finished`)."""
+    return RoundsRun([], Deadline(0.0, FakeClock()), lambda site, run: None)
