@@ -19,6 +19,7 @@ from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from testbed.store import ActionSchedulerStore
+from tests.support.clock import FakeClock
 from tests.support.in_flight import InFlight
 from tests.support.scenarios import zero_dates
 from tests.support.waiting import wait_until
@@ -286,6 +287,46 @@ def test_hot_values_that_stay_the_same_are_served_as_made_and_changed_ones_read_
         assert released.value(catalog.CLAIM_ROWS.name) == 1
     finally:
         coordinator.close()
+
+
+def test_a_cached_reading_served_again_reports_the_same_samples_until_it_is_read_again(
+    store: ActionSchedulerStore, site: Callable[..., SiteConfig]
+) -> None:
+    """Issue 40: a cached collector's reading (the due split) is served as it is for its
+    interval, and so are the samples reported of it (its success and duration): the same
+    objects, which the writer finds unchanged at a glance, not made again per round.
+    Once it is read again, the new reading's are reported."""
+    clock = FakeClock()
+    store.create("woocommerce_deliver_webhook_async")  # one due action: a split to read
+    config = ExporterConfig(sites=(site(heavy_interval=3600.0),))
+    coordinator = Coordinator(config, clock=clock)
+    try:
+        (first,) = coordinator.scrape()
+        clock.advance(5.0)
+        (second,) = coordinator.scrape()
+        made, served = _health(first, "due_split"), _health(second, "due_split")
+        assert len(made) == 2  # its success and its duration
+        assert all(a is b for a, b in zip(served, made, strict=True))
+        clock.advance(120.0)  # past its interval, however staggered
+        store.create("woocommerce_run_product_export")  # the backlog moved: read again
+        (third,) = coordinator.scrape()
+        read_again = _health(third, "due_split")
+        assert len(read_again) == 2 and read_again[1] is not made[1]
+        assert third.value(catalog.COLLECTOR_SUCCESS.name, collector="due_split") == 1
+        assert third.value(catalog.DUE_ACTIONS.name, claim="unclaimed") == 2
+    finally:
+        coordinator.close()
+
+
+def _health(result: SiteResult, collector: str) -> list[Sample]:
+    """A collector's success and duration samples, in that order."""
+    health = (catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION)
+    return [
+        item
+        for metric in health
+        for item in result.samples
+        if item.metric is metric and ("collector", collector) in item.labels
+    ]
 
 
 def test_the_active_claims_changing_do_not_make_the_due_reading_again(

@@ -63,7 +63,7 @@ class CollectorsLoop:
         collectors after it that need it (`earlier`)."""
         state = self._state
         reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
-        may_repeat = state.may_repeat
+        may_repeat, cached = state.may_repeat, state.cached
         locked = ""  # the collector that found a table locked: the rest are skipped
         # The statements of a reading count to its collector's tier: the session's meter
         # is changed when the tier does, and given back after the loop (the rest of it
@@ -104,19 +104,25 @@ class CollectorsLoop:
                     reading = self._read(collector, context, report)
                 if collector.reports_duration and (share := statement.share(name)):
                     reading = reading.lengthened(share)
-                if reading.ok:
-                    earlier[name] = reading
-                elif reading.failure == "lock":
-                    locked = name
-                problem = "" if reading.ok else f"{name}: {reading.problem}"
-                reported = reader.report(collector, reading, aged=False)
                 if not reading.ok:
+                    if reading.failure == "lock":
+                        locked = name
                     # Whether or not its values came with the hot statement: a reading after
                     # a failure is made again, and logs its recovery.
                     state.repeated.drop(prefix, name)
-                elif values is not None:
-                    state.repeated.keep(prefix, name, values, reading, reported)
-                report.record(name, reported, problem)
+                    failed = reader.report(collector, reading, aged=False)
+                    report.record(name, failed, f"{name}: {reading.problem}")
+                    continue
+                earlier[name] = reading
+                # A cached reading served again as it is reports what it reported then.
+                reported = (
+                    state.repeated.reported(prefix, name, reading) if name in cached else None
+                )
+                if reported is None:
+                    reported = reader.report(collector, reading, aged=False)
+                    if values is not None or name in cached:
+                        state.repeated.keep(prefix, name, values or (), reading, reported)
+                report.record(name, reported)
         finally:
             session.billing(outer)
 

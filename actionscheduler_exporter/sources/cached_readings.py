@@ -118,7 +118,8 @@ class CachedReadings(_ByPrefix[tuple[float, Reading]]):
 
 class RepeatedReadings(_ByPrefix[tuple[Row, Reading, list[Sample]]]):
     """Each repeatable collector's last good reading, its reported samples and the
-    values it was made of."""
+    values it was made of; and each cached collector's last good reading with its
+    reported samples (no values: it is served as the same object)."""
 
     def get(self, prefix: str, source: str, values: Row) -> tuple[Reading, list[Sample]] | None:
         """The reading made of the same `values` last time, with its reported samples."""
@@ -126,6 +127,12 @@ class RepeatedReadings(_ByPrefix[tuple[Row, Reading, list[Sample]]]):
         if last is None or last[0] != values:
             return None
         return last[1], last[2]
+
+    def reported(self, prefix: str, source: str, reading: Reading) -> list[Sample] | None:
+        """The samples reported of `reading` last time, when it is the very reading kept
+        (a cached one served again as it is, for its interval)."""
+        last = self._get(prefix, source)
+        return None if last is None or last[1] is not reading else last[2]
 
     def keep(
         self, prefix: str, source: str, values: Row, reading: Reading, reported: list[Sample]

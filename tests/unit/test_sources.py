@@ -369,6 +369,18 @@ def test_a_repeated_reading_is_served_for_the_same_values_only() -> None:
     assert repeated.get("wp_", "in_progress", (0, None)) is None
 
 
+def test_a_cached_readings_samples_are_served_for_that_very_reading_only() -> None:
+    repeated = RepeatedReadings()
+    kept = Reading((sample(catalog.DUE_UNSPLIT, 0),), True, 0.01, 5.0)
+    reported = [*kept.samples]
+    assert repeated.reported("wp_", "due_split", kept) is None
+    repeated.keep("wp_", "due_split", (), kept, reported)
+    assert repeated.reported("wp_", "due_split", kept) is reported
+    # An equal reading made anew (read again, renewed) is not the one kept.
+    assert repeated.reported("wp_", "due_split", dataclasses.replace(kept)) is None
+    assert repeated.reported("wp_2_", "due_split", kept) is None
+
+
 def test_repeated_readings_of_prefixes_gone_are_forgotten_and_a_late_one_is_seen() -> None:
     repeated = RepeatedReadings()
     made = Reading((), True)
