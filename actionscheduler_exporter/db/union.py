@@ -31,7 +31,7 @@ def union_statement(
     parts: list[str] = []
     every_arg: list[object] = []
     for place, (statement, database) in enumerate(members):
-        branch, branch_args = in_database(statement.branch(place), statement.args, database)
+        branch, branch_args = in_database(*statement.branch(place), database)
         parts.append(branch)
         every_arg.extend(branch_args or ())
     sql = " UNION ALL ".join(parts)

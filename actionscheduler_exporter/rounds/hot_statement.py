@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import functools
 import operator
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.config.model import SiteConfig
-from actionscheduler_exporter.db.packed import PackedStatement
+from actionscheduler_exporter.db.packed import PLACEHOLDER, PackedStatement
 from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.read_ahead import Key, ReadAhead
@@ -152,8 +151,6 @@ _Part = tuple[tuple[str, ...], tuple[object, ...], tuple[int, ...]]
 # else their places (a subquery another part declared first).
 _Places = slice | Callable[[Sequence[object]], tuple[object, ...]]
 _Made = tuple[PackedStatement, tuple[_Places, ...]]
-# A placeholder, or a per cent sign written twice (a literal one), in a subquery's text.
-_PLACEHOLDER = re.compile(r"%.")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -199,7 +196,7 @@ def _args_per_subquery(
     found: list[tuple[object, ...]] = []
     start = 0
     for query in subqueries:
-        count = _PLACEHOLDER.findall(query).count("%s")
+        count = PLACEHOLDER.findall(query).count("%s")
         found.append(args[start : start + count])
         start += count
     return found if start == len(args) else None
