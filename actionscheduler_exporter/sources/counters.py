@@ -11,36 +11,66 @@ from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of, value_of
 
 
+class _Made:
+    """The samples of one counter of a site in one shape (its keys, its label), and the
+    keys whose counts changed since they were made."""
+
+    __slots__ = ("places", "samples", "stale")
+
+    def __init__(self, keys: Sequence[str], samples: tuple[Sample, ...]) -> None:
+        self.places = {key: place for place, key in enumerate(keys)}
+        self.samples = samples
+        self.stale: set[str] = set()
+
+
 class SiteCounters:
     def __init__(self) -> None:
         self._counts: defaultdict[tuple[str, MetricDef, str], float] = defaultdict(float)
         self._lock = threading.Lock()
-        # The samples of a site's counter as last made, until one of its counts changes
-        # (errors are rare: a thousand sites' scrape would make them all again each time).
-        self._made: dict[tuple[str, MetricDef], dict[tuple[tuple[str, ...], str], list[Sample]]]
-        self._made = {}
+        # The samples of a site's counter as last made, each kept while its count stays:
+        # a site's hot database time changes in every round, its other tiers' and its
+        # errors rarely, and a sample made anew is compared again by the writer, a thousand
+        # sites' times every kind at every scrape.
+        self._made: dict[tuple[str, MetricDef], dict[tuple[tuple[str, ...], str], _Made]] = {}
         self._meters: dict[tuple[str, str, str], Callable[[float], None]] = {}
         self._label_sets: dict[tuple[MetricDef, tuple[tuple[str, ...], str]], list[Labels]] = {}
 
     def add(self, site: str, metric: MetricDef, key: str, amount: float = 1) -> None:
         with self._lock:
             self._counts[(site, metric, key)] += amount
-            self._made.pop((site, metric), None)
+            made_for = self._made.get((site, metric))
+            for made in made_for.values() if made_for else ():
+                made.stale.add(key)
 
     def samples(
         self, site: str, metric: MetricDef, keys: Sequence[str], label: str = "kind"
-    ) -> list[Sample]:
+    ) -> tuple[Sample, ...]:
         """Every key, from 0, so that rate() sees a site's first error of each kind."""
         shape = (tuple(keys), label)
         with self._lock:
-            made_for = self._made.setdefault((site, metric), {})
+            made_for = self._made.get((site, metric))
+            if made_for is None:
+                made_for = self._made[(site, metric)] = {}
             made = made_for.get(shape)
             if made is None:
-                made = made_for[shape] = [
-                    Sample(metric, value_of(self._counts[(site, metric, key)]), labels)
-                    for key, labels in zip(keys, self._labels(metric, shape), strict=True)
-                ]
-            return list(made)
+                labels = self._labels(metric, shape)
+                made = made_for[shape] = _Made(
+                    shape[0],
+                    tuple(
+                        Sample(metric, value_of(self._counts[(site, metric, key)]), labelled)
+                        for key, labelled in zip(shape[0], labels, strict=True)
+                    ),
+                )
+            elif made.stale:
+                samples = list(made.samples)
+                for key in made.stale:
+                    place = made.places.get(key)
+                    if place is not None:
+                        count = value_of(self._counts[(site, metric, key)])
+                        samples[place] = Sample(metric, count, samples[place].labels)
+                made.samples = tuple(samples)
+                made.stale.clear()
+            return made.samples
 
     def _labels(self, metric: MetricDef, shape: tuple[tuple[str, ...], str]) -> list[Labels]:
         """Each key's labels, made once per shape (a site's database time changes in every

@@ -134,7 +134,7 @@ class SourceReader:
             self._labels[source.name] = labels
         return labels
 
-    def error_samples(self, site: str, source: Source[Any]) -> list[Sample]:
+    def error_samples(self, site: str, source: Source[Any]) -> tuple[Sample, ...]:
         return self.counters.samples(site, source.error_metric, source.error_kinds)
 
     def note(self, key: str, problem: LogLine | None) -> None:

@@ -394,6 +394,16 @@ def test_repeated_readings_of_prefixes_gone_are_forgotten_and_a_late_one_is_seen
     repeated.keep("wp_2_", "claims", (0,), made, [])
     repeated.retain(["wp_", "wp_3_"])
     assert repeated.get("wp_2_", "claims", (0,)) is None
+    # The same list as the last retain (a site's one prefix, every round): not looked at
+    # again, unless a late round kept a prefix it does not hold.
+    prefixes = ["wp_"]
+    repeated.retain(prefixes)
+    repeated.keep("wp_", "claims", (0,), made, [])
+    repeated.retain(prefixes)
+    assert repeated.get("wp_", "claims", (0,)) is not None
+    repeated.keep("wp_3_", "claims", (0,), made, [])
+    repeated.retain(prefixes)
+    assert repeated.get("wp_3_", "claims", (0,)) is None
 
 
 def test_a_reader_logs_each_start_and_end_of_a_problem_whatever_other_sites_have(
@@ -426,3 +436,25 @@ def test_a_reader_logs_each_start_and_end_of_a_problem_whatever_other_sites_have
         "site recovered",
     ]
     assert problems.open_sites == {"other": 1}
+
+
+def test_a_counters_samples_are_made_again_only_for_the_counts_that_changed() -> None:
+    """Issue 40: a site's database time changes in every round, its errors rarely: the
+    samples of the counts that stayed are the same objects (the writer skips them)."""
+    counters = SiteCounters()
+    kinds, tiers = ("connect", "query"), ("hot", "heavy")
+    first = counters.samples("shop", catalog.DATABASE_SECONDS, tiers, label="tier")
+    few = counters.samples("shop", catalog.ERRORS, kinds[:1])  # another shape, one metric
+    errors = counters.samples("shop", catalog.ERRORS, kinds)
+    assert [item.value for item in first] == [0.0, 0.0]
+    counters.add("shop", catalog.DATABASE_SECONDS, "hot", 0.25)
+    counters.add("shop", catalog.ERRORS, "connect")
+    counters.add("other", catalog.ERRORS, "query")
+    then = counters.samples("shop", catalog.DATABASE_SECONDS, tiers, label="tier")
+    assert then[0].value == 0.25 and then[0].labels == first[0].labels
+    assert then[1] is first[1]  # the heavy tier's time stayed
+    assert counters.samples("shop", catalog.ERRORS, kinds[:1])[0].value == 1.0 != few[0].value
+    now = counters.samples("shop", catalog.ERRORS, kinds)
+    assert now[0].value == 1.0 and now[1] is errors[1]
+    assert counters.samples("shop", catalog.ERRORS, kinds) is now  # nothing changed since
+    assert counters.samples("other", catalog.ERRORS, kinds)[1].value == 1.0
