@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import hashlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Generic, NamedTuple, TypeVar
 
 from actionscheduler_exporter.db.packed import PackedStatement
@@ -61,6 +61,8 @@ class _ByPrefix(Generic[Kept]):
         self._kept: dict[tuple[str, str], Kept] = {}
         # The prefixes of the last `retain`; None: the next one looks at every entry.
         self._retained: frozenset[str] | None = None
+        # The list they came in: a site of one prefix gives the same list every round.
+        self._retained_from: Sequence[str] | None = None
 
     def _get(self, prefix: str, source: str) -> Kept | None:
         return self._kept.get((prefix, source))
@@ -69,17 +71,22 @@ class _ByPrefix(Generic[Kept]):
         with self._lock:
             self._kept[(prefix, source)] = kept
             if self._retained is not None and prefix not in self._retained:
-                self._retained = None  # a late round's: the next `retain` looks again
+                # A late round's: the next `retain` looks again.
+                self._retained = self._retained_from = None
 
     def drop(self, prefix: str, source: str) -> None:
         with self._lock:
             self._kept.pop((prefix, source), None)
 
-    def retain(self, prefixes: Iterable[str]) -> None:
+    def retain(self, prefixes: Sequence[str]) -> None:
         """Forgets the prefixes that are gone (a subsite deleted); asked every round, and
-        looks only when the prefixes changed."""
+        looks only when the prefixes changed (not at all for the same list, which the
+        caller does not change: a site's one prefix)."""
+        if prefixes is self._retained_from:
+            return
         wanted = frozenset(prefixes)
         with self._lock:
+            self._retained_from = prefixes
             if wanted == self._retained:
                 return
             self._retained = wanted
