@@ -455,6 +455,40 @@ def test_healthy_sites_beside_locked_neighbours_stay_up_with_their_samples(
             assert (result.value(catalog.ERRORS.name, kind="lock") or 0) >= 1, result.problems
 
 
+def test_a_site_stuck_in_its_round_holds_only_itself_at_the_next_scrape(
+    mariadb: Server,
+    databases: list[str],
+    connect: Callable[[], pymysql.connections.Connection[Any]],
+) -> None:
+    """Issue 40: a server's sites' rounds are started as one run (`scrape.lane_rounds`).
+    A site whose round waits on a lock past the scrape's deadline holds its own round
+    alone: the next scrape joins it, and reads its neighbour again, a change included."""
+    stuck, beside = databases[16], databases[17]
+    config = ExporterConfig(
+        sites=tuple(store_site(mariadb, db, query_timeout=30.0) for db in (stuck, beside)),
+        connections_per_server=2,
+    )
+    coordinator = Coordinator(config)
+    marker = "as_exporter_test_beside"
+    added = mariadb.connect(beside)
+    try:
+        coordinator.scrape(10.0)  # the heavy tier's first values, which a first round waits for
+        with tables_locked(connect(), [f"`{stuck}`.wp_actionscheduler_actions"]):
+            first = {result.label: result for result in coordinator.scrape(4.0)}
+            was = due(first[beside])
+            assert first[beside].up and was == databases.index(beside) % 3 + 1
+            ActionSchedulerStore(added).create(marker)
+            second = {result.label: result for result in coordinator.scrape(4.0)}
+            assert second[beside].up and due(second[beside]) == was + 1, second[beside].problems
+            for results in (first, second):  # one round, still waiting on the lock
+                assert any("deadline" in problem for problem in results[stuck].problems)
+    finally:
+        coordinator.close()
+        with added.cursor() as cursor:
+            cursor.execute("DELETE FROM wp_actionscheduler_actions WHERE hook = %s", (marker,))
+        added.close()
+
+
 def test_healthy_subsites_of_a_network_stay_up_beside_locked_ones(
     mariadb: Server,
     database: str,
