@@ -68,7 +68,8 @@ Shape = tuple[int, ...]
 # A placeholder, or a per cent sign written twice (a literal one), in a statement's text.
 PLACEHOLDER = re.compile(r"%.")
 # An argument written into a branch's text rather than escaped by the driver for every
-# store of every batch (three per store: 4 % of a thousand stores' calls): a date's text,
+# store of every batch (three per store: 4 % of a thousand stores' calls): a text of
+# digits, spaces, colons, dots and hyphens (a date's), which needs no escaping and is
 # written the same in every SQL mode and character set.
 _PLAIN_TEXT = re.compile(r"[0-9 :.-]*")
 
@@ -91,8 +92,7 @@ class PackedStatement:
     places of the subqueries that give several whole numbers as one text, packed too."""
 
     __slots__ = (
-        "_branch_args",
-        "_columns",
+        "_branch",
         "_learnt",
         "_packed_sql",
         "_shapes",
@@ -117,8 +117,9 @@ class PackedStatement:
         self._packed_sql = ""
         self._learnt: dict[Endpoint, _Learnt] = {}
         self._shapes: dict[Endpoint, Shape] = {}
-        self._columns = ""  # the columns of a branch, made when first one is
-        self._branch_args: tuple[object, ...] = ()  # the arguments not written in them
+        # A branch's columns and the arguments not written in them, made when the first
+        # one is (one attribute: another lane's round may read it as it is set).
+        self._branch: tuple[str, tuple[object, ...]] | None = None
 
     @property
     def subqueries(self) -> tuple[str, ...]:
@@ -137,10 +138,11 @@ class PackedStatement:
         """The SQL in columns as one branch of a `UNION ALL` of several stores' statements,
         tagged with its `place` (`db.read_ahead`), with its arguments: those that are
         dates or whole numbers written in its text, once."""
-        if not self._columns:
+        branch = self._branch
+        if branch is None:
             columns = in_columns(self._subqueries).removeprefix("SELECT ")
-            self._columns, self._branch_args = _written_in(columns, self.args)
-        return f"SELECT {place}, {self._columns}", self._branch_args
+            branch = self._branch = _written_in(columns, self.args)
+        return f"SELECT {place}, {branch[0]}", branch[1]
 
     def shape(self, endpoint: Endpoint) -> Shape | None:
         """The types of its answer's columns at the endpoint, once packed there: branches

@@ -65,6 +65,10 @@ class MonitoredSite:
         self._lock = threading.Lock()
         self._running = False
 
+    @property
+    def name(self) -> str:
+        return self.site.name
+
     def site_label(self, prefix: str) -> str:
         return self._state.site_label(prefix)
 

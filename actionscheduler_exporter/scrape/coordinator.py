@@ -150,6 +150,10 @@ class Coordinator:
     def close(self) -> None:
         for discovery in self._discoveries:
             discovery.close()
+        with self._lock:
+            lanes = list(self._lanes.values())
+        for lane in lanes:  # no site is read once closed; a round running ends as it will
+            lane.close()
         for site in self.sites:
             site.close()
         self.servers.close()

@@ -14,24 +14,33 @@ sites: the next scrape joins it alone, and starts the others in a run of their o
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from typing import Protocol
 
+from actionscheduler_exporter.errors import unexpected
+from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.timing import Clock, Deadline
+
+log = logging.getLogger(__name__)
 
 
 class RoundSite(Protocol):
     """A site as a run reads it (`rounds.site.MonitoredSite`)."""
+
+    @property
+    def name(self) -> str: ...
 
     def run(self, deadline: Deadline) -> RoundReports: ...
 
 
 class RoundsRun:
     """One run's sites, the reports of those whose round ended in it, and whether the run
-    is over (every site's round ended, or let go of at the deadline)."""
+    is over (every site's round ended, or let go of: at the deadline, or as the lane
+    closes)."""
 
     def __init__(
         self,
@@ -46,29 +55,45 @@ class RoundsRun:
         self._next = 0
         self._left = len(sites)
         self._reports: dict[RoundSite, RoundReports] = {}
+        # The sites no worker will take, once the run stopped taking them.
+        self._let_go: frozenset[RoundSite] = frozenset()
         self._lock = threading.Lock()
 
     def reports(self, site: RoundSite) -> RoundReports | None:
         """The site's reports once its round ended in this run; None while it runs, when
-        it was not reached, or when its round broke (its results say so)."""
+        it was let go of (not reached), or when its round broke (then its results show it
+        as not reached, and count a deadline error)."""
         return self._reports.get(site)
 
     def work(self) -> None:
-        """One worker: takes the run's next site until none is left or the deadline has
-        passed."""
-        while (site := self._take()) is not None:
-            try:
-                reports = site.run(self.deadline)
-            except Exception:  # the site's results tell it was not read; the others go on
-                self._end(site, None)
-            else:
-                self._end(site, reports)
+        """One worker: takes the run's next site until none is left, the deadline has
+        passed, or the lane closed."""
+        try:
+            while (site := self._take()) is not None:
+                reports = None
+                try:
+                    reports = site.run(self.deadline)
+                except Exception as error:  # shown as not read; the others go on
+                    emit(log, logging.ERROR, "a site's round stopped",
+                         site=site.name, error=unexpected(error))  # fmt: skip
+                finally:
+                    self._end(site, reports)
+        except BaseException:  # the process is stopping: no site waits for this worker
+            self.let_go()
+            raise
+
+    def extend(self, at: float) -> frozenset[RoundSite]:
+        """Moves the deadline to `at` if that is later, for a scrape that joins the run;
+        returns the sites it let go of (none while it takes them), which that scrape
+        must start anew."""
+        with self._lock:
+            self.deadline.extend(at)
+            return self._let_go
 
     def let_go(self) -> None:
-        """The sites no worker has taken are not read in this run (its workers were
-        cancelled: the lane is closing)."""
+        """The sites no worker has taken are not read in this run."""
         with self._lock:
-            rest, self._next = self.sites[self._next :], len(self.sites)
+            rest = self._stop_taking()
         for site in rest:
             self._end(site, None)
 
@@ -79,8 +104,18 @@ class RoundsRun:
             if not self.deadline.passed():
                 self._next += 1
                 return self.sites[self._next - 1]
-        self.let_go()
+            rest = self._stop_taking()
+        for site in rest:
+            self._end(site, None)
         return None
+
+    def _stop_taking(self) -> Sequence[RoundSite]:
+        """The sites not taken, now let go of (under the lock: `extend` sees them)."""
+        rest = self.sites[self._next :]
+        self._next = len(self.sites)
+        if rest:
+            self._let_go = self._let_go | frozenset(rest)
+        return rest
 
     def _end(self, site: RoundSite, reports: RoundReports | None) -> None:
         if reports is not None:
@@ -102,33 +137,49 @@ class LaneRounds:
         self._clock = clock
         self._lock = threading.Lock()
         self._current: dict[RoundSite, RoundsRun] = {}
+        self._closed = False
         self.joins = 0  # sites joined (or started) so far, over every scrape: diagnostics
 
     def join(self, sites: Sequence[RoundSite], runs_until: float) -> list[RoundsRun]:
         """Each site's run, in the order of `sites`: the run its round is in, its deadline
-        moved to `runs_until` if that is later, or a new run of every site not in flight,
-        with that deadline."""
+        moved to `runs_until` if that is later, or a new run of every site not in flight
+        (nor let go of by the run it was in), with that deadline."""
         found: list[RoundsRun | None] = []
         new: list[RoundSite] = []
-        joined: set[RoundsRun] = set()
+        # The runs joined, each extended once, with the sites it let go of.
+        joined: dict[RoundsRun, frozenset[RoundSite]] = {}
         with self._lock:
             self.joins += len(sites)
             current = self._current
             for site in sites:
                 run = current.get(site)
+                if run is not None:
+                    let_go = joined.get(run)
+                    if let_go is None:
+                        # Under the lane's lock: a site the run lets go of meanwhile stays
+                        # in `current` until its end is told here, after this join.
+                        let_go = joined[run] = run.extend(runs_until)
+                    if site in let_go:
+                        run = None
                 if run is None:
                     new.append(site)
-                else:
-                    joined.add(run)
                 found.append(run)
+            if not new:
+                return [run for run in found if run is not None]
             started = RoundsRun(new, Deadline(runs_until, self._clock), self._ended)
             for site in new:
                 current[site] = started
-        for run in joined:
-            run.deadline.extend(runs_until)
-        if new:
-            self._start(started, min(self._workers, len(new)))
+        self._start(started, min(self._workers, len(new)))
         return [started if run is None else run for run in found]
+
+    def close(self) -> None:
+        """The lane is closing: the runs in flight take no further site, and the sites
+        not taken are let go of (a round running ends as it will)."""
+        with self._lock:
+            self._closed = True
+            runs = set(self._current.values())
+        for run in runs:
+            run.let_go()
 
     def _start(self, run: RoundsRun, workers: int) -> None:
         def gone(worker: Future[None]) -> None:
@@ -136,6 +187,8 @@ class LaneRounds:
                 run.let_go()
 
         try:
+            if self._closed:
+                raise RuntimeError("the lane is closed")
             for _ in range(workers):
                 self._executor.submit(run.work).add_done_callback(gone)
         except RuntimeError:  # shut down: no scrape may join a run that never runs

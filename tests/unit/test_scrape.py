@@ -15,7 +15,7 @@ from actionscheduler_exporter.config.model import ExporterConfig, KubernetesConf
 from actionscheduler_exporter.rounds.report import RoundReports
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
-from actionscheduler_exporter.scrape.lane_rounds import LaneRounds, RoundsRun
+from actionscheduler_exporter.scrape.lane_rounds import LaneRounds, RoundSite, RoundsRun
 from actionscheduler_exporter.scrape.pending import PendingScrape
 from actionscheduler_exporter.timing import Deadline
 from tests.support.clock import FakeClock
@@ -159,7 +159,7 @@ def test_sites_not_taken_by_the_runs_deadline_are_let_go_of_and_read_by_the_next
     assert all(again.reports(site) is not None for site in rest)
 
 
-def test_a_round_that_breaks_ends_its_site_alone() -> None:
+def test_a_round_that_breaks_ends_its_site_alone(caplog: pytest.LogCaptureFixture) -> None:
     ran: list[tuple[str, str, float]] = []
     broken, fine = _Site("broken", ran, breaks=True), _Site("fine", ran)
     with ThreadPoolExecutor(1) as executor:
@@ -168,6 +168,61 @@ def test_a_round_that_breaks_ends_its_site_alone() -> None:
         run.finished.result(30)
     assert run.reports(broken) is None and run.reports(fine) is not None
     assert lane.in_flight() == 0
+    (line,) = [record for record in caplog.records if record.levelname == "ERROR"]
+    assert line.getMessage() == "a site's round stopped"
+
+
+def test_sites_a_run_lets_go_of_as_a_scrape_joins_it_are_started_by_that_scrape() -> None:
+    """A run past its deadline lets go of the sites it has not taken; a scrape that joins
+    it meanwhile (before the lane is told) starts them anew rather than joining a run
+    that will not read them."""
+    ran: list[tuple[str, str, float]] = []
+    clock = FakeClock(0.0)
+    release, telling, told = threading.Event(), threading.Event(), threading.Event()
+    busy, first, second = _Site("busy", ran, release=release), _Site("a", ran), _Site("b", ran)
+
+    class Held(LaneRounds):
+        def _ended(self, site: RoundSite, run: RoundsRun) -> None:
+            if site is first and not told.is_set():
+                telling.set()
+                assert told.wait(30)
+            super()._ended(site, run)
+
+    with ThreadPoolExecutor(1) as executor:
+        lane = Held(executor, 1, clock)
+        lane.join([busy], 10.0)
+        assert busy.started.wait(30)
+        (late, _) = lane.join([first, second], 10.0)
+        clock.advance(20.0)  # its deadline passes before its worker starts
+        release.set()
+        assert telling.wait(30)  # letting go of both, the lane not told yet
+        again = lane.join([first, second], 60.0)
+        assert again[0] is again[1] is not late
+        told.set()
+        again[0].finished.result(30)
+        late.finished.result(30)
+    assert [name for name, _, _ in ran] == ["busy", "a", "b"]
+    assert late.reports(first) is None and again[0].reports(first) is not None
+    assert lane.in_flight() == 0
+
+
+def test_a_closed_lane_takes_no_further_site() -> None:
+    """The coordinator closes its lanes as the process stops: a round running ends as it
+    will, the sites not taken are not read (nor connected to)."""
+    ran: list[tuple[str, str, float]] = []
+    release = threading.Event()
+    busy, waiting = _Site("busy", ran, release=release), _Site("waiting", ran)
+    with ThreadPoolExecutor(1) as executor:
+        lane = LaneRounds(executor, 1, FakeClock(0.0))
+        (run, _) = lane.join([busy, waiting], 10.0)
+        assert busy.started.wait(30)
+        lane.close()
+        release.set()
+        run.finished.result(30)
+        assert run.reports(busy) is not None and run.reports(waiting) is None
+        with pytest.raises(RuntimeError):
+            lane.join([waiting], 20.0)
+    assert [name for name, _, _ in ran] == ["busy"] and lane.in_flight() == 0
 
 
 def test_a_run_whose_workers_a_closing_lane_cancelled_is_let_go_of() -> None:
