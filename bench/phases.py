@@ -227,7 +227,7 @@ def main() -> None:
 
 
 def _measure(
-    path: Path, arguments: argparse.Namespace, server_pid: int, selects: Callable[[], int]
+    path: Path, arguments: argparse.Namespace, server_pid: int, statements: Callable[[], int]
 ) -> None:
     tune_garbage_collection()
     parts = RoundParts()
@@ -249,10 +249,10 @@ def _measure(
 
             def timed() -> None:
                 for _ in range(arguments.scrapes):
-                    started, before = time.monotonic(), selects()
+                    started, before = time.monotonic(), statements()
                     timer.scrape()
                     if arguments.pace:
-                        sent.append(selects() - before)
+                        sent.append(statements() - before)
                         time.sleep(max(0.0, arguments.pace - (time.monotonic() - started)))
                     else:
                         time.sleep(0.3)
