@@ -92,30 +92,23 @@ class RoundsRun:
 
     def let_go(self) -> None:
         """The sites no worker has taken are not read in this run."""
-        with self._lock:
-            rest = self._stop_taking()
-        for site in rest:
-            self._end(site, None)
+        self._take(stop=True)
 
-    def _take(self) -> RoundSite | None:
+    def _take(self, *, stop: bool = False) -> RoundSite | None:
+        """The next site, or None; past the deadline (or told to `stop`) the sites not
+        taken are let go of, decided under the lock that `extend` takes."""
         with self._lock:
             if self._next >= len(self.sites):
                 return None
-            if not self.deadline.passed():
+            if not (stop or self.deadline.passed()):
                 self._next += 1
                 return self.sites[self._next - 1]
-            rest = self._stop_taking()
+            rest = self.sites[self._next :]
+            self._next = len(self.sites)
+            self._let_go = frozenset(rest)  # once: no site is taken after
         for site in rest:
             self._end(site, None)
         return None
-
-    def _stop_taking(self) -> Sequence[RoundSite]:
-        """The sites not taken, now let go of (under the lock: `extend` sees them)."""
-        rest = self.sites[self._next :]
-        self._next = len(self.sites)
-        if rest:
-            self._let_go = self._let_go | frozenset(rest)
-        return rest
 
     def _end(self, site: RoundSite, reports: RoundReports | None) -> None:
         if reports is not None:

@@ -55,22 +55,22 @@ class SiteCounters:
             if made is None:
                 labels = self._labels(metric, shape)
                 made = made_for[shape] = _Made(
-                    shape[0],
-                    tuple(
-                        Sample(metric, value_of(self._counts[(site, metric, key)]), labelled)
-                        for key, labelled in zip(shape[0], labels, strict=True)
-                    ),
+                    keys,
+                    tuple(map(partial(self._sample, site, metric), keys, labels)),
                 )
             elif made.stale:
                 samples = list(made.samples)
                 for key in made.stale:
                     place = made.places.get(key)
                     if place is not None:
-                        count = value_of(self._counts[(site, metric, key)])
-                        samples[place] = Sample(metric, count, samples[place].labels)
+                        samples[place] = self._sample(site, metric, key, samples[place].labels)
                 made.samples = tuple(samples)
                 made.stale.clear()
             return made.samples
+
+    def _sample(self, site: str, metric: MetricDef, key: str, labels: Labels) -> Sample:
+        """A count's sample (under the lock)."""
+        return Sample(metric, value_of(self._counts[(site, metric, key)]), labels)
 
     def _labels(self, metric: MetricDef, shape: tuple[tuple[str, ...], str]) -> list[Labels]:
         """Each key's labels, made once per shape (a site's database time changes in every
