@@ -7,7 +7,10 @@ about 7 of its 46 families change (ages, durations). Each format keeps, per site
 samples it wrote, where each family's are (a layout, shared by the sites with the same),
 and each family's encoding; at the next scrape the samples that are no longer the same
 objects are found in C, compared by value, and only the families that changed are
-encoded again. A family that changed is not kept (it mostly changes again).
+encoded again. A family that changed is not kept (it mostly changes again), unless a
+format of one line per sample (the text formats) changed few of its lines: then the
+next scrape writes only the lines that changed again into it (a store's collectors'
+durations, of which one changes at each scrape).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ SameSample = Callable[[Sample, Sample], bool]
 
 # Layouts kept per format: past the bound, a site's own is made at each full writing.
 MAX_LAYOUTS = 4096
+# A changed family's text of one line per sample is kept, for its lines to be written
+# into, when it has at least this many lines and at most a half of them changed.
+SPLICED_FROM = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,7 @@ class Layout:
     metrics: tuple[MetricDef, ...]  # the families, in the order they first come
     positions: tuple[tuple[int, ...], ...]  # each family's samples' places
     family_at: tuple[int, ...]  # the family of each place (an index into `metrics`)
+    line_at: tuple[int, ...]  # each place's index among its family's samples
 
 
 @dataclass(slots=True)
@@ -75,9 +82,19 @@ class KeptTexts(Generic[Site]):
     of as it is written anew: at most one exposition's (13.3 MiB of text for a thousand
     quiet stores), which a scrape held anyway until it was given out."""
 
-    def __init__(self, write_family: FamilyWriter[Site], same: SameSample = same_line) -> None:
+    def __init__(
+        self,
+        write_family: FamilyWriter[Site],
+        same: SameSample = same_line,
+        *,
+        lines: bool = False,
+    ) -> None:
+        """`lines`: `write_family` writes each sample as one line, ending in a newline,
+        whatever the others (the text formats): a family's text may then be kept with a
+        few of its lines changed, and those written into it at the next scrape."""
         self._write_family = write_family
         self._same = same
+        self._lines = lines
         self._sites: dict[Site, SiteText] = {}
         # Counts the scrapes kept (and forgotten): which kept texts a site's `fresh`
         # families are told against (`taken`), for a coding that keeps its own.
@@ -157,36 +174,59 @@ class KeptTexts(Generic[Site]):
         return SiteText(tuple(now), layout, texts, set()), cast(list[bytes], texts), None
 
     def _changed_texts(
-        self, last: SiteText, now: list[Sample], changed: set[int], site: Site
+        self, last: SiteText, now: list[Sample], changed: dict[int, list[int]], site: Site
     ) -> tuple[SiteText, list[bytes], Collection[int]]:
         """The site's encodings with the `changed` families (and those not kept) written
-        anew: a few of a site's, the others' taken as they are."""
+        anew, or only their changed lines when their text was kept: a few of a site's,
+        the others' taken as they are."""
         layout = last.layout
-        written = changed | last.unkept
+        written = changed.keys() | last.unkept
         if not written:
-            kept_site = SiteText(tuple(now), layout, last.texts, changed)
+            kept_site = SiteText(tuple(now), layout, last.texts, set())
             return kept_site, cast(list[bytes], last.texts), written
         texts = last.texts.copy()
+        write = self._write_family
+        # The changed families of one line per sample, enough lines, and at most a half
+        # of them changed: kept, and written into at the next scrape.
+        positions = layout.positions
+        spliced: set[int] = (
+            {
+                family
+                for family, places in changed.items()
+                if (size := len(positions[family])) >= SPLICED_FROM and 2 * len(places) <= size
+            }
+            if self._lines
+            else set()
+        )
         for family in written:
-            texts[family] = self._write_family(now, layout.positions[family], site)
+            before = texts[family]
+            if before is None or family not in spliced:
+                texts[family] = write(now, positions[family], site)
+            else:
+                lines = before.split(b"\n")
+                for place in changed[family]:
+                    lines[layout.line_at[place]] = write(now, (place,), site)[:-1]
+                texts[family] = b"\n".join(lines)
         kept = texts.copy() if changed else texts
-        for family in changed:
+        unkept = changed.keys() - spliced
+        for family in unkept:
             kept[family] = None
-        return SiteText(tuple(now), layout, kept, changed), cast(list[bytes], texts), written
+        return SiteText(tuple(now), layout, kept, unkept), cast(list[bytes], texts), written
 
-    def _changed_families(self, last: SiteText, now: list[Sample]) -> set[int] | None:
+    def _changed_families(self, last: SiteText, now: list[Sample]) -> dict[int, list[int]] | None:
         """The families (indices into the layout) whose samples encode otherwise than at
-        the last scrape, or None when the samples are not in the same places. The
-        samples that are the same objects are found in C (a scrape's two hundred
-        thousand); those made anew (a few dozen of a site's) are compared one by one,
-        and an equal one is replaced in `now` by the one kept (what is kept is then only
-        samples whose value changed)."""
+        the last scrape, with the places of those samples, or None when the samples are
+        not in the same places. The samples that are the same objects are found in C (a
+        scrape's two hundred thousand); those made anew (a few dozen of a site's) are
+        compared one by one, and an equal one is replaced in `now` by the one kept (what
+        is kept is then only samples whose value changed)."""
         before = last.samples
         if len(before) != len(now):
             return None
         differing = list(map(is_not, before, now))
-        changed: set[int] = set()
+        changed: dict[int, list[int]] = {}
         same = self._same
+        family_at = last.layout.family_at
         place = -1
         try:
             while True:
@@ -197,7 +237,12 @@ class KeptTexts(Generic[Site]):
                 if same(old, new):
                     now[place] = old
                 else:
-                    changed.add(last.layout.family_at[place])
+                    family = family_at[place]
+                    places = changed.get(family)
+                    if places is None:
+                        changed[family] = [place]
+                    else:
+                        places.append(place)
         except ValueError:  # no sample differs after `place`
             return changed
 
@@ -216,8 +261,16 @@ class KeptTexts(Generic[Site]):
             found.append(place)
         index = {metric: number for number, metric in enumerate(places)}
         family_at = [index[item.metric] for item in samples]
+        line_at = [0] * len(samples)
+        for found in places.values():
+            for line, place in enumerate(found):
+                line_at[place] = line
         layout = Layout(
-            key, tuple(places), tuple(tuple(found) for found in places.values()), tuple(family_at)
+            key,
+            tuple(places),
+            tuple(tuple(found) for found in places.values()),
+            tuple(family_at),
+            tuple(line_at),
         )
         if len(self.layouts) < self.max_layouts:
             self.layouts[key] = layout

@@ -165,7 +165,7 @@ def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str
 
 
 # The text formats' encodings of each site's families, kept from the last scrape.
-TEXTS: KeptTexts[str] = KeptTexts(_family_text)
+TEXTS: KeptTexts[str] = KeptTexts(_family_text, lines=True)
 
 
 def forget() -> None:

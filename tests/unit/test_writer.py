@@ -226,6 +226,60 @@ def test_only_the_families_whose_samples_changed_are_written_again() -> None:
     assert family_texts("shop")[catalog.ACTIVE_CLAIMS.name] == claims
 
 
+def durations(values: list[float]) -> SiteResult:
+    """A site with one collector's duration per value (a family of many lines), and its
+    `up` between them."""
+    samples = [sample(catalog.COLLECTOR_DURATION, value, collector=f"c{index}")
+               for index, value in enumerate(values)]  # fmt: skip
+    return SiteResult("shop", (), True, [Sample(catalog.UP, 1.0), *samples])
+
+
+def test_a_family_with_a_few_of_its_lines_changed_is_kept_and_only_those_written_again() -> None:
+    """A store's collectors' durations: one of a dozen changes at each scrape. The
+    family's text is kept, and at the next scrape only the lines that changed again are
+    written into it; a family with more than half of its lines changed is not kept."""
+    values = [0.5] * 12
+    fresh_text_of([durations(values)])
+    for scrape in range(1, 6):
+        values = [*values]
+        values[scrape % 3] = scrape / 10
+        expected = fresh_text_after_kept([durations(values)])
+        assert text_of([durations(values)]) == expected
+        kept = family_texts("shop")[catalog.COLLECTOR_DURATION.name]
+        assert kept is not None and kept in expected
+    values = [value + 1 for value in values]
+    assert text_of([durations(values)]) == fresh_text_after_kept([durations(values)])
+    assert family_texts("shop")[catalog.COLLECTOR_DURATION.name] is None
+
+
+def fresh_text_after_kept(found: list[SiteResult]) -> bytes:
+    """The text of `found` as a first scrape writes it, the texts kept before left as
+    they were."""
+    kept = writer.TEXTS.take()
+    try:
+        return text_of(found)
+    finally:
+        writer.TEXTS.take()
+        writer.TEXTS.keep(kept)
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0.0, -0.0, 1.0, 1, 2.5, 1e6, 3e-7]), min_size=12, max_size=12),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_familys_lines_written_into_its_kept_text_read_as_written_anew(
+    scrapes: list[list[float]],
+) -> None:
+    """Whatever changes from scrape to scrape (a zero's sign, an int's "1" against a
+    float's "1.0", a large number), a family written into reads as written anew."""
+    writer.TEXTS.take()
+    for values in scrapes:
+        assert text_of([durations(values)]) == fresh_text_after_kept([durations(values)])
+
+
 @pytest.mark.parametrize(
     ("before", "after"),
     [(0.0, -0.0), (-0.0, 0.0), (3.0, 3), (3, 3.0), (1.0, 2.0), (1.0, float("nan"))],
