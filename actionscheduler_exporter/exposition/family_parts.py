@@ -119,17 +119,22 @@ class Gathered:
         self._run, self._sites, self._fresh = [], [], []
 
 
-def in_parts(family: Family, kept: tuple[int, int], head: bytes | None = None) -> Iterator[Part]:
+def in_parts(
+    name: str, family: Family, kept: tuple[int, int], head: bytes | None = None
+) -> Iterator[Part]:
     """A family's pieces, `SITES_PER_PART` sites' a part, after its `head` in the first
-    part (the head's own mark its bytes); `kept`: as `Part.kept`."""
+    part (the head's own mark its bytes); `kept`: as `Part.kept`. Each part's marks start
+    with the family's `name`: a part is known by its place in the answer, and when a
+    family's parts grow in number (a site comes past a multiple of `SITES_PER_PART`),
+    the places of the next families' parts move onto others' of the same sites."""
     pieces, sites, fresh = family.pieces, family.sites, family.fresh
     first = [] if head is None else [head]
     yield Part(
         [*first, *pieces[:SITES_PER_PART]],
-        (*first, *sites[:SITES_PER_PART]),
+        (name, *first, *sites[:SITES_PER_PART]),
         any(fresh[:SITES_PER_PART]),
         kept,
     )
     for start in range(SITES_PER_PART, len(pieces), SITES_PER_PART):
         end = start + SITES_PER_PART
-        yield Part(pieces[start:end], tuple(sites[start:end]), any(fresh[start:end]), kept)
+        yield Part(pieces[start:end], (name, *sites[start:end]), any(fresh[start:end]), kept)

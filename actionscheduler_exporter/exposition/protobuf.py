@@ -207,7 +207,7 @@ def families(
             # The head (with the family's length) apart: it changes with any site's fields.
             head = _sized_head(definition, size)
             yield Part([head], (head,))
-            yield from in_parts(found, generations)
+            yield from in_parts(definition.name, found, generations)
 
 
 @functools.lru_cache(maxsize=64)

@@ -106,7 +106,7 @@ def families(
     for metric in definitions:
         family = texts.pop(metric.name, _NO_FAMILY)
         if family.pieces:
-            yield from in_parts(family, generations, _header(metric, openmetrics))
+            yield from in_parts(metric.name, family, generations, _header(metric, openmetrics))
 
 
 _NO_FAMILY = Family()

@@ -14,6 +14,7 @@ import pytest
 
 from actionscheduler_exporter.exposition import protobuf, writer
 from actionscheduler_exporter.exposition.family_parts import SITES_PER_PART, Part
+from actionscheduler_exporter.exposition.kept_texts import KeptTexts
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -284,3 +285,72 @@ def test_a_site_whose_label_comes_twice_is_never_taken_for_the_other() -> None:
         texts: list[bytes] = []
         body, _ = answer(coder, list(recorded(render_parts(found, None)[0], texts)))
         assert gzip.decompress(body) == b"".join(texts)
+
+
+@pytest.mark.parametrize("accept", [PROMETHEUS_ACCEPT, NATIVE_ACCEPT])
+def test_a_family_whose_parts_grow_in_number_moves_no_other_familys_part(
+    accept: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part is known by its place in the answer and its marks: when a site comes past
+    a multiple of `SITES_PER_PART`, every family has a part more, and the next families'
+    parts move onto places where other families' parts of the same sites were. Those
+    are not taken for theirs: the answer reads as its text (here two sites a part)."""
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
+    monkeypatch.setattr("actionscheduler_exporter.exposition.family_parts.SITES_PER_PART", 2)
+    writer.TEXTS.take()
+    protobuf.FIELDS.take()
+    site = results()[0]
+    coder = KeptGzip()
+    for names in ("abcd", "abcde", "abcdef", "abcd"):
+        found = [dataclasses.replace(site, label=name) for name in names]
+        parts, content_type = render_parts(found, accept)
+        taken: list[bytes] = []
+        body, _ = answer(coder, list(recorded(parts, taken)), content_type)
+        assert gzip.decompress(body) == b"".join(taken)
+
+
+def test_answers_of_changing_sites_read_as_their_texts_whatever_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sites coming and going, a site twice, samples changed one or many at a time (kept
+    texts written into, or written anew), both text formats in turn: every answer reads
+    as the text written anew, and parts are taken again from the last answer."""
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
+    monkeypatch.setattr("actionscheduler_exporter.exposition.family_parts.SITES_PER_PART", 2)
+    made = deflations(monkeypatch)
+    site = results()[0]
+    taken_again = 0
+    for seed in range(12):
+        rows = random.Random(seed)
+        writer.TEXTS.take()
+        coder = KeptGzip()
+        sites = {name: site for name in "abcdef"}
+        for scrape in range(12):
+            for name in sites:
+                samples = [*sites[name].samples]
+                for _ in range(rows.choice([0, 1, 1, 2, 30])):
+                    place = rows.randrange(len(samples))
+                    value = rows.choice([0.0, -0.0, 1, 1.0, 2.5, rows.random()])
+                    samples[place] = dataclasses.replace(samples[place], value=value)
+                sites[name] = dataclasses.replace(site, label=name, samples=samples)
+            names = rows.sample(sorted(sites), rows.randrange(3, 7))
+            found = [sites[name] for name in sorted(names)]
+            if rows.random() < 0.2:
+                found.append(found[0])
+            openmetrics = scrape % 3 == 2
+            parts = list(writer.families(found, catalog.ALL, [], openmetrics=openmetrics))
+            text = b"".join(b"".join(part) for part in parts)
+            assert text == written_anew(found, openmetrics, monkeypatch)
+            made.clear()
+            body, _ = answer(coder, parts, OPENMETRICS if openmetrics else TEXT)
+            assert gzip.decompress(body) == text, (seed, scrape)
+            taken_again += len(parts) - len(made)
+    assert taken_again > 0
+
+
+def written_anew(found: list[SiteResult], openmetrics: bool, mp: pytest.MonkeyPatch) -> bytes:
+    """The writer's text of `found` with nothing kept, the texts kept left as they are."""
+    with mp.context() as fresh:
+        fresh.setattr(writer, "TEXTS", KeptTexts(writer._family_text, lines=True))
+        parts = writer.families(found, catalog.ALL, [], openmetrics=openmetrics)
+        return b"".join(b"".join(part) for part in parts)

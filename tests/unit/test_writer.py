@@ -252,6 +252,37 @@ def test_a_family_with_a_few_of_its_lines_changed_is_kept_and_only_those_written
     assert family_texts("shop")[catalog.COLLECTOR_DURATION.name] is None
 
 
+def test_a_family_apart_in_its_sites_samples_has_its_own_lines_written_into() -> None:
+    """A family whose samples are not next to one another (a hook's failures around
+    `up`): a changed sample's line is its place among its family's, not in the site's."""
+    values = [1.0] * 6
+
+    def site(values: list[float]) -> SiteResult:
+        failed = [sample(catalog.FAILED_BY_HOOK, value, hook=f"h{index}")
+                  for index, value in enumerate(values)]  # fmt: skip
+        return SiteResult("shop", (), True, [failed[0], Sample(catalog.UP, 1.0), *failed[1:]])
+
+    fresh_text_of([site(values)])
+    for scrape in range(1, 5):
+        values = [*values]
+        values[2 + scrape % 3] = scrape + 0.5
+        assert text_of([site(values)]) == fresh_text_after_kept([site(values)])
+        assert family_texts("shop")[catalog.FAILED_BY_HOOK.name] is not None
+
+
+@pytest.mark.parametrize(("size", "changed", "kept"), [(4, 2, True), (4, 3, False), (3, 1, False)])
+def test_a_changed_family_is_kept_from_four_lines_with_at_most_half_changed(
+    size: int, changed: int, kept: bool
+) -> None:
+    """The bounds of keeping a changed family's text to write into (`SPLICED_FROM` lines,
+    half of them changed): the text reads the same either way."""
+    values = [0.5] * size
+    fresh_text_of([durations(values)])
+    values = [*[0.25] * changed, *values[changed:]]
+    assert text_of([durations(values)]) == fresh_text_after_kept([durations(values)])
+    assert (family_texts("shop")[catalog.COLLECTOR_DURATION.name] is not None) is kept
+
+
 def fresh_text_after_kept(found: list[SiteResult]) -> bytes:
     """The text of `found` as a first scrape writes it, the texts kept before left as
     they were."""
