@@ -6,8 +6,8 @@ pieces (a site's lines of a family) are kept while they do not change
 (`exposition.kept_texts`), and each part tells which sites' pieces it holds and whether
 any was written anew (`family_parts.Part`). Each part is deflated on its own, ending on
 a byte boundary (a full flush), so that the parts' deflated bytes follow one another as
-one stream; a part of the same sites as the part at its place in the last answer, none
-written anew since, is sent as it was deflated then (docs/performance.md).
+one stream; a part of the same family and sites as the part at its place in the last
+answer, none written anew since, is sent as it was deflated then (docs/performance.md).
 
 The gzip trailer's CRC-32 of the whole text is the last scrape's up to the first part
 that changed, then combined from each part's (`combined`), so that a part sent as kept
