@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import random
 import zlib
 from collections.abc import Iterator
 
 import pytest
 
-from actionscheduler_exporter.exposition import protobuf, writer
+from actionscheduler_exporter.exposition import protobuf, render, writer
 from actionscheduler_exporter.exposition.family_parts import SITES_PER_PART, Part
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts
+from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
@@ -354,3 +356,35 @@ def written_anew(found: list[SiteResult], openmetrics: bool, mp: pytest.MonkeyPa
         fresh.setattr(writer, "TEXTS", KeptTexts(writer._family_text, lines=True))
         parts = writer.families(found, catalog.ALL, [], openmetrics=openmetrics)
         return b"".join(b"".join(part) for part in parts)
+
+
+def test_answers_in_formats_taken_in_turn_read_as_written_anew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every sequence of three scrapes over the text formats and protobuf, a value
+    changed at each, through one gzip coding: each answer reads as its encoding with
+    nothing kept (the process's own metrics held still to compare whole answers)."""
+    monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
+    monkeypatch.setattr("actionscheduler_exporter.exposition.family_parts.SITES_PER_PART", 2)
+    fixed = list(process_samples())
+    monkeypatch.setattr(render, "process_samples", lambda: fixed)
+    site = results()[0]
+    formats = [None, PROMETHEUS_ACCEPT, NATIVE_ACCEPT, "text/plain; version=1.0.0"]
+    for sequence in itertools.product(formats, repeat=3):
+        writer.forget()
+        protobuf.forget()
+        coder = KeptGzip()
+        samples = [*site.samples]
+        for step, accept in enumerate(sequence):
+            samples[step * 5] = dataclasses.replace(samples[step * 5], value=step + 0.5)
+            found = [dataclasses.replace(site, label=name, samples=samples) for name in "abc"]
+            with monkeypatch.context() as fresh:
+                fresh.setattr(writer, "TEXTS", KeptTexts(writer._family_text, lines=True))
+                fresh.setattr(
+                    protobuf, "FIELDS", KeptTexts(protobuf._family_fields, protobuf._same_field)
+                )
+                anew_parts, _ = render_parts(found, accept)
+                expected = b"".join(b"".join(part) for part in anew_parts)
+            parts, content_type = render_parts(found, accept)
+            body, _ = answer(coder, list(parts), content_type)
+            assert gzip.decompress(body) == expected, (sequence, step)
