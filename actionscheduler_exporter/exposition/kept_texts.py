@@ -50,6 +50,9 @@ class Layout:
     positions: tuple[tuple[int, ...], ...]  # each family's samples' places
     family_at: tuple[int, ...]  # the family of each place (an index into `metrics`)
     line_at: tuple[int, ...]  # each place's index among its family's samples
+    # The families of at least `SPLICED_FROM` samples, whose changed lines may be written
+    # into their kept text.
+    spliceable: frozenset[int]
 
 
 @dataclass(slots=True)
@@ -192,8 +195,8 @@ class KeptTexts(Generic[Site]):
         spliced: set[int] = (
             {
                 family
-                for family, places in changed.items()
-                if (size := len(positions[family])) >= SPLICED_FROM and 2 * len(places) <= size
+                for family in layout.spliceable & changed.keys()
+                if 2 * len(changed[family]) <= len(positions[family])
             }
             if self._lines
             else set()
@@ -224,27 +227,28 @@ class KeptTexts(Generic[Site]):
         if len(before) != len(now):
             return None
         differing = list(map(is_not, before, now))
+        differing.append(True)  # the end: found without an exception per site
+        end = len(before)
         changed: dict[int, list[int]] = {}
         same = self._same
         family_at = last.layout.family_at
         place = -1
-        try:
-            while True:
-                place = differing.index(True, place + 1)
-                old, new = before[place], now[place]
-                if old.metric is not new.metric:
-                    return None
-                if same(old, new):
-                    now[place] = old
+        while (place := differing.index(True, place + 1)) < end:
+            old, new = before[place], now[place]
+            if old.metric is not new.metric:
+                return None
+            # Most samples made anew changed their value (an age, a duration): told here,
+            # without a call; an equal value may still encode otherwise.
+            if old.value == new.value and same(old, new):
+                now[place] = old
+            else:
+                family = family_at[place]
+                places = changed.get(family)
+                if places is None:
+                    changed[family] = [place]
                 else:
-                    family = family_at[place]
-                    places = changed.get(family)
-                    if places is None:
-                        changed[family] = [place]
-                    else:
-                        places.append(place)
-        except ValueError:  # no sample differs after `place`
-            return changed
+                    places.append(place)
+        return changed
 
     def _layout_of(self, samples: list[Sample]) -> Layout:
         """The families of a site's samples and their places, shared by the sites with
@@ -271,6 +275,9 @@ class KeptTexts(Generic[Site]):
             tuple(tuple(found) for found in places.values()),
             tuple(family_at),
             tuple(line_at),
+            frozenset(
+                family for family, found in enumerate(places.values()) if len(found) >= SPLICED_FROM
+            ),
         )
         if len(self.layouts) < self.max_layouts:
             self.layouts[key] = layout
