@@ -56,8 +56,9 @@ class HeavyTier:
         self._labels: dict[str, str] = {}  # each prefix's site label, as rounds gave it
         # The prefixes of each label, made again when `_labels` changes (`served`).
         self._prefixes_by_label: dict[str, list[str]] = {}
-        # Each prefix's samples of the readings last served, but their ages.
-        self._kept: dict[str, tuple[Readings, list[Sample]]] = {}
+        # Each prefix's samples of the readings last served, but their ages, and each
+        # collector's reading (None: none yet) that the ages are of.
+        self._kept: dict[str, tuple[Readings, list[Sample], list[Reading | None]]] = {}
         # Each prefix's problems of the readings last served, with the replica's.
         self._kept_problems: dict[str, tuple[Readings, str, list[str]]] = {}
         self._refresh = BackgroundRefresh[Readings](
@@ -104,16 +105,16 @@ class HeavyTier:
         kept, and only the ages made again."""
         kept = self._kept.get(prefix)
         if kept is None or kept[0] is not readings:
+            found = [readings.get((prefix, collector.name)) for collector in self.collectors]
             reported = [
                 item
-                for collector in self.collectors
+                for collector, reading in zip(self.collectors, found, strict=True)
                 for item in self._reader.report(
-                    collector, readings.get((prefix, collector.name), NOT_READ), aged=False
+                    collector, NOT_READ if reading is None else reading, aged=False
                 )
             ]
-            kept = self._kept[prefix] = (readings, reported)
-        found = [readings.get((prefix, collector.name)) for collector in self.collectors]
-        return [*kept[1], *self._reader.ages(self.collectors, found)]
+            kept = self._kept[prefix] = (readings, reported, found)
+        return [*kept[1], *self._reader.ages(self.collectors, kept[2])]
 
     def close(self) -> None:
         """The site is gone: its refreshes no longer count as due on the server's queue."""
