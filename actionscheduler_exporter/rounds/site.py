@@ -107,25 +107,24 @@ class MonitoredSite:
         """The results of a round that ended (`reports`), or of the round in flight when
         the scrape stops waiting (None). `until`: the site-wide sources must have answered
         by then."""
-        with self._lock:
-            if reports is None:
+        if reports is None:
+            with self._lock:
                 # A round still waiting for a thread has read nothing: the reports are the
                 # previous round's, not this scrape's.
                 reports = self._reports if self._running else RoundReports()
         found = reports.snapshot()
-        known = self._state.known_labels()
-        # A set to look in: a network's thousand labels made this a million comparisons.
-        known_set = set(known)
-        labels = [*known, *(label for label in found if label not in known_set)]
+        labels: Sequence[str] = self._state.known_labels()
+        if len(found) != 1 or len(labels) != 1 or labels[0] not in found:
+            # A set to look in: a network's thousand labels made this a million comparisons.
+            known = set(labels)
+            labels = [*labels, *(label for label in found if label not in known)]
+        # (else a site of one label that its round reported: most of a fleet's)
         results = [self._result(label, found.get(label)) for label in labels]
         site_wide = [item for source in self._state.site_wide for item in source.samples(until)]
         counters = self._reader.counters
         for result in results:
             result.samples += site_wide
-            result.samples += counters.samples(result.label, catalog.ERRORS, catalog.ERROR_KINDS)
-            result.samples += counters.samples(
-                result.label, catalog.DATABASE_SECONDS, catalog.TIERS, label="tier"
-            )
+            result.samples += counters.samples_of(result.label, _SITE_COUNTERS)
         return results
 
     def close(self) -> None:
@@ -151,7 +150,8 @@ class MonitoredSite:
         result = SiteResult(
             label, self.site.labels, report.failure is None, [*report.samples], [*report.problems]
         )
-        result.samples += self._not_read(self._state.in_round, report.read)
+        if not self._state.in_round_names <= report.read:
+            result.samples += self._not_read(self._state.in_round, report.read)
         failure = report.failure
         if failure is not None:
             result.problems.insert(0, failure.problem)
@@ -206,6 +206,13 @@ class MonitoredSite:
             if collector.name not in read
             for item in self._reader.report(collector, NOT_READ, aged=False)
         ]
+
+
+# Each site label's counters: its errors by kind and its database time by tier.
+_SITE_COUNTERS = (
+    (catalog.ERRORS, catalog.ERROR_KINDS, "kind"),
+    (catalog.DATABASE_SECONDS, catalog.TIERS, "tier"),
+)
 
 
 @functools.lru_cache(maxsize=8)

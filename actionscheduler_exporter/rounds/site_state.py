@@ -67,9 +67,14 @@ class SiteState:
     may_repeat: frozenset[str] = frozenset()
     # `site.discovers_prefixes`, asked several times per round.
     discovers: bool = False
+    # The names of `in_round`: a report that read them all reports none as not read.
+    in_round_names: frozenset[str] = frozenset()
+    # `known_labels`, with the prefixes and the count of others' it was made of.
+    _known_labels: tuple[list[str], int, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         self.discovers = self.site.discovers_prefixes
+        self.in_round_names = frozenset(c.name for c in self.in_round)
         self.cached = frozenset(c.name for c in self.in_round if c.freshness(self.site).cached)
         self.may_repeat = frozenset(
             c.name for c in self.in_round if not (c.reports_duration or c.name in self.cached)
@@ -108,13 +113,19 @@ class SiteState:
     def site_label(self, prefix: str) -> str:
         return f"{self.site.name}:{prefix}" if self.discovers else self.site.name
 
-    def known_labels(self) -> list[str]:
-        """The labels of the prefixes known so far, or the whole site's before they are."""
-        return [self.site_label(p) for p in self.known_prefixes] or self.whole_site_label()
+    def known_labels(self) -> tuple[str, ...]:
+        """The labels of the prefixes known so far, or the whole site's before they are:
+        made again when the prefixes are (asked for every site at every scrape)."""
+        made = self._known_labels
+        if made is None or made[0] is not self.known_prefixes or made[1] != self.others_prefixes:
+            labels = tuple([self.site_label(p) for p in self.known_prefixes])
+            made = (self.known_prefixes, self.others_prefixes, labels or self.whole_site_label())
+            self._known_labels = made
+        return made[2]
 
-    def whole_site_label(self) -> list[str]:
+    def whole_site_label(self) -> tuple[str, ...]:
         """The label a site is reported under before its subsites are known (or when its
         database is unreachable): on one shard only, as every other series."""
         if self.others_prefixes or not self.shard.owns(self.site.name):
-            return []
-        return [self.site.name]
+            return ()
+        return (self.site.name,)

@@ -10,6 +10,9 @@ from functools import partial
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels, Sample, labels_of, value_of
 
+# A counter as a site reports it: its metric, every key (from 0), and the keys' label.
+Counter = tuple[MetricDef, Sequence[str], str]
+
 
 class _Made:
     """The samples of one counter of a site in one shape (its keys, its label), and the
@@ -46,27 +49,42 @@ class SiteCounters:
         self, site: str, metric: MetricDef, keys: Sequence[str], label: str = "kind"
     ) -> tuple[Sample, ...]:
         """Every key, from 0, so that rate() sees a site's first error of each kind."""
-        shape = (tuple(keys), label)
         with self._lock:
-            made_for = self._made.get((site, metric))
-            if made_for is None:
-                made_for = self._made[(site, metric)] = {}
-            made = made_for.get(shape)
-            if made is None:
-                labels = self._labels(metric, shape)
-                made = made_for[shape] = _Made(
-                    keys,
-                    tuple(map(partial(self._sample, site, metric), keys, labels)),
-                )
-            elif made.stale:
-                samples = list(made.samples)
-                for key in made.stale:
-                    place = made.places.get(key)
-                    if place is not None:
-                        samples[place] = self._sample(site, metric, key, samples[place].labels)
-                made.samples = tuple(samples)
-                made.stale.clear()
-            return made.samples
+            return self._samples(site, metric, keys, label)
+
+    def samples_of(self, site: str, counters: Sequence[Counter]) -> list[Sample]:
+        """`samples` of each counter (its metric, keys and label), under one look of the
+        lock: a site's errors and database time, at every scrape."""
+        found: list[Sample] = []
+        with self._lock:
+            for metric, keys, label in counters:
+                found += self._samples(site, metric, keys, label)
+        return found
+
+    def _samples(
+        self, site: str, metric: MetricDef, keys: Sequence[str], label: str
+    ) -> tuple[Sample, ...]:
+        """`samples`, under the lock."""
+        shape = (tuple(keys), label)
+        made_for = self._made.get((site, metric))
+        if made_for is None:
+            made_for = self._made[(site, metric)] = {}
+        made = made_for.get(shape)
+        if made is None:
+            labels = self._labels(metric, shape)
+            made = made_for[shape] = _Made(
+                keys,
+                tuple(map(partial(self._sample, site, metric), keys, labels)),
+            )
+        elif made.stale:
+            samples = list(made.samples)
+            for key in made.stale:
+                place = made.places.get(key)
+                if place is not None:
+                    samples[place] = self._sample(site, metric, key, samples[place].labels)
+            made.samples = tuple(samples)
+            made.stale.clear()
+        return made.samples
 
     def _sample(self, site: str, metric: MetricDef, key: str, labels: Labels) -> Sample:
         """A count's sample (under the lock)."""
