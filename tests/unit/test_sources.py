@@ -458,3 +458,29 @@ def test_a_counters_samples_are_made_again_only_for_the_counts_that_changed() ->
     assert now[0].value == 1.0 and now[1] is errors[1]
     assert counters.samples("shop", catalog.ERRORS, kinds) is now  # nothing changed since
     assert counters.samples("other", catalog.ERRORS, kinds)[1].value == 1.0
+
+
+def test_a_sites_counters_read_together_are_each_counters_samples_in_order() -> None:
+    """`samples_of` (a site's errors and database time, at every scrape) gives what
+    `samples` gives for each counter, one after the other, the same objects while the
+    counts stay, and a count added since."""
+    counters = SiteCounters()
+    kinds, tiers = ("connect", "query"), ("hot", "heavy")
+    wanted = ((catalog.ERRORS, kinds, "kind"), (catalog.DATABASE_SECONDS, tiers, "tier"))
+    together = counters.samples_of("shop", wanted)
+    apart = [
+        *counters.samples("shop", catalog.ERRORS, kinds),
+        *counters.samples("shop", catalog.DATABASE_SECONDS, tiers, label="tier"),
+    ]
+    assert [item is made for item, made in zip(together, apart, strict=True)] == [True] * 4
+    assert [dict(item.labels) for item in together] == [
+        {"kind": "connect"}, {"kind": "query"}, {"tier": "hot"}, {"tier": "heavy"}
+    ]  # fmt: skip
+    counters.add("shop", catalog.DATABASE_SECONDS, "hot", 0.5)
+    counters.add("other", catalog.ERRORS, "query")
+    then = counters.samples_of("shop", wanted)
+    assert [item.value for item in then] == [0.0, 0.0, 0.5, 0.0]
+    assert [item is made for item, made in zip(then, together, strict=True)] == [
+        True, True, False, True
+    ]  # fmt: skip
+    assert counters.samples_of("shop", ()) == []
