@@ -116,16 +116,19 @@ class SiteState:
     def known_labels(self) -> tuple[str, ...]:
         """The labels of the prefixes known so far, or the whole site's before they are:
         made again when the prefixes are (asked for every site at every scrape)."""
+        # Read once: a round may replace them meanwhile, and the labels kept must be those
+        # of the prefixes they are kept for.
+        prefixes, others = self.known_prefixes, self.others_prefixes
         made = self._known_labels
-        if made is None or made[0] is not self.known_prefixes or made[1] != self.others_prefixes:
-            labels = tuple([self.site_label(p) for p in self.known_prefixes])
-            made = (self.known_prefixes, self.others_prefixes, labels or self.whole_site_label())
+        if made is None or made[0] is not prefixes or made[1] != others:
+            labels = tuple([self.site_label(p) for p in prefixes])
+            made = (prefixes, others, labels or self._whole_site_label(others))
             self._known_labels = made
         return made[2]
 
-    def whole_site_label(self) -> tuple[str, ...]:
+    def _whole_site_label(self, others_prefixes: int) -> tuple[str, ...]:
         """The label a site is reported under before its subsites are known (or when its
         database is unreachable): on one shard only, as every other series."""
-        if self.others_prefixes or not self.shard.owns(self.site.name):
+        if others_prefixes or not self.shard.owns(self.site.name):
             return ()
         return (self.site.name,)

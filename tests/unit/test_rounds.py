@@ -579,3 +579,31 @@ def test_the_rounds_context_is_rebuilt_with_every_field() -> None:
         "session", "tables", "site", "table_stats", "totals", "earlier", "prefetched",
         "stats_error",
     ]  # fmt: skip
+
+
+def test_a_sites_known_labels_follow_its_prefixes_even_when_a_round_replaces_them_meanwhile(
+    rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The known labels are made once per list of prefixes (asked for every site at every
+    scrape); a round that replaces the list while a scrape makes them (a subsite deleted)
+    must not leave the old list's labels kept for the new one (found by a review)."""
+    site_round, _ = make_round(rounds, clock, table_prefix="auto")
+    state = site_round._state
+    state.known_prefixes = ["wp_", "wp_2_", "wp_3_"]
+    assert state.known_labels() == ("shop:wp_", "shop:wp_2_", "shop:wp_3_")
+    assert state.known_labels() is state.known_labels()  # kept while the list is
+    replaced = ["wp_", "wp_2_"]
+    made_label = type(state).site_label
+
+    def replaced_meanwhile(self: Any, prefix: str) -> str:
+        self.known_prefixes = replaced  # the round's `_prefixes`, on its own thread
+        return made_label(self, prefix)
+
+    state.known_prefixes = ["wp_", "wp_2_", "wp_3_", "wp_4_"]
+    with monkeypatch.context() as patched:
+        patched.setattr(type(state), "site_label", replaced_meanwhile)
+        racing = state.known_labels()
+    assert racing == ("shop:wp_", "shop:wp_2_", "shop:wp_3_", "shop:wp_4_")
+    assert state.known_labels() == ("shop:wp_", "shop:wp_2_")  # not the racing call's
+    state.others_prefixes, state.known_prefixes = 2, []
+    assert state.known_labels() == ()  # the others' shards serve the whole network
