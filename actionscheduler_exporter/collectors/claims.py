@@ -32,9 +32,6 @@ class ClaimsCollector(Collector):
     def same_samples_for(self, values: Row) -> bool:
         return True  # the oldest claim's age is the server's (TIMESTAMPDIFF)
 
-    def values_made_of(self, values: Row) -> Row:
-        return values[1:]  # not the claimed due actions, the due collector's
-
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         _, active, rows, oldest = context.values_of(self)
         return (

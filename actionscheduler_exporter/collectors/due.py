@@ -44,9 +44,6 @@ class DueCollector(Collector):
         # read from the log, and grows with the clock.
         return bool(values[1] != _ZERO_DATED)
 
-    def values_made_of(self, values: Row) -> Row:
-        return values[:3]  # not the active claims, the claims collector's
-
     def read(self, context: DatabaseContext) -> tuple[Sample, ...]:
         due, oldest, claimed, _ = context.values_of(self)
         # One statement's subqueries share one read view: the difference is exact.

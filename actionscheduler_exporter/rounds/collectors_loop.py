@@ -1,13 +1,15 @@
 """The in-round collectors of one table prefix, read in order after its hot statement.
 
 Each collector's reading is recorded in the prefix's report as it arrives: a cached one
-served as it is (`sources.cached_readings`), one made of the same values as the last
-time served as it was then, the others read (from the hot statement's values, or with a
-statement of their own). A good reading is handed to the collectors after it that need
-it; a failing one is marked and the others go on; a lost connection ends the prefix's
-reading; a collector that waited for a locked table skips the rest of its prefix; past
-the scrape's deadline the rest are skipped and counted (the deadline is looked at before
-the first collector and after each statement: a reading without one takes microseconds).
+served as it is (`sources.cached_readings`), one whose samples follow from its hot
+statement's values alone made straight from them (most of a quiet store's: no `Reading`,
+no timing; a thousand stores' scrape spent more on that frame than on their samples), the
+others read (from the hot statement's values, or with a statement of their own). A good
+reading is handed to the collectors after it that need it; a failing one is marked and
+the others go on; a lost connection ends the prefix's reading; a collector that waited
+for a locked table skips the rest of its prefix; past the scrape's deadline the rest are
+skipped and counted (the deadline is looked at before the first collector and after each
+statement: a reading without one takes microseconds).
 
 A cached collector with columns (the anomalies) whose reading comes due is made of its
 store's row read with other stores' rows of its server, when it can be: taken from
@@ -18,7 +20,6 @@ without a server's lane (`check`).
 
 from __future__ import annotations
 
-from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
 from actionscheduler_exporter.rounds.hot_statement import HotStatement
 from actionscheduler_exporter.rounds.report import PrefixReport
@@ -58,12 +59,11 @@ class CollectorsLoop:
         served: dict[str, Reading],
     ) -> None:
         """Each in-round collector in order, its reading recorded as it arrives (a cached
-        one `served` as it is, and one made of the same values as the last time served
-        as it was then: `sources.cached_readings`); a good reading is handed to the
+        one `served` as it is: `sources.cached_readings`); a good reading is handed to the
         collectors after it that need it (`earlier`)."""
         state = self._state
         reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
-        may_repeat, cached = state.may_repeat, state.cached
+        from_values, cached = state.from_values, state.cached
         locked = ""  # the collector that found a table locked: the rest are skipped
         # The statements of a reading count to its collector's tier: the session's meter
         # is changed when the tier does, and given back after the loop (the rest of it
@@ -89,13 +89,8 @@ class CollectorsLoop:
                 if skipped:
                     report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
                     continue
-                values = self._repeatable(collector, context) if name in may_repeat else None
-                if values is not None:
-                    repeated = state.repeated.get(prefix, name, values)
-                    if repeated is not None:
-                        earlier[name] = repeated[0]
-                        report.record(name, repeated[1])
-                        continue
+                if name in from_values and self._from_values(collector, context, report, earlier):
+                    continue
                 reading = served.get(name)
                 if reading is None:
                     if collector.tier != billed:
@@ -120,23 +115,40 @@ class CollectorsLoop:
                 )
                 if reported is None:
                     reported = reader.report(collector, reading, aged=False)
-                    if values is not None or name in cached:
-                        state.repeated.keep(prefix, name, values or (), reading, reported)
+                    if name in cached:
+                        state.repeated.keep(prefix, name, reading, reported)
                 report.record(name, reported)
         finally:
             session.billing(outer)
 
-    def _repeatable(self, collector: Collector, context: DatabaseContext) -> Row | None:
-        """The collector's values from the hot statement that its samples are made of
-        (`Collector.values_made_of`), when a reading made of them may be served again
-        while they stay the same (`Collector.same_samples_for`): its samples follow from
-        them alone, it reports no duration (which a served reading would repeat), and it
-        is read in every round (not one of the cached ones, which keep their own
-        readings: `SiteState.may_repeat`, which the caller looked in)."""
+    def _from_values(
+        self,
+        collector: Collector,
+        context: DatabaseContext,
+        report: PrefixReport,
+        earlier: dict[str, Reading],
+    ) -> bool:
+        """Reads a collector whose samples follow from its hot-statement values alone
+        (`Collector.same_samples_for`), reports no duration and is read in every round
+        (`SiteState.from_values`), straight from its values: its samples and its success
+        recorded, a `Reading` made only for a collector after it that needs it. False,
+        with nothing recorded, when its values are not such, or its `read` fails on them
+        (then it is read as any other, which counts and logs the failure)."""
         values = context.prefetched.get(collector.name)
         if values is None or not collector.same_samples_for(values):
-            return None
-        return collector.values_made_of(values)
+            return False
+        try:
+            samples = tuple(collector.read(context))
+        except Exception:
+            return False
+        state, label, name = self._state, report.label, collector.name
+        reader = state.reader
+        if label in reader.open_sites:
+            reader.recovered(label, collector)
+        if name in state.needed:
+            earlier[name] = Reading(samples, True, 0.0, state.clock())
+        report.record(name, [*samples, reader.success(collector)])
+        return True
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport

@@ -57,14 +57,17 @@ class SiteState:
     kept_stats: dict[str, tuple[float, Mapping[str, TableStats]]] = field(default_factory=dict)
     # Whether the database answered for a site label at the last round that read it.
     answers: dict[str, bool] = field(default_factory=dict)
-    # The hot collectors' last readings, served while their values stay the same.
+    # The cached collectors' last readings with the samples reported of them.
     repeated: RepeatedReadings = field(default_factory=RepeatedReadings)
     # The in-round collectors read at most every so often (`Freshness.cached`), by name:
     # it follows from the site's settings, which the state keeps for its life.
     cached: frozenset[str] = frozenset()
-    # The in-round collectors whose reading may be served again while their values stay
-    # the same: those that report no duration and are not `cached` (`DatabaseRound`).
-    may_repeat: frozenset[str] = frozenset()
+    # The in-round collectors read straight from their hot-statement values when their
+    # samples follow from them alone (`CollectorsLoop`): those that report no duration,
+    # need no other's reading, have no up gauge of their own, and are not `cached`.
+    from_values: frozenset[str] = frozenset()
+    # The collectors whose readings others need (`Source.needs`).
+    needed: frozenset[str] = frozenset()
     # `site.discovers_prefixes`, asked several times per round.
     discovers: bool = False
     # The names of `in_round`: a report that read them all reports none as not read.
@@ -76,9 +79,12 @@ class SiteState:
         self.discovers = self.site.discovers_prefixes
         self.in_round_names = frozenset(c.name for c in self.in_round)
         self.cached = frozenset(c.name for c in self.in_round if c.freshness(self.site).cached)
-        self.may_repeat = frozenset(
-            c.name for c in self.in_round if not (c.reports_duration or c.name in self.cached)
+        self.from_values = frozenset(
+            c.name
+            for c in self.in_round
+            if not (c.reports_duration or c.needs or c.up_metric or c.name in self.cached)
         )
+        self.needed = frozenset(name for c in self.in_round for name in c.needs)
 
     @classmethod
     def open(

@@ -6,13 +6,9 @@ prefix (each prefix at its own point of the interval, 0.75 to 1.25 times it, so 
 network's subsites do not all refresh in one scrape), or when the source says its last
 reading may not be served (`Source.cacheable`): `CachedReadings`.
 
-A hot collector whose samples follow from its columns' values alone
-(`Collector.same_samples_for`) makes the same samples of the same values. Most stores of
-a fleet are quiet, and from one round to the next most of their columns answer the same
-(no action running, no claim): the round then serves the reading of the last time those
-values came, and the samples reported of it, instead of making them again:
-`RepeatedReadings`. They are the same objects, which the writer finds unchanged at a
-glance (`exposition.writer`).
+A cached reading served again as it is reports the samples it reported the first time
+(`RepeatedReadings`): the same objects, which the writer finds unchanged at a glance
+(`exposition.kept_texts`).
 
 A cached reading come due whose source has columns (the anomalies, and the tables'
 statistics that the round reads with its hot statement otherwise) is made of its store's
@@ -38,7 +34,6 @@ from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.refresh_together import Found, RefreshTogether, StoreSource
 from actionscheduler_exporter.db.schema import TableNames
-from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.db.tables import TableStats, parse_table_stats, table_stats_column
 from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
@@ -123,28 +118,18 @@ class CachedReadings(_ByPrefix[tuple[float, Reading]]):
         return due
 
 
-class RepeatedReadings(_ByPrefix[tuple[Row, Reading, list[Sample]]]):
-    """Each repeatable collector's last good reading, its reported samples and the
-    values it was made of; and each cached collector's last good reading with its
-    reported samples (no values: it is served as the same object)."""
-
-    def get(self, prefix: str, source: str, values: Row) -> tuple[Reading, list[Sample]] | None:
-        """The reading made of the same `values` last time, with its reported samples."""
-        last = self._get(prefix, source)
-        if last is None or last[0] != values:
-            return None
-        return last[1], last[2]
+class RepeatedReadings(_ByPrefix[tuple[Reading, list[Sample]]]):
+    """Each cached collector's last good reading with its reported samples: served again
+    as the same object for its interval, it reports the same samples."""
 
     def reported(self, prefix: str, source: str, reading: Reading) -> list[Sample] | None:
         """The samples reported of `reading` last time, when it is the very reading kept
         (a cached one served again as it is, for its interval)."""
         last = self._get(prefix, source)
-        return None if last is None or last[1] is not reading else last[2]
+        return None if last is None or last[0] is not reading else last[1]
 
-    def keep(
-        self, prefix: str, source: str, values: Row, reading: Reading, reported: list[Sample]
-    ) -> None:
-        self._put(prefix, source, (values, reading, reported))
+    def keep(self, prefix: str, source: str, reading: Reading, reported: list[Sample]) -> None:
+        self._put(prefix, source, (reading, reported))
 
 
 def stagger(*key: str) -> float:

@@ -229,19 +229,12 @@ class Collector(Source[DatabaseContext]):
         return None
 
     def same_samples_for(self, values: Row) -> bool:
-        """Whether `read` makes the same samples of these `values` of its columns as it
-        made of them before: when its samples follow from them alone, and from nothing
-        else (not the clock, not another statement). A collector that says so and reports
-        no duration is not read again while its values stay the same: its last reading
-        is served (`sources.cached_readings`). By default no."""
+        """Whether `read` makes its samples of these `values` of its columns alone: not of
+        the clock, nor of another statement. A collector that says so, reports no
+        duration and needs no other's reading is read straight from its values in every
+        round, without the frame of a `Reading` (`rounds.collectors_loop`). By default
+        no."""
         return False
-
-    def values_made_of(self, values: Row) -> Row:
-        """Those of its columns' `values` that its samples are made of, which key its
-        reading served again: all of them, unless some are another collector's (a pass
-        that two collectors share: `collectors.claimed`), whose changes must not make
-        this one's reading again."""
-        return values
 
     def freshness(self, site: SiteConfig) -> Freshness:
         """Heavy collectors refresh every `heavy_interval` (0: in every round, as hot ones)."""

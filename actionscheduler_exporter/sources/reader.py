@@ -31,6 +31,9 @@ class SourceReader:
         self.counters = counters
         self.clock = clock
         self._problems = problems or ProblemLog()
+        # The sites with a problem now (the shared log's, changed in place): a reading of
+        # a site that has none ends none, and need not ask (`recovered`).
+        self.open_sites = self._problems.open_sites
         self._closed = False
         # The success sample of each source, made once per value (a thousand sites' round
         # reports ten of them per site), and each source's `collector` label.
@@ -57,12 +60,18 @@ class SourceReader:
             failure = SourceError("malformed", f"the answer did not fit: {unexpected(error)}")
             return self._failed(source, site, previous, started, failure)
         finished = self.clock()
-        if site in self._problems.open_sites and not self._closed:
+        if site in self.open_sites:
+            self.recovered(site, source)
+        return Reading(samples, True, finished - started, finished)
+
+    def recovered(self, site: str, source: Source[Any]) -> None:
+        """The source was read for `site`, which has a problem (`open_sites`): the
+        source's ends, if it had one (logged)."""
+        if not self._closed:
             self._problems.clear(
                 f"{site}/{source.name}",
                 lambda: LogLine.of("source recovered", site, source=source.name),
             )
-        return Reading(samples, True, finished - started, finished)
 
     def failed(self, source: Source[ContextT], site: str, error: SourceError) -> Reading:
         """The source's reading that failed before it was read (its statement could not
@@ -91,12 +100,7 @@ class SourceReader:
     def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
         """The reading's values with the source's success and duration, and, for a source
         read in the background (`aged`), how old its values are."""
-        key = (source.name, reading.ok)
-        success = self._successes.get(key)
-        if success is None:
-            success = sample(catalog.COLLECTOR_SUCCESS, reading.ok, collector=source.name)
-            self._successes[key] = success
-        samples = [*reading.samples, success]
+        samples = [*reading.samples, self.success(source, reading.ok)]
         if source.reports_duration:
             duration = float(reading.duration)
             labels = self._labels.get(source.name) or self._label(source)
@@ -106,6 +110,16 @@ class SourceReader:
         if source.up_metric is not None:
             samples.append(sample(source.up_metric, reading.ok))
         return samples
+
+    def success(self, source: Source[Any], ok: bool = True) -> Sample:
+        """The source's success sample: made once per value."""
+        key = (source.name, ok)
+        found = self._successes.get(key)
+        if found is None:
+            found = self._successes[key] = sample(
+                catalog.COLLECTOR_SUCCESS, ok, collector=source.name
+            )
+        return found
 
     def age(self, source: Source[Any], reading: Reading | None) -> list[Sample]:
         """How old a background source's values are (none before its first success)."""

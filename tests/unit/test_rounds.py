@@ -373,17 +373,17 @@ def nothing_due(script: Script | None = None) -> Script:
     return script
 
 
-def test_a_value_of_the_shared_pass_makes_again_only_the_reading_made_of_it(
+def test_collectors_made_of_their_values_are_read_from_them_at_every_round(
     rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The due and claims collectors read the claimed due actions and the active claims in
-    one pass (`collectors.claimed`), each with the other's value beside its own: a served
-    reading is made again when a value it is made of changes, not when the other's does."""
+    one pass (`collectors.claimed`), each with the other's value beside its own: each is
+    read from its values at every round, and shows what changed at once."""
     made: dict[str, int] = {"due": 0, "claims": 0}
     for collector in (DueCollector, ClaimsCollector):
         monkeypatch.setattr(collector, "read", _counted(collector.read, made, collector.name))
     script = nothing_due()
-    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    site_round, session = make_round(rounds, clock, FakeSession(config(), script))
 
     def read() -> SiteResult:
         (result,) = site_round.finish(
@@ -393,17 +393,51 @@ def test_a_value_of_the_shared_pass_makes_again_only_the_reading_made_of_it(
 
     read()
     read()
-    assert made == {"due": 1, "claims": 1}  # the second round served both
+    assert made == {"due": 2, "claims": 2}
     # Four due actions, all claimed: the claimed due actions are due's.
     script.answer("WHERE status = 'pending' AND scheduled_date_gmt <= U", [(4,)])
     script.answer("IF(MIN(scheduled_date_gmt) < %s", [(30,)])
     script.answer("COUNT(CASE WHEN status = 'pending'", [(4,)])
     script.answer("AS oldest", [("reports", "wc_export", 4, 30, 0)])  # the split, of them
     assert read().value(catalog.DUE_ACTIONS.name, claim="claimed") == 4
-    assert made == {"due": 2, "claims": 1}
     script.answer("COUNT(DISTINCT claim_id)", [(5,)])  # the active claims: claims'
-    assert read().value(catalog.ACTIVE_CLAIMS.name) == 5
-    assert made == {"due": 2, "claims": 2}
+    session.sent.clear()
+    result = read()
+    assert result.value(catalog.ACTIVE_CLAIMS.name) == 5
+    assert result.value(catalog.DUE_ACTIONS.name, claim="claimed") == 4
+    assert made == {"due": 4, "claims": 4}
+    assert success(result)["due"] == success(result)["claims"] == 1
+    # Read from the hot statement's values: no statement of their own.
+    assert not [sql for sql in session.sent if "COUNT(DISTINCT claim_id)" in sql][1:]
+
+
+def test_a_collector_whose_read_fails_on_its_values_fails_alone_and_recovers(
+    rounds: list[MonitoredSite], clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector read from its values whose `read` breaks on them is read as any other:
+    its failure counted and shown, the others read; it recovers at the next good values."""
+    read = ClaimsCollector.read
+
+    def breaking(collector: ClaimsCollector, context: DatabaseContext) -> Any:
+        if context.values_of(collector)[1] == 7:
+            raise ValueError("seven")
+        return read(collector, context)
+
+    monkeypatch.setattr(ClaimsCollector, "read", breaking)
+    script = healthy_store()
+    site_round, _ = make_round(rounds, clock, FakeSession(config(), script))
+    (first,) = read_round(site_round, clock)
+    assert success(first)["claims"] == 1
+    script.answer("COUNT(DISTINCT claim_id)", [(7,)])
+    (broken,) = read_round(site_round, clock)
+    assert success(broken)["claims"] == 0
+    assert success(broken)["due"] == success(broken)["in_progress"] == 1
+    assert broken.value(catalog.ERRORS.name, kind="malformed") == 1
+    assert any("claims: the answer did not fit" in problem for problem in broken.problems)
+    script.answer("COUNT(DISTINCT claim_id)", [(3,)])
+    (again,) = read_round(site_round, clock)
+    assert success(again)["claims"] == 1
+    assert again.value(catalog.ACTIVE_CLAIMS.name) == 3
 
 
 def _counted(read: Any, made: dict[str, int], name: str) -> Any:

@@ -353,20 +353,12 @@ def test_a_readings_copies_carry_every_field() -> None:
     assert reading.lengthened(0.25) == dataclasses.replace(reading, duration=0.75)
 
 
-def test_a_repeated_reading_is_served_for_the_same_values_only() -> None:
+def test_a_dropped_repeated_reading_is_not_served() -> None:
     repeated = RepeatedReadings()
-    made = Reading((sample(catalog.IN_PROGRESS, 0),), True)
-    reported = [*made.samples]
-    assert repeated.get("wp_", "in_progress", (0, None)) is None
-    repeated.keep("wp_", "in_progress", (0, None), made, reported)
-    served = repeated.get("wp_", "in_progress", (0, None))
-    assert served is not None and served[0] is made and served[1] is reported
-    # Other values, another prefix, another collector: none.
-    assert repeated.get("wp_", "in_progress", (1, None)) is None
-    assert repeated.get("wp_2_", "in_progress", (0, None)) is None
-    assert repeated.get("wp_", "claims", (0, None)) is None
-    repeated.drop("wp_", "in_progress")
-    assert repeated.get("wp_", "in_progress", (0, None)) is None
+    kept = Reading((sample(catalog.DUE_UNSPLIT, 0),), True, 0.01, 5.0)
+    repeated.keep("wp_", "due_split", kept, [*kept.samples])
+    repeated.drop("wp_", "due_split")
+    assert repeated.reported("wp_", "due_split", kept) is None
 
 
 def test_a_cached_readings_samples_are_served_for_that_very_reading_only() -> None:
@@ -374,7 +366,7 @@ def test_a_cached_readings_samples_are_served_for_that_very_reading_only() -> No
     kept = Reading((sample(catalog.DUE_UNSPLIT, 0),), True, 0.01, 5.0)
     reported = [*kept.samples]
     assert repeated.reported("wp_", "due_split", kept) is None
-    repeated.keep("wp_", "due_split", (), kept, reported)
+    repeated.keep("wp_", "due_split", kept, reported)
     assert repeated.reported("wp_", "due_split", kept) is reported
     # An equal reading made anew (read again, renewed) is not the one kept.
     assert repeated.reported("wp_", "due_split", dataclasses.replace(kept)) is None
@@ -385,25 +377,25 @@ def test_repeated_readings_of_prefixes_gone_are_forgotten_and_a_late_one_is_seen
     repeated = RepeatedReadings()
     made = Reading((), True)
     for prefix in ("wp_", "wp_2_", "wp_3_"):
-        repeated.keep(prefix, "claims", (0,), made, [])
+        repeated.keep(prefix, "due_split", made, [])
     repeated.retain(["wp_", "wp_3_"])
-    assert repeated.get("wp_2_", "claims", (0,)) is None
-    assert repeated.get("wp_3_", "claims", (0,)) is not None
+    assert repeated.reported("wp_2_", "due_split", made) is None
+    assert repeated.reported("wp_3_", "due_split", made) is not None
     # A round that ran past its deadline keeps a reading of a prefix gone meanwhile:
     # the next retain, with the same prefixes, still forgets it.
-    repeated.keep("wp_2_", "claims", (0,), made, [])
+    repeated.keep("wp_2_", "due_split", made, [])
     repeated.retain(["wp_", "wp_3_"])
-    assert repeated.get("wp_2_", "claims", (0,)) is None
+    assert repeated.reported("wp_2_", "due_split", made) is None
     # The same list as the last retain (a site's one prefix, every round): not looked at
     # again, unless a late round kept a prefix it does not hold.
     prefixes = ["wp_"]
     repeated.retain(prefixes)
-    repeated.keep("wp_", "claims", (0,), made, [])
+    repeated.keep("wp_", "due_split", made, [])
     repeated.retain(prefixes)
-    assert repeated.get("wp_", "claims", (0,)) is not None
-    repeated.keep("wp_3_", "claims", (0,), made, [])
+    assert repeated.reported("wp_", "due_split", made) is not None
+    repeated.keep("wp_3_", "due_split", made, [])
     repeated.retain(prefixes)
-    assert repeated.get("wp_3_", "claims", (0,)) is None
+    assert repeated.reported("wp_3_", "due_split", made) is None
 
 
 def test_a_reader_logs_each_start_and_end_of_a_problem_whatever_other_sites_have(
