@@ -675,3 +675,36 @@ def test_a_round_that_takes_an_answer_read_ahead_has_the_next_stores_read_then(
         assert ahead.read_ahead._batches_flying == 0  # every batch landed
     finally:
         ahead.close()
+
+
+def test_a_store_takes_its_answer_read_ahead_only_for_its_statement_and_in_time(
+    proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`take` (an express read's): the answer another store's batch read, for the
+    statement it was read for, once, and no older than `MAX_AGE`; else None, with nothing
+    sent, and `query` then reads the store as it would have."""
+    never_slow(monkeypatch)
+    three = ThreeStores(proxy, stores)
+    try:
+        wave = float(three.until_together(1) + 1)
+        (first, first_key), (second, second_key), (third, third_key) = three.sessions
+        statement = three.statements[0]  # the same for the three
+        packed = statement.packed(first.endpoint)
+        assert packed is not None
+        values, _ = three.read_ahead.query(first, first_key, statement, packed, stores[0], wave)
+        assert values == (1,)
+        before = proxy.queries
+        other = PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("x",))
+        assert three.read_ahead.take(second, second_key, other, stores[1], wave) is None
+        taken = three.read_ahead.take(second, second_key, statement, stores[1], wave)
+        assert taken is not None and taken[0] == (2,)
+        assert three.read_ahead.take(second, second_key, statement, stores[1], wave) is None
+        assert proxy.queries == before
+        monkeypatch.setattr(read_ahead, "MAX_AGE", 0.0)
+        assert three.read_ahead.take(third, third_key, statement, stores[2], wave) is None
+        values, _ = three.read_ahead.query(third, third_key, statement, packed, stores[2], wave)
+        assert values == (3,)
+        assert proxy.queries == before + 1  # its own statement: the answer was too old
+        assert three.read_ahead.taken == 1
+    finally:
+        three.close()

@@ -153,6 +153,7 @@ class ReadAhead:
         self._batches_flying = 0
         self._tidied_at = time.monotonic()
         self.batches = 0  # statements that read more than one store (tests, benchmarks)
+        self.taken = 0  # answers taken by `take` (tests, benchmarks)
         # The longest a store's last statement may have taken for it to be read with
         # others, and the wave it was made for (`_fast_bound`).
         self._fast: tuple[float, float | None] = (FAST_SECONDS, None)
@@ -182,27 +183,9 @@ class ReadAhead:
             if ahead is not None:
                 self._read(session, ahead)
             flying.done.wait(session.timeout)
-        with self._lock:
-            answer = self._ready.pop(store, None)
-            looks_ahead = (
-                answer is not None
-                and answer.place in self._look_ahead_at
-                and self._batches_flying < MOST_FLYING
-            )
-        if answer is not None and answer.statement is statement and answer.at >= asked_at - MAX_AGE:
-            session.bill(answer.seconds)
-            self._answered(store, ask, answer.seconds, wave, alone=False)
-            if looks_ahead and session.try_open():
-                # The server reads the next stores while the other rounds make these
-                # stores' samples: else it waits idle until a round finds none read. A
-                # whole batch only: smaller ones sent ahead broke the next into more
-                # statements (81 against 71 per scrape of a thousand stores). On a
-                # connection taken first: a batch's time and its members' health must not
-                # hold the wait for one (a round that took its answer holds none).
-                ahead = self._batch_from(store, None, wave, least=self._batch)
-                if ahead is not None:
-                    self._read(session, ahead)
-            return answer.row, answer.seconds
+        taken = self._take(session, store, ask, asked_at, wave)
+        if taken is not None:
+            return taken
         session.ready()  # its own statement is sent: its time is not the wait for a connection
         batch = self._batch_from(store, ask, wave)
         if batch is not None:
@@ -216,6 +199,61 @@ class ReadAhead:
         if values is None:
             self._isolate(store)
         return values, seconds
+
+    def take(
+        self, session: Session, key: Key, statement: PackedStatement, database: str, wave: float
+    ) -> tuple[Row, float] | None:
+        """The store's answer that another round's batch read ahead for `statement`, and
+        the seconds counted as its own, taken as `query` takes it; None, with nothing
+        noted nor sent, when none is ready (`query` then reads it)."""
+        with self._lock:
+            store = self._ids.get(key)
+            answer = None if store is None else self._ready.get(store)
+            known = None if store is None else self._stores.get(store)
+        if store is None or answer is None or answer.statement is not statement:
+            return None
+        if answer.at < time.monotonic() - MAX_AGE:
+            return None
+        ask = known.ask if known is not None else None  # most ask for the same every round
+        if ask is None or ask.statement is not statement or ask.database != database:
+            ask = _Ask(statement, database, statement.shape(session.endpoint))
+        self._note_ask(key, wave)
+        taken = self._take(session, store, ask, store.asked_at, wave)
+        self.taken += taken is not None
+        return taken
+
+    def _take(
+        self, session: Session, store: _StoreId, ask: _Ask, asked_at: float, wave: float
+    ) -> tuple[Row, float] | None:
+        """The store's answer read ahead, if it is `ask`'s and was read at most `MAX_AGE`
+        before the store asked (at `asked_at`), taken: billed, noted, and the next stores
+        read then when it was at a place that looks ahead."""
+        with self._lock:
+            answer = self._ready.pop(store, None)
+            looks_ahead = (
+                answer is not None
+                and answer.place in self._look_ahead_at
+                and self._batches_flying < MOST_FLYING
+            )
+        if (
+            answer is None
+            or answer.statement is not ask.statement
+            or answer.at < asked_at - MAX_AGE
+        ):
+            return None
+        session.bill(answer.seconds)
+        self._answered(store, ask, answer.seconds, wave, alone=False)
+        if looks_ahead and session.try_open():
+            # The server reads the next stores while the other rounds make these stores'
+            # samples: else it waits idle until a round finds none read. A whole batch
+            # only: smaller ones sent ahead broke the next into more statements (81
+            # against 71 per scrape of a thousand stores). On a connection taken first: a
+            # batch's time and its members' health must not hold the wait for one (a
+            # round that took its answer holds none).
+            ahead = self._batch_from(store, None, wave, least=self._batch)
+            if ahead is not None:
+                self._read(session, ahead)
+        return answer.row, answer.seconds
 
     def answered_ahead(self, key: Key) -> bool:
         """Whether the store's answer was read in another round's batch and waits for its

@@ -9,7 +9,8 @@ each in-round collector in order, recording every reading in the prefix's report
 arrives (`rounds.collectors_loop`); the heavy tier's samples are added when the prefixes
 are read. A lost connection ends the prefix's reading and marks it down. A store whose
 hot statement another round's batch answered borrows a connection only if a collector
-sends a statement of its own.
+sends a statement of its own; while its plan holds, it takes that answer without the
+normal read's frame (the express read: `rounds.hot_statement.ExpressPlans`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from concurrent.futures import wait
 
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.schema import TABLES, table_names
-from actionscheduler_exporter.db.session import Session
+from actionscheduler_exporter.db.session import Row, Session
 from actionscheduler_exporter.db.tables import (
     TableStats,
     database_visible,
@@ -34,6 +35,7 @@ from actionscheduler_exporter.metrics.samples import Sample, sample
 from actionscheduler_exporter.rounds.collectors_loop import CollectorsLoop
 from actionscheduler_exporter.rounds.hot_statement import (
     HotStatement,
+    PrefixPlan,
     StoreAhead,
     answered_ahead,
     read_apart,
@@ -98,13 +100,14 @@ class DatabaseRound:
             problem = f"no table named *actionscheduler_actions in database {state.site.database}"
             self._all_fail(Failure("missing_table", problem), started)
             return
-        state.cache.retain(prefixes)
-        state.repeated.retain(prefixes)
-        if state.discovers:
+        if state.discovers:  # a single site's one prefix stays
+            state.cache.retain(prefixes)
+            state.repeated.retain(prefixes)
             for collector in state.in_round:
                 collector.retain(prefixes)
-        for gone in state.kept_stats.keys() - set(prefixes):
-            del state.kept_stats[gone]
+            for gone in state.kept_stats.keys() - set(prefixes):
+                del state.kept_stats[gone]
+            state.plans.retain(prefixes)
         if len(prefixes) > 1:
             self._read_in_lane(prefixes)
         else:
@@ -190,15 +193,26 @@ class DatabaseRound:
 
     def _read_prefix(self, prefix: str, session: Session) -> None:
         state = self._state
+        started = state.clock()
+        lane = state.lane
+        express = (
+            None
+            if lane is None
+            else state.plans.take(
+                prefix, session, lane.read_ahead, state.kept_stats.get(prefix), started, self._wave
+            )
+        )
+        if express is not None:
+            self._read_express(prefix, session, started, *express)
+            return
         label = state.site_label(prefix)
         tables = table_names(prefix)
-        report = PrefixReport(label, state.clock(), prefix)
+        report = PrefixReport(label, started, prefix)
         earlier: dict[str, Reading] = {}
-        # Read only when the heavy collectors run in the round (heavy_interval 0).
-        totals = state.ledgers.walk(prefix, session, tables)
+        # Walked only when the heavy collectors are read in the round (heavy_interval 0).
+        totals = state.ledgers.walk(prefix, session, tables) if state.heavy_in_round else None
         context = DatabaseContext(session, tables, state.site, {}, totals=totals, earlier=earlier)
         meter = state.reader.counters.meter(label, catalog.DATABASE_SECONDS, "hot")
-        lane = state.lane
         ahead = None if lane is None else store_ahead(lane.read_ahead, state.site, session, prefix)
         if not self._answered_ahead(ahead, session):
             try:
@@ -221,6 +235,9 @@ class DatabaseRound:
         except QueryError as error:
             self._fail(report, Failure(error.kind, error.message))
             return
+        if ahead is not None:
+            made = (tables, ahead[1], state.site.database, label, meter)
+            state.plans.keep(prefix, statement, state.kept_stats.get(prefix), made)
         stats = statement.stats
         if stats is not None and stats.keys() >= _EVERY_TABLE:  # the common case, in C
             report.add(_tables_exist(_EVERY_TABLE_FOUND))
@@ -254,7 +271,47 @@ class DatabaseRound:
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
         )
+        self._collect(report, context, earlier, statement, served)
+
+    def _read_express(
+        self,
+        prefix: str,
+        session: Session,
+        started: float,
+        plan: PrefixPlan,
+        values: dict[str, Row],
+        seconds: float,
+    ) -> None:
+        """The prefix read with its answer taken by its plan (`ExpressPlans`): as the
+        normal read goes on once its hot statement answered, with the kept statistics
+        (of every table: only such are kept)."""
+        state = self._state
+        report = PrefixReport(plan.label, started, prefix)
+        report.can_write = session.can_write
+        self._reports.put(report)
+        report.add(_tables_exist(_EVERY_TABLE_FOUND))
+        earlier: dict[str, Reading] = {}
+        tables = plan.tables
+        totals = state.ledgers.walk(prefix, session, tables) if state.heavy_in_round else None
+        context = DatabaseContext(
+            session, tables, state.site, plan.stats, totals=totals, earlier=earlier,
+            prefetched=values,
+        )  # fmt: skip
+        served = self._collectors.served_from_cache(prefix, context)
+        statement = HotStatement(plan.stats, values, seconds)
+        self._collect(report, context, earlier, statement, served)
+
+    def _collect(
+        self,
+        report: PrefixReport,
+        context: DatabaseContext,
+        earlier: dict[str, Reading],
+        statement: HotStatement,
+        served: dict[str, Reading],
+    ) -> None:
+        """The prefix's collectors, once its hot statement answered; then its report ends."""
         self._collectors.read(report, context, earlier, statement, served)
+        session = context.session
         if session.lost:
             # A collector's reading failed on it (and counted it): a connection lost, or
             # one that could not be borrowed (a store answered ahead borrows none first).

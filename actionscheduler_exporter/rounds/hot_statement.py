@@ -7,6 +7,19 @@ statement of scalar subqueries instead, split back into each collector's values.
 fails for any reason but a lost connection, nothing is lost: the statistics are read on
 their own and each collector reads its own columns, so a failure is the failing
 collector's alone (a lock wait, though, stops the rest of the prefix: see `MonitoredSite`).
+
+The express read. Most stores of a server are read several in one statement
+(`db.read_ahead`): a store's round finds its answer ready, and its work is to make its
+samples of it. The normal read of a prefix decides again at every round what the
+statement is made of, which statistics it carries and whether a connection is needed;
+for a store whose answer is ready, that frame cost more than its samples
+(docs/performance.md, "The express read"). `ExpressPlans` keeps what a prefix's last
+normal read decided: the statement and where each collector's values are in its answer,
+the kept statistics it was read with, the store's key in the read-ahead, its label and
+its meter. The next rounds take the answer with that plan while it holds (an answer read
+ahead for the plan's statement, the statistics kept and not due, the session connected
+before and not lost); anything else drops it, and the normal read runs and makes it again.
+What the collectors make of the values is the collectors loop's, either way.
 """
 
 from __future__ import annotations
@@ -14,7 +27,7 @@ from __future__ import annotations
 import functools
 import operator
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from actionscheduler_exporter.config.model import SiteConfig
@@ -33,6 +46,107 @@ from actionscheduler_exporter.db.tables import (
 from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
 
 
+@dataclass(frozen=True, slots=True)
+class StatementPlan:
+    """A store's hot statement as it was read through the server's read-ahead, with its
+    statistics known: the statement, each collector's columns, and where their values
+    are in its answer; what an express read takes the next answer with
+    (`rounds.express`)."""
+
+    statement: PackedStatement
+    parts: tuple[tuple[str, Columns], ...]
+    places: tuple[_Places, ...]
+
+    def values(self, row: Row, tables: TableNames) -> dict[str, Row] | None:
+        """Each collector's values in an answer to the statement; None when any part of
+        it cannot be one (as `read_hot_statement` would not use it)."""
+        answer = _split([row], self.statement.width, self.parts, self.places, tables, _NONE)
+        return None if answer is None else answer[1]
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixPlan:
+    """What a prefix's last normal read decided, for its express reads."""
+
+    statement: StatementPlan
+    stats: Mapping[str, TableStats]  # the kept statistics it was read with
+    tables: TableNames
+    key: Key  # the store in the server's read-ahead
+    database: str
+    label: str
+    meter: Callable[[float], None]  # the label's database time of the hot tier
+
+
+# Off only in the test that reads the same stores both ways.
+EXPRESS = True
+
+
+class ExpressPlans:
+    """Each prefix's plan for its express reads, while it holds (see the module's
+    docstring); one site's, kept between its rounds (`SiteState`)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[str, PrefixPlan] = {}
+
+    def keep(
+        self,
+        prefix: str,
+        statement: HotStatement,
+        kept: tuple[float, Mapping[str, TableStats]] | None,
+        made: tuple[TableNames, Key, str, str, Callable[[float], None]],
+    ) -> None:
+        """After a normal read's hot statement: its plan (`made` of the prefix's tables,
+        the store's key and database, its label and meter), when it was read through the
+        read-ahead with the statistics `kept` for the prefix; else none, and the next
+        read is a normal one."""
+        if statement.plan is None or kept is None or statement.stats is not kept[1]:
+            self._plans.pop(prefix, None)
+            return
+        self._plans[prefix] = PrefixPlan(statement.plan, kept[1], *made)
+
+    def take(
+        self,
+        prefix: str,
+        session: Session,
+        read_ahead: ReadAhead,
+        kept: tuple[float, Mapping[str, TableStats]] | None,
+        now: float,
+        wave: float,
+    ) -> tuple[PrefixPlan, dict[str, Row], float] | None:
+        """The prefix's plan, its collectors' values read ahead for it in the `wave` of
+        rounds, and their seconds (billed to its meter); None when the plan does not
+        hold (then it is dropped), with nothing taken unless the answer could not be
+        one. `kept`: the prefix's statistics and until when (clock time) they are."""
+        plan = self._plans.get(prefix)
+        if plan is None or not EXPRESS:
+            return None
+        if (
+            kept is None
+            or kept[1] is not plan.stats
+            or now >= kept[0]
+            or not session.has_connected
+            or session.lost
+        ):
+            del self._plans[prefix]
+            return None
+        outer = session.billing(plan.meter)
+        try:
+            statement = plan.statement.statement
+            taken = read_ahead.take(session, plan.key, statement, plan.database, wave)
+        finally:
+            session.billing(outer)
+        values = None if taken is None else plan.statement.values(taken[0], plan.tables)
+        if taken is None or values is None:
+            del self._plans[prefix]
+            return None
+        return plan, values, taken[1]
+
+    def retain(self, prefixes: Collection[str]) -> None:
+        """Forgets the plans of prefixes not in `prefixes` (a network's subsites gone)."""
+        for gone in self._plans.keys() - set(prefixes):
+            del self._plans[gone]
+
+
 @dataclass
 class HotStatement:
     # The tables' statistics by short name; None when they could not be read (`stats_error`).
@@ -43,6 +157,9 @@ class HotStatement:
     stats_error: QueryError | None = None
     # Whether a statement was sent at all (not when every value was known already).
     asked: bool = True
+    # The statement as read through the read-ahead with known statistics, for the
+    # store's express reads (`rounds.express`); None when it was not so read.
+    plan: StatementPlan | None = None
 
     def share(self, collector: str) -> float:
         """The part of the statement's time that counts as the collector's duration."""
@@ -111,7 +228,10 @@ def read_hot_statement(
     if answer is None:
         return read_apart(context, known_stats)
     stats, prefetched = answer
-    return HotStatement(stats, prefetched, seconds)
+    plan = None
+    if ahead is not None and known_stats is not None and packed is not None:
+        plan = StatementPlan(statement, tuple(parts), places)
+    return HotStatement(stats, prefetched, seconds, plan=plan)
 
 
 # The server's read-ahead and a store as it knows it: who reads it (the login), where
@@ -213,7 +333,7 @@ def _places(at: list[int]) -> _Places:
 def _split(
     rows: list[Row],
     width: int,
-    parts: list[tuple[str, Columns]],
+    parts: Sequence[tuple[str, Columns]],
     places: tuple[_Places, ...],
     tables: TableNames,
     known_stats: Mapping[str, TableStats] | None,
@@ -243,6 +363,9 @@ def _split(
             return None
         prefetched[name] = part
     return stats, prefetched
+
+
+_NONE: Mapping[str, TableStats] = {}  # statistics known (and not in the answer): kept apart
 
 
 def read_apart(

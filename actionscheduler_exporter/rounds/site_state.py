@@ -1,5 +1,6 @@
 """What lives between one site's rounds: its session, its sources, what it knows of its
-table prefixes and whether the database answered for each.
+table prefixes, whether the database answered for each, and each one's plan for its
+express reads (`rounds.hot_statement.ExpressPlans`).
 
 `MonitoredSite` owns it and assembles the results from it; each `DatabaseRound` reads and
 updates it. One round runs at a time per site (`scrape.lane_rounds`), so only the
@@ -17,13 +18,13 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.servers import DatabaseServers, ServerLane
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.db.tables import TableStats
+from actionscheduler_exporter.rounds.hot_statement import ExpressPlans
 from actionscheduler_exporter.sharding import Shard
 from actionscheduler_exporter.sources.cached_readings import (
     CachedReadings,
     CachedRefresh,
     RepeatedReadings,
 )
-from actionscheduler_exporter.sources.counters import SiteCounters
 from actionscheduler_exporter.sources.database import Collector, check_order
 from actionscheduler_exporter.sources.heavy_tier import HeavyTier
 from actionscheduler_exporter.sources.problem_log import ProblemLog
@@ -68,6 +69,11 @@ class SiteState:
     from_values: frozenset[str] = frozenset()
     # The collectors whose readings others need (`Source.needs`).
     needed: frozenset[str] = frozenset()
+    # Each prefix's plan for its express reads, while it holds.
+    plans: ExpressPlans = field(default_factory=ExpressPlans)
+    # Whether a heavy collector is read in the round (heavy_interval 0): only then do its
+    # reads walk the whole table's counts.
+    heavy_in_round: bool = False
     # `site.discovers_prefixes`, asked several times per round.
     discovers: bool = False
     # The names of `in_round`: a report that read them all reports none as not read.
@@ -78,6 +84,7 @@ class SiteState:
     def __post_init__(self) -> None:
         self.discovers = self.site.discovers_prefixes
         self.in_round_names = frozenset(c.name for c in self.in_round)
+        self.heavy_in_round = any(c.tier == "heavy" for c in self.in_round)
         self.cached = frozenset(c.name for c in self.in_round if c.freshness(self.site).cached)
         self.from_values = frozenset(
             c.name
@@ -100,7 +107,7 @@ class SiteState:
         """A site's state before its first round (see `MonitoredSite` for the arguments)."""
         lane = servers.for_site(site) if servers else None
         session = session or Session(site, pool=lane.pool if lane else None)
-        reader = SourceReader(SiteCounters(), clock, problems)
+        reader = SourceReader.of_site(clock, problems)
         in_round = sources.in_round
         check_order(in_round)
         ledgers = PrefixLedgers(site.heavy_chunk_rows, site.heavy_settled_check_every)

@@ -40,6 +40,11 @@ class SourceReader:
         self._successes: dict[tuple[str, bool], Sample] = {}
         self._labels: dict[str, Labels] = {}
 
+    @classmethod
+    def of_site(cls, clock: Clock, problems: ProblemLog | None = None) -> SourceReader:
+        """A site's reader, with counters of its own."""
+        return cls(SiteCounters(), clock, problems)
+
     def read(
         self,
         source: Source[ContextT],

@@ -1,0 +1,249 @@
+"""The express read of a store whose hot statement another round's batch answered
+(`rounds.hot_statement.ExpressPlans`) against the normal read, on real MariaDB.
+
+Two exporters read the same stores, one as it runs in production and one with the
+express read off, scraped in turn: their results are the same, sample for sample and in
+the same order, but for the values that move with the clock between the two scrapes
+(ages, durations, database time). The stores are in every state the scenarios make
+(a backlog, running and stale claims, zero-dated and NULL-dated actions, failures, the
+cleanup of Action Scheduler 4, corrupted actions), and between the scrapes they change
+(new log rows, a backlog growing), break (a table dropped, a table locked) and lose
+their connections."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Labels
+from actionscheduler_exporter.rounds import hot_statement
+from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.scrape.coordinator import Coordinator
+from testbed.mariadb import Server
+from testbed.store import ActionSchedulerStore
+from tests.support import scenarios
+from tests.support.locks import tables_locked
+from tests.support.store_databases import store_databases
+from tests.support.waiting import wait_until
+
+RUN = f"as_express_{secrets.token_hex(3)}"
+USER, PASSWORD = RUN, "express-pw"
+
+
+def null_dated(store: ActionSchedulerStore) -> None:
+    scenarios.backlog(store)
+    action = store.create("woocommerce_run_product_attribute_lookup_update")
+    with store.connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {store.actions} SET scheduled_date_gmt = NULL WHERE action_id = %s",
+            (action,),
+        )
+    store.connection.commit()
+
+
+def quiet(store: ActionSchedulerStore) -> None:
+    """Nothing due, nothing running, nothing ever run."""
+
+
+# Each store's state, by index; the last ones are broken or changed between scrapes.
+STATES: tuple[Callable[[ActionSchedulerStore], None], ...] = (
+    quiet,
+    scenarios.healthy_flow,
+    scenarios.backlog,
+    scenarios.failing_hooks,
+    scenarios.killed_worker,
+    scenarios.killed_worker_after_cleaner,
+    scenarios.only_future,
+    scenarios.zero_dates,
+    null_dated,
+    scenarios.finished_and_canceled,
+    scenarios.as4_corrupted_and_worker,
+    scenarios.healthy_flow,  # its log grows between scrapes
+    scenarios.backlog,  # its claims table is dropped
+    scenarios.healthy_flow,  # its actions table is locked
+    quiet,
+    quiet,
+    quiet,
+    quiet,
+)
+GROWING, DROPPED, LOCKED = 11, 12, 13
+
+# Values that move with the clock between the two exporters' scrapes.
+MOVING = frozenset(
+    metric.name
+    for metric in (
+        catalog.OLDEST_DUE_AGE,
+        catalog.OLDEST_DUE_AGE_BY_GROUP,
+        catalog.OLDEST_DUE_AGE_BY_HOOK,
+        catalog.OLDEST_IN_PROGRESS_AGE,
+        catalog.OLDEST_CLAIM_AGE,
+        catalog.OLDEST_FINISHED_AGE,
+        catalog.COLLECTOR_AGE,
+        catalog.COLLECTOR_DURATION,
+        catalog.DATABASE_SECONDS,
+        catalog.SCRAPE_DURATION,
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def stores(mariadb: Server) -> Iterator[list[str]]:
+    names = [f"{RUN}_{index}" for index in range(len(STATES))]
+    with store_databases(mariadb, names, USER, PASSWORD, due=lambda _: 0) as made:
+        for database, state in zip(made, STATES, strict=True):
+            store = ActionSchedulerStore(mariadb.connect(database))
+            state(store)
+            store.connection.close()
+        yield made
+
+
+class Exporter:
+    def __init__(self, mariadb: Server, stores: list[str]) -> None:
+        sites = tuple(
+            SiteConfig(
+                name=database,
+                host=mariadb.host,
+                port=mariadb.port,
+                user=USER,
+                password=PASSWORD,
+                database=database,
+                query_timeout=5.0,
+                # Cached readings and the heavy tier read once here: what comes due
+                # between two exporters' scrapes would only differ in its ages.
+                due_split_interval=3600.0,
+                anomalies_interval=3600.0,
+                heavy_interval=3600.0,
+            )
+            for database in stores
+        )
+        self.coordinator = Coordinator(ExporterConfig(sites=sites, connections_per_server=2))
+        self.read_ahead = self.coordinator.servers.for_site(sites[0]).read_ahead
+
+    def scrape(self) -> dict[str, SiteResult]:
+        return {result.label: result for result in self.coordinator.scrape(10.0)}
+
+
+@pytest.fixture
+def exporters(mariadb: Server, stores: list[str]) -> Iterator[tuple[Exporter, Exporter]]:
+    """The express exporter and the normal one, each with its stores' order learnt, its
+    statements packed and its heavy tier read."""
+    pair = Exporter(mariadb, stores), Exporter(mariadb, stores)
+    try:
+        for exporter in pair:
+            assert wait_until(lambda e=exporter: heavy_read(e.scrape()), 60)  # type: ignore[misc]
+        yield pair
+    finally:
+        for exporter in pair:
+            exporter.coordinator.close()
+
+
+def heavy_read(results: dict[str, SiteResult]) -> bool:
+    return all(
+        result.value(catalog.COLLECTOR_AGE.name, collector="status") is not None
+        for result in results.values()
+    )
+
+
+def comparable(
+    result: SiteResult,
+) -> tuple[bool, list[tuple[str, Labels, float | None]], list[str]]:
+    """A result as both reads must give it: its samples in order, those that move with
+    the clock without their values."""
+    samples = [
+        (item.metric.name, item.labels, None if item.metric.name in MOVING else item.value)
+        for item in result.samples
+    ]
+    return result.up, samples, result.problems
+
+
+def scraped_both(
+    express: Exporter, normal: Exporter, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, SiteResult], dict[str, SiteResult]]:
+    """One scrape of each, the normal exporter's with the express read off."""
+    first = express.scrape()
+    with monkeypatch.context() as off:
+        off.setattr(hot_statement, "EXPRESS", False)
+        taken = normal.read_ahead.taken
+        second = normal.scrape()
+        assert normal.read_ahead.taken == taken
+    return first, second
+
+
+def assert_same(
+    express: dict[str, SiteResult], normal: dict[str, SiteResult], stores: list[str]
+) -> None:
+    assert express.keys() == normal.keys() >= set(stores)
+    for database in stores:
+        assert comparable(express[database]) == comparable(normal[database]), database
+
+
+def express_scrapes(
+    express: Exporter, normal: Exporter, monkeypatch: pytest.MonkeyPatch, stores: list[str]
+) -> None:
+    """Scrapes both until the express exporter took answers read ahead in a scrape (a
+    loaded machine may read a batch apart once), each pair the same."""
+    for _ in range(20):
+        taken = express.read_ahead.taken
+        first, second = scraped_both(express, normal, monkeypatch)
+        assert_same(first, second, stores)
+        if express.read_ahead.taken - taken >= len(stores) // 2:
+            return
+    pytest.fail("the express exporter took few answers read ahead in 20 scrapes")
+
+
+def test_express_reads_give_what_normal_reads_give(
+    exporters: tuple[Exporter, Exporter],
+    stores: list[str],
+    mariadb: Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    express, normal = exporters
+    express_scrapes(express, normal, monkeypatch, stores)
+    # New log rows, and a backlog that grows: both count the same.
+    growing = ActionSchedulerStore(mariadb.connect(stores[GROWING]))
+    scenarios.healthy_flow(growing)
+    growing.connection.close()
+    first, second = scraped_both(express, normal, monkeypatch)
+    assert_same(first, second, stores)
+    created = first[stores[GROWING]].samples
+    assert sum(s.value for s in created if s.metric is catalog.CREATED) == 80
+    express_scrapes(express, normal, monkeypatch, stores)
+
+
+def test_express_reads_of_broken_stores_give_what_normal_reads_give(
+    exporters: tuple[Exporter, Exporter],
+    stores: list[str],
+    mariadb: Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    express, normal = exporters
+    express_scrapes(express, normal, monkeypatch, stores)
+    dropped = stores[DROPPED]
+    with mariadb.connect(dropped) as connection, connection.cursor() as cursor:
+        cursor.execute("DROP TABLE wp_actionscheduler_claims")
+    first, second = scraped_both(express, normal, monkeypatch)
+    assert not first[dropped].up and "missing table(s)" in first[dropped].problems[0]
+    assert_same(first, second, stores)
+    # A table locked: the batch with it waits, then each store is read alone.
+    locked = stores[LOCKED]
+    with (
+        mariadb.connect() as holder,
+        tables_locked(holder, [f"`{locked}`.wp_actionscheduler_actions"]),
+    ):
+        first, second = scraped_both(express, normal, monkeypatch)
+    for results in (first, second):
+        assert (results[locked].value(catalog.ERRORS.name, kind="lock") or 0) >= 1
+    others = [database for database in stores if database != locked]
+    assert_same(first, second, others)
+    # Every connection of both exporters killed while idle: replaced, nothing reported.
+    with mariadb.connect() as admin, admin.cursor() as cursor:
+        cursor.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s", (USER,))
+        for (connection,) in cursor.fetchall():
+            cursor.execute(f"KILL CONNECTION {int(connection)}")
+    first, second = scraped_both(express, normal, monkeypatch)
+    assert_same(first, second, stores)
+    express_scrapes(express, normal, monkeypatch, stores)
