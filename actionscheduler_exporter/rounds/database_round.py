@@ -194,20 +194,24 @@ class DatabaseRound:
     def _read_prefix(self, prefix: str, session: Session) -> None:
         state = self._state
         started = state.clock()
-        lane = state.lane
-        express = (
-            None
-            if lane is None
-            else state.plans.take(
-                prefix, session, lane.read_ahead, state.kept_stats.get(prefix), started, self._wave
+        lane, kept, plans = state.lane, state.kept_stats.get(prefix), state.plans
+        try:
+            express = (
+                None
+                if lane is None
+                else plans.take(prefix, session, lane.read_ahead, kept, started, self._wave)
             )
-        )
+        except QueryError as error:  # lost reading the next stores: as in `_hot_statement`
+            report = PrefixReport(state.site_label(prefix), started, prefix)
+            report.can_write = session.can_write
+            self._fail(report, Failure(error.kind, error.message))
+            return
         if express is not None:
             self._read_express(prefix, session, started, *express)
             return
         label = state.site_label(prefix)
-        tables = table_names(prefix)
         report = PrefixReport(label, started, prefix)
+        tables = table_names(prefix)
         earlier: dict[str, Reading] = {}
         # Walked only when the heavy collectors are read in the round (heavy_interval 0).
         totals = state.ledgers.walk(prefix, session, tables) if state.heavy_in_round else None

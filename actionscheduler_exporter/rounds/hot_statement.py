@@ -51,7 +51,7 @@ class StatementPlan:
     """A store's hot statement as it was read through the server's read-ahead, with its
     statistics known: the statement, each collector's columns, and where their values
     are in its answer; what an express read takes the next answer with
-    (`rounds.express`)."""
+    (`ExpressPlans`)."""
 
     statement: PackedStatement
     parts: tuple[tuple[str, Columns], ...]
@@ -116,7 +116,8 @@ class ExpressPlans:
         """The prefix's plan, its collectors' values read ahead for it in the `wave` of
         rounds, and their seconds (billed to its meter); None when the plan does not
         hold (then it is dropped), with nothing taken unless the answer could not be
-        one. `kept`: the prefix's statistics and until when (clock time) they are."""
+        one. `kept`: the prefix's statistics and until when (clock time) they are.
+        Raises QueryError when the connection is lost reading the next stores ahead."""
         plan = self._plans.get(prefix)
         if plan is None or not EXPRESS:
             return None
@@ -127,17 +128,20 @@ class ExpressPlans:
             or not session.has_connected
             or session.lost
         ):
-            del self._plans[prefix]
+            self._plans.pop(prefix, None)
             return None
         outer = session.billing(plan.meter)
         try:
             statement = plan.statement.statement
             taken = read_ahead.take(session, plan.key, statement, plan.database, wave)
+        except QueryError:  # lost reading the next stores ahead: the caller fails the prefix
+            self._plans.pop(prefix, None)
+            raise
         finally:
             session.billing(outer)
         values = None if taken is None else plan.statement.values(taken[0], plan.tables)
         if taken is None or values is None:
-            del self._plans[prefix]
+            self._plans.pop(prefix, None)
             return None
         return plan, values, taken[1]
 
@@ -158,7 +162,7 @@ class HotStatement:
     # Whether a statement was sent at all (not when every value was known already).
     asked: bool = True
     # The statement as read through the read-ahead with known statistics, for the
-    # store's express reads (`rounds.express`); None when it was not so read.
+    # store's express reads (`ExpressPlans`); None when it was not so read.
     plan: StatementPlan | None = None
 
     def share(self, collector: str) -> float:
