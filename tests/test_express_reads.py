@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from actionscheduler_exporter.collectors.log_events.collector import LogEventsCollector
-from actionscheduler_exporter.config import ExporterConfig, SiteConfig
+from actionscheduler_exporter.config import ExporterConfig
 from actionscheduler_exporter.db.query_error import QueryError
 from actionscheduler_exporter.db.read_ahead import Key, ReadAhead
 from actionscheduler_exporter.db.session import Session
@@ -34,7 +34,7 @@ from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 from tests.support import scenarios
 from tests.support.locks import tables_locked
-from tests.support.store_databases import store_databases
+from tests.support.store_databases import store_databases, store_site
 from tests.support.waiting import wait_until
 
 RUN = f"as_express_{secrets.token_hex(3)}"
@@ -114,13 +114,11 @@ def stores(mariadb: Server) -> Iterator[list[str]]:
 class Exporter:
     def __init__(self, mariadb: Server, stores: list[str]) -> None:
         sites = tuple(
-            SiteConfig(
-                name=database,
-                host=mariadb.host,
-                port=mariadb.port,
-                user=USER,
-                password=PASSWORD,
-                database=database,
+            store_site(
+                mariadb,
+                database,
+                USER,
+                PASSWORD,
                 query_timeout=5.0,
                 # No claim turns stale between the two exporters' first rounds, which
                 # read the anomalies once here.
@@ -333,15 +331,7 @@ def test_a_plan_follows_its_log_streams_first_reading(
 
     with store_databases(mariadb, databases, USER, PASSWORD, due=lambda _: 1):
         sites = tuple(
-            SiteConfig(
-                name=database,
-                host=mariadb.host,
-                port=mariadb.port,
-                user=USER,
-                password=PASSWORD,
-                database=database,
-                heavy_interval=3600.0,
-            )
+            store_site(mariadb, database, USER, PASSWORD, heavy_interval=3600.0)
             for database in databases
         )
         coordinator = Coordinator(ExporterConfig(sites=sites, connections_per_server=2))

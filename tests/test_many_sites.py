@@ -30,6 +30,7 @@ from testbed.proxy import COM_INIT_DB, SlowProxy
 from testbed.store import ActionSchedulerStore
 from tests.support.locks import tables_locked
 from tests.support.store_databases import store_databases
+from tests.support.store_databases import store_site as user_site
 from tests.support.waiting import sampled, wait_until
 
 # Names of this run's own: another test run may use the same server at the same time.
@@ -47,16 +48,7 @@ def databases(mariadb: Server) -> Iterator[list[str]]:
 
 
 def store_site(mariadb: Server, database: str, **overrides: Any) -> SiteConfig:
-    fields: dict[str, Any] = {
-        "name": database,
-        "host": mariadb.host,
-        "port": mariadb.port,
-        "user": USER,
-        "password": PASSWORD,
-        "database": database,
-        "query_timeout": 2.0,
-    }
-    return SiteConfig(**(fields | overrides))
+    return user_site(mariadb, database, USER, PASSWORD, **({"query_timeout": 2.0} | overrides))
 
 
 def exporter_connections(mariadb: Server) -> int:

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.db.packed import PackedStatement
 from actionscheduler_exporter.db.pool import reader_of
 from actionscheduler_exporter.db.refresh_together import RefreshTogether
@@ -25,7 +24,7 @@ from actionscheduler_exporter.sources import cached_readings
 from actionscheduler_exporter.sources.database import Columns
 from testbed.mariadb import Server
 from testbed.proxy import SlowProxy
-from tests.support.store_databases import store_databases
+from tests.support.store_databases import store_databases, store_site
 from tests.test_read_ahead import PASSWORD, USER, Exporter, MovableClock, never_slow, settled
 
 RUN = f"as_together_{secrets.token_hex(3)}"
@@ -155,17 +154,7 @@ def test_a_row_read_ahead_is_taken_only_while_its_store_s_reading_may_be_served(
     comes due within a quarter of its interval; the second takes it while a reading made
     then may still be served (its interval after the row was read), not later, and not
     for another statement; a store due later than that is not read with them."""
-    sites = [
-        SiteConfig(
-            name=database,
-            host=mariadb.host,
-            port=mariadb.port,
-            user=USER,
-            password=PASSWORD,
-            database=database,
-        )
-        for database in stores[:3]
-    ]
+    sites = [store_site(mariadb, database, USER, PASSWORD) for database in stores[:3]]
     sessions = [Session(site) for site in sites]
     # Its tables named in each store's database, as every collector's are.
     actions = table_names("wp_").actions

@@ -275,7 +275,8 @@ class DatabaseRound:
             prefetched=statement.prefetched,
             stats_error=statement.stats_error,
         )
-        self._collect(report, context, earlier, statement, served)
+        self._collectors.read(report, context, earlier, statement, served)
+        self._finish(report, session)
 
     def _read_express(
         self,
@@ -303,19 +304,11 @@ class DatabaseRound:
         )  # fmt: skip
         served = self._collectors.served_from_cache(prefix, context)
         statement = HotStatement(plan.stats, values, seconds)
-        self._collect(report, context, earlier, statement, served)
-
-    def _collect(
-        self,
-        report: PrefixReport,
-        context: DatabaseContext,
-        earlier: dict[str, Reading],
-        statement: HotStatement,
-        served: dict[str, Reading],
-    ) -> None:
-        """The prefix's collectors, once its hot statement answered; then its report ends."""
         self._collectors.read(report, context, earlier, statement, served)
-        session = context.session
+        self._finish(report, session)
+
+    def _finish(self, report: PrefixReport, session: Session) -> None:
+        """The prefix's report ends, once its collectors were read."""
         if session.lost:
             # A collector's reading failed on it (and counted it): a connection lost, or
             # one that could not be borrowed (a store answered ahead borrows none first).

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
+from actionscheduler_exporter.config import SiteConfig
 from testbed.mariadb import Server
 from testbed.store import ActionSchedulerStore
 
@@ -35,3 +37,19 @@ def store_databases(
             for database in names:
                 cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
             cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+
+
+def store_site(
+    mariadb: Server, database: str, user: str, password: str, **overrides: Any
+) -> SiteConfig:
+    """A site reading `database` on the test's server as `user` (`overrides`: any other
+    of its settings)."""
+    fields: dict[str, Any] = {
+        "name": database,
+        "host": mariadb.host,
+        "port": mariadb.port,
+        "user": user,
+        "password": password,
+        "database": database,
+    }
+    return SiteConfig(**(fields | overrides))
