@@ -4,9 +4,10 @@
 Two exporters read the same stores, one as it runs in production and one with the
 express read off, scraped in turn: their results are the same, sample for sample and in
 the same order, but for the values that move with the clock between the two scrapes
-(ages, durations, database time). The stores are in every state the scenarios make
-(a backlog, running and stale claims, zero-dated and NULL-dated actions, failures, the
-cleanup of Action Scheduler 4, corrupted actions), and between the scrapes they change
+(ages, durations, database time) and the error counts each exporter keeps since it
+started. The stores are in the states the scenarios make (a backlog, running claims and
+a killed worker's, zero-dated and NULL-dated actions, failures, finished and canceled
+actions, Action Scheduler 4's corrupted actions), and between the scrapes they change
 (new log rows, a backlog growing), break (a table dropped, a table locked) and lose
 their connections."""
 
