@@ -140,13 +140,17 @@ class Exporter:
 
 
 @pytest.fixture
-def exporters(mariadb: Server, stores: list[str]) -> Iterator[tuple[Exporter, Exporter]]:
+def exporters(
+    mariadb: Server, stores: list[str], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Exporter, Exporter]]:
     """The express exporter and the normal one, each with its stores' order learnt, its
-    statements packed and its heavy tier read."""
+    statements packed and its heavy tier read, and the express one taking answers read
+    ahead (their results the same meanwhile)."""
     pair = Exporter(mariadb, stores), Exporter(mariadb, stores)
     try:
         for exporter in pair:
             assert wait_until(lambda e=exporter: heavy_read(e.scrape()), 60)  # type: ignore[misc]
+        express_scrapes(*pair, monkeypatch, stores)
         yield pair
     finally:
         for exporter in pair:
@@ -216,7 +220,6 @@ def test_express_reads_give_what_normal_reads_give(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     express, normal = exporters
-    express_scrapes(express, normal, monkeypatch, stores)
     # New log rows, and a backlog that grows: both count the same.
     growing = ActionSchedulerStore(mariadb.connect(stores[GROWING]))
     scenarios.healthy_flow(growing)
@@ -235,7 +238,6 @@ def test_express_reads_of_broken_stores_give_what_normal_reads_give(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     express, normal = exporters
-    express_scrapes(express, normal, monkeypatch, stores)
     dropped = stores[DROPPED]
     with mariadb.connect(dropped) as connection, connection.cursor() as cursor:
         cursor.execute("DROP TABLE wp_actionscheduler_claims")
@@ -273,8 +275,7 @@ def test_a_connection_lost_as_an_express_read_reads_the_next_stores_fails_its_st
     lose its connection there (`ReadAhead.take` raises as the batch's statement does):
     the store is down for that, counted as the connection's error, not as an answer that
     did not fit; the next scrape reads it again."""
-    express, normal = exporters
-    express_scrapes(express, normal, monkeypatch, stores)
+    express, _ = exporters
     broken = express.coordinator.config.sites[LOST]
     take = ReadAhead.take
     raised: list[str] = []
