@@ -11,6 +11,7 @@ import pymysql
 
 from bench.exporters import BASELINE, Running, generic_exporter, our_exporter
 from bench.measure import (
+    heavy_reads,
     metric_values,
     resident_mib,
     rows_examined_per_call,
@@ -151,8 +152,8 @@ def _wait_for_heavy_tier(exporter: Running, timeout: float = 900) -> None:
     """Until the first background refresh is done, so that no timed scrape overlaps it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ages = metric_values(exporter.scrape(), "actionscheduler_exporter_collector_age_seconds")
-        if len(ages) == len(_HEAVY):
+        reads = heavy_reads(exporter.scrape())
+        if len(reads) == len(_HEAVY):
             return
         time.sleep(1)
     raise RuntimeError(f"the heavy tier was not refreshed within {timeout:.0f} s")

@@ -38,7 +38,14 @@ from bench.many_sites import (
     sites_up,
     wait_heavy,
 )
-from bench.measure import Timings, metric_values, ms, process_cpu_seconds, resident_mib
+from bench.measure import (
+    Timings,
+    heavy_reads,
+    metric_values,
+    ms,
+    process_cpu_seconds,
+    resident_mib,
+)
 from bench.replay import captured, replay_against_floor
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
@@ -397,8 +404,8 @@ def _wait_heavy(running: Running, timeout: float = 900) -> None:
     """Until the heavy tier's first refresh is done: no timed scrape overlaps it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ages = metric_values(running.scrape(), "actionscheduler_exporter_collector_age_seconds")
-        if sum('collector="status"' in labels for labels in ages):
+        reads = heavy_reads(running.scrape())
+        if sum('collector="status"' in labels for labels in reads):
             return
         time.sleep(1)
     raise RuntimeError(f"the heavy tier was not refreshed within {timeout:.0f} s")

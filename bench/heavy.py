@@ -26,6 +26,7 @@ from actionscheduler_exporter.db.schema import VALID_DATE_FLOOR, TableNames, pla
 from actionscheduler_exporter.db.session import Session
 from actionscheduler_exporter.totals.ledger import ActionLedger
 from bench.exporters import Running, our_exporter
+from bench.measure import heavy_reads
 from testbed import hot_sql
 from testbed.generate import PREFIX
 from testbed.mariadb import Server
@@ -85,18 +86,10 @@ def heavy_case(server: Server, profile: StoreProfile, workdir: Path) -> dict[str
 def _wait_for_first_refresh(exporter: Running, timeout: float = 1800) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if 'collector="status"' in _ages(exporter.scrape()):
+        if any('collector="status"' in labels for labels in heavy_reads(exporter.scrape())):
             return
         time.sleep(1)
     raise RuntimeError(f"the heavy tier was not refreshed within {timeout:.0f} s")
-
-
-def _ages(exposition: str) -> str:
-    return "\n".join(
-        line
-        for line in exposition.splitlines()
-        if line.startswith("actionscheduler_exporter_collector_age_seconds{")
-    )
 
 
 def _scrapes_while(work: Callable[[], object], exporter: Running) -> tuple[object, float]:

@@ -28,7 +28,7 @@ from typing import Any
 import pymysql
 
 from bench.exporters import BASELINE, Running, exporter_for
-from bench.measure import metric_values, resident_mib
+from bench.measure import heavy_reads, metric_values, resident_mib
 from bench.server import ROOT, TABLE_CACHES, size_table_cache
 from testbed.generate import PREFIX, generate, is_generated
 from testbed.mariadb import Server, start_private
@@ -247,8 +247,8 @@ def sites_up(exposition: object) -> int:
 
 
 def _heavy_refreshed(exposition: str) -> int:
-    ages = metric_values(exposition, "actionscheduler_exporter_collector_age_seconds")
-    return sum(1 for labels in ages if 'collector="status"' in labels)
+    reads = heavy_reads(exposition)
+    return sum(1 for labels in reads if 'collector="status"' in labels)
 
 
 def wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float | None:

@@ -98,6 +98,23 @@ def metric_values(exposition: str, name: str) -> dict[str, float]:
     return values
 
 
+# When each background source was last read: the timestamp since 2026-12-07, the age in
+# the exporters before it (a baseline of `bench.run` may be one).
+HEAVY_READ = (
+    "actionscheduler_exporter_collector_last_success_timestamp_seconds",
+    "actionscheduler_exporter_collector_age_seconds",
+)
+
+
+def heavy_reads(exposition: str) -> dict[str, float]:
+    """The background sources' read times (or ages) of a text exposition, by label text:
+    a source is there once it was read."""
+    found: dict[str, float] = {}
+    for name in HEAVY_READ:
+        found.update(metric_values(exposition, name))
+    return found
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU time (user and system) a process has used so far, from /proc."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:

@@ -136,7 +136,7 @@ def heavy_refreshed(results: list[SiteResult]) -> bool:
     """Whether every site has its heavy tier's first values (their age is reported)."""
     return all(
         any(
-            item.metric is catalog.COLLECTOR_AGE and ("collector", "status") in item.labels
+            item.metric is catalog.COLLECTOR_LAST_SUCCESS and ("collector", "status") in item.labels
             for item in result.samples
         )
         for result in results

@@ -87,7 +87,7 @@ def _back_to_back(path: Path, watcher: pymysql.connections.Connection[Any], seco
     try:
         while not heavy_refreshed(coordinator.scrape(TIMEOUT)):
             time.sleep(1.0)
-        ages: dict[str, float] = {}
+        read_at: dict[str, float] = {}
         refreshes, scrapes, down = 0, 0, Counter[str]()
         accepted = _accepted(watcher)
         held = _Held(watcher)
@@ -96,7 +96,7 @@ def _back_to_back(path: Path, watcher: pymysql.connections.Connection[Any], seco
             while time.monotonic() - started < seconds:
                 results = coordinator.scrape(TIMEOUT)
                 scrapes += 1
-                refreshes += _refreshed(results, ages)
+                refreshes += _refreshed(results, read_at)
                 down.update(_reasons(results))
         accepted = _accepted(watcher) - accepted
     finally:
@@ -108,19 +108,23 @@ def _back_to_back(path: Path, watcher: pymysql.connections.Connection[Any], seco
     )
 
 
-def _refreshed(results: list[SiteResult], ages: dict[str, float]) -> int:
-    """How many sites' heavy values are newer than at the last look (`ages` kept)."""
+def _refreshed(results: list[SiteResult], read_at: dict[str, float]) -> int:
+    """How many sites' heavy values are newer than at the last look (`read_at` kept)."""
     count = 0
     for result in results:
-        age = min(
-            (item.value for item in result.samples if item.metric is catalog.COLLECTOR_AGE),
+        latest = max(
+            (
+                item.value
+                for item in result.samples
+                if item.metric is catalog.COLLECTOR_LAST_SUCCESS
+            ),
             default=None,
         )
-        if age is None:
+        if latest is None:
             continue
-        if result.label in ages and age < ages[result.label]:
+        if result.label in read_at and latest > read_at[result.label]:
             count += 1
-        ages[result.label] = age
+        read_at[result.label] = latest
     return count
 
 

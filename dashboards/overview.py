@@ -415,7 +415,8 @@ def panels() -> list[Panel]:
                     "{{site}} scrape (s)",
                 ),
                 Query(
-                    "max by (site) (actionscheduler_exporter_collector_age_seconds"
+                    "time() - min by (site) "
+                    "(actionscheduler_exporter_collector_last_success_timestamp_seconds"
                     f'{{{SITE},collector!="kubernetes"}})',
                     "{{site}} totals age (s)",
                 ),

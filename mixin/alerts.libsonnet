@@ -114,7 +114,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
           },
           {
             "alert": "ActionSchedulerHeavyTierStale",
-            "expr": "actionscheduler_exporter_collector_age_seconds{__SCOPE__,collector!=\"kubernetes\"}\n  > ignoring (collector) group_left ()\n(__THRESHOLD_heavyTierStaleIntervals__ * actionscheduler_exporter_heavy_interval_seconds{__SCOPE__})\n",
+            "expr": "time() - actionscheduler_exporter_collector_last_success_timestamp_seconds{__SCOPE__,collector!=\"kubernetes\"}\n  > ignoring (collector) group_left ()\n(__THRESHOLD_heavyTierStaleIntervals__ * actionscheduler_exporter_heavy_interval_seconds{__SCOPE__})\n",
             "for": $._config.alertFor.ActionSchedulerHeavyTierStale,
             "labels": {
               "severity": "warning"

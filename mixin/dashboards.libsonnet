@@ -1697,7 +1697,7 @@ local fill = (import 'lib/fill.libsonnet').fill;
                 "type": "prometheus",
                 "uid": "${datasource}"
               },
-              "expr": "max by (site) (actionscheduler_exporter_collector_age_seconds{__SCOPE__,cluster=~\"$cluster\", site=~\"$site\",collector!=\"kubernetes\"})",
+              "expr": "time() - min by (site) (actionscheduler_exporter_collector_last_success_timestamp_seconds{__SCOPE__,cluster=~\"$cluster\", site=~\"$site\",collector!=\"kubernetes\"})",
               "legendFormat": "{{site}} totals age (s)",
               "range": true,
               "instant": false

@@ -118,7 +118,7 @@ def settled(exporter: Exporter) -> None:
 
 
 def heavy_read(result: SiteResult) -> bool:
-    return result.value(catalog.COLLECTOR_AGE.name, collector="status") is not None
+    return result.value(catalog.COLLECTOR_LAST_SUCCESS.name, collector="status") is not None
 
 
 def test_quiet_stores_of_a_server_cost_fewer_statements_than_stores(

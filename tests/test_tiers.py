@@ -5,6 +5,7 @@ from the hot tier."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -24,7 +25,7 @@ from tests.support.in_flight import InFlight
 from tests.support.scenarios import zero_dates
 from tests.support.waiting import wait_until
 
-AGE = catalog.COLLECTOR_AGE.name
+READ_AT = catalog.COLLECTOR_LAST_SUCCESS.name
 FOLDED = catalog.FOLDED_LABEL_VALUES.name
 
 
@@ -67,7 +68,7 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
         (first,) = coordinator.scrape()
         # The exporter's first scrape waits for the first refresh.
         assert first.value("actionscheduler_actions", status="failed") == 3
-        assert first.value(AGE, collector="status") is not None
+        assert first.value(READ_AT, collector="status") is not None
 
         store.run_action(
             store.create("woocommerce_deliver_webhook_async", args=[9]),
@@ -92,17 +93,20 @@ def test_heavy_values_are_served_between_refreshes_and_refreshed_after_the_inter
 
         assert wait_until(refreshed, 20)
         (after,) = coordinator.scrape()
-        assert (after.value(AGE, collector="status") or 0) < 2.0 + 1.0
+        assert (after.value(READ_AT, collector="status") or 0) > (
+            first.value(READ_AT, collector="status") or 0
+        )
         assert after.value("actionscheduler_exporter_heavy_interval_seconds") == 2.0
     finally:
         coordinator.close()
 
 
-def test_between_refreshes_the_values_are_served_as_made_and_only_their_age_grows(
+def test_between_refreshes_the_values_and_their_read_time_are_served_as_made(
     store: ActionSchedulerStore, site: Callable[..., SiteConfig]
 ) -> None:
     """A thousand sites' rounds served each site's heavy samples again in every round:
-    they are kept with the readings they were made of, and only their age is new."""
+    they are kept with the readings they were made of, their read time too (an age was
+    made again in every round before)."""
     store.run_action(
         store.create("woocommerce_deliver_webhook_async"),
         outcome=lambda hook: "Supplier API unreachable",
@@ -112,15 +116,12 @@ def test_between_refreshes_the_values_are_served_as_made_and_only_their_age_grow
         (first,) = coordinator.scrape()
         made = [item for item in first.samples if _heavy_value(item)]
         assert first.value("actionscheduler_actions", status="failed") == 1
-        first_age = first.value(AGE, collector="status")
-        assert first_age is not None
-
-        def older() -> bool:
-            (result,) = coordinator.scrape()
-            return (result.value(AGE, collector="status") or 0) > first_age
-
-        assert wait_until(older, 20)
+        read_at = first.value(READ_AT, collector="status")
+        assert read_at is not None and read_at <= time.time()
+        # A few milliseconds later on the wall clock: an age would have moved by then.
+        assert wait_until(lambda: time.time() > read_at + 0.05, 5)
         (later,) = coordinator.scrape()
+        assert later.value(READ_AT, collector="status") == read_at
         served = [item for item in later.samples if _heavy_value(item)]
         assert made and len(served) == len(made)
         # Each heavy collector's duration was made again in every round before.
@@ -134,10 +135,14 @@ _HEAVY = {"status", "failures", "recurring", "retention"}
 
 
 def _heavy_value(item: Sample) -> bool:
-    """A heavy collector's value or health, but its age (the only sample made again)."""
-    if item.metric in (catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION):
+    """A heavy collector's value, health or read time."""
+    if item.metric in (
+        catalog.COLLECTOR_SUCCESS,
+        catalog.COLLECTOR_DURATION,
+        catalog.COLLECTOR_LAST_SUCCESS,
+    ):
         return dict(item.labels)["collector"] in _HEAVY
-    return item.metric.tier == "heavy" and item.metric is not catalog.COLLECTOR_AGE
+    return item.metric.tier == "heavy"
 
 
 def test_a_slow_refresh_neither_holds_scrapes_nor_runs_twice(
@@ -197,8 +202,8 @@ def test_a_failing_refresh_keeps_the_last_values_and_says_so(
         assert result.up
         assert result.value(FOLDED, label="sleeping") == 1  # the last good value
         assert result.value("actionscheduler_exporter_collector_success", collector="status") == 1
-        assert (result.value(AGE, collector="sleeping") or 0) > (
-            result.value(AGE, collector="status") or 0
+        assert (result.value(READ_AT, collector="sleeping") or 0) < (
+            result.value(READ_AT, collector="status") or 0
         )
         assert (result.value("actionscheduler_exporter_errors", kind="timeout") or 0) >= 1
     finally:
@@ -215,7 +220,7 @@ def test_heavy_interval_zero_reads_the_heavy_tier_inside_every_scrape(
         (after,) = coordinator.scrape()
         assert before.value("actionscheduler_actions", status="pending") == 0
         assert after.value("actionscheduler_actions", status="pending") == 1
-        assert after.value(AGE, collector="status") is None
+        assert after.value(READ_AT, collector="status") is None
     finally:
         coordinator.close()
 
@@ -232,7 +237,7 @@ def test_a_down_site_serves_no_stale_heavy_values(
         (down,) = coordinator.scrape()
         assert not down.up
         assert down.value("actionscheduler_actions", status="pending") is None
-        assert not [item for item in down.samples if item.metric is catalog.COLLECTOR_AGE]
+        assert not [item for item in down.samples if item.metric is catalog.COLLECTOR_LAST_SUCCESS]
     finally:
         coordinator.close()
 

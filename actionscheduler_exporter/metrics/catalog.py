@@ -804,22 +804,24 @@ COLLECTOR_DURATION = _define(
     "round's one hot statement: its time is `actionscheduler_exporter_database_seconds_total"
     '{tier="hot"}`.',
 )
-COLLECTOR_AGE = _define(
-    "actionscheduler_exporter_collector_age_seconds",
+COLLECTOR_LAST_SUCCESS = _define(
+    "actionscheduler_exporter_collector_last_success_timestamp_seconds",
     "gauge",
-    "Seconds since a background source's values were read (the heavy tier, refreshed every "
-    "heavy_interval, and the Kubernetes API, every cache period); absent for sources read "
-    "on every scrape.",
+    "Unix time of a background source's last successful reading (the heavy tier, refreshed "
+    "every heavy_interval, and the Kubernetes API, every cache period); absent for sources "
+    "read on every scrape.",
     tier="heavy",
     section="exporter",
     labels=("collector",),
-    meaning="Seconds since the values of a source read in the background were read: the "
-    "heavy-tier collectors (`status`, `failures`, `retention`) and `kubernetes`. It grows to "
-    "the source's interval (`heavy_interval`, the Kubernetes `cache`) and falls back after "
-    "each refresh; far above it, the refreshes fail "
-    "(`actionscheduler_exporter_collector_success` 0 for that collector, the reason in the "
-    "log), and the last good values are served meanwhile. Absent for collectors read on "
-    "every scrape.",
+    meaning="Unix time at which the values of a source read in the background were last "
+    "read: the heavy-tier collectors (`status`, `failures`, `recurring`, `retention`) and "
+    "`kubernetes`. It stays the same between refreshes and moves on at each one, so "
+    "`time() - ...` is the values' age: it grows to the source's interval "
+    "(`heavy_interval`, the Kubernetes `cache`) and falls back after each refresh; far "
+    "above it, the refreshes fail (`actionscheduler_exporter_collector_success` 0 for that "
+    "collector, the reason in the log), and the last good values are served meanwhile. "
+    "Taken from the exporter's clock: keep it in step (NTP) with Prometheus'. Absent for "
+    "collectors read on every scrape, and before a source's first success.",
 )
 HEAVY_INTERVAL = _define(
     "actionscheduler_exporter_heavy_interval_seconds",
@@ -828,7 +830,7 @@ HEAVY_INTERVAL = _define(
     tier="none",
     section="exporter",
     meaning="The site's `heavy_interval`: how often the heavy tier is refreshed (0: inside "
-    "every scrape). The staleness alert compares the age with it.",
+    "every scrape). The staleness alert compares the values' age with it.",
 )
 DATABASE_SECONDS = _define(
     "actionscheduler_exporter_database_seconds",

@@ -87,7 +87,7 @@ class CollectorsLoop:
                     reader.count(label, collector, "deadline")
                     skipped = f"{name}: skipped, the scrape's deadline passed"
                 if skipped:
-                    report.record(name, reader.report(collector, NOT_READ, aged=False), skipped)
+                    report.record(name, reader.report(collector, NOT_READ), skipped)
                     continue
                 if name in from_values and self._from_values(collector, context, report, earlier):
                     continue
@@ -105,7 +105,7 @@ class CollectorsLoop:
                     # Whether or not its values came with the hot statement: a reading after
                     # a failure is made again, and logs its recovery.
                     state.repeated.drop(prefix, name)
-                    failed = reader.report(collector, reading, aged=False)
+                    failed = reader.report(collector, reading)
                     report.record(name, failed, f"{name}: {reading.problem}")
                     continue
                 earlier[name] = reading
@@ -114,7 +114,7 @@ class CollectorsLoop:
                     state.repeated.reported(prefix, name, reading) if name in cached else None
                 )
                 if reported is None:
-                    reported = reader.report(collector, reading, aged=False)
+                    reported = reader.report(collector, reading)
                     if name in cached:
                         state.repeated.keep(prefix, name, reading, reported)
                 report.record(name, reported)

@@ -204,7 +204,7 @@ class MonitoredSite:
             item
             for collector in collectors
             if collector.name not in read
-            for item in self._reader.report(collector, NOT_READ, aged=False)
+            for item in self._reader.report(collector, NOT_READ)
         ]
 
 

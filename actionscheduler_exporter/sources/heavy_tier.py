@@ -56,9 +56,8 @@ class HeavyTier:
         self._labels: dict[str, str] = {}  # each prefix's site label, as rounds gave it
         # The prefixes of each label, made again when `_labels` changes (`served`).
         self._prefixes_by_label: dict[str, list[str]] = {}
-        # Each prefix's samples of the readings last served, but their ages, and each
-        # collector's reading (None: none yet) that the ages are of.
-        self._kept: dict[str, tuple[Readings, list[Sample], list[Reading | None]]] = {}
+        # Each prefix's samples of the readings last served, their read times included.
+        self._kept: dict[str, tuple[Readings, list[Sample]]] = {}
         # Each prefix's problems of the readings last served, with the replica's.
         self._kept_problems: dict[str, tuple[Readings, str, list[str]]] = {}
         self._refresh = BackgroundRefresh[Readings](
@@ -100,21 +99,20 @@ class HeavyTier:
         }
 
     def _reported(self, prefix: str, readings: Readings) -> list[Sample]:
-        """Every heavy collector's last reading of the prefix, with its health and age.
-        Between refreshes the same readings are served in every round: their samples are
-        kept, and only the ages made again."""
+        """Every heavy collector's last reading of the prefix, with its health and read
+        time. Between refreshes the same readings are served in every round: their samples
+        are kept, the same objects until the next refresh."""
         kept = self._kept.get(prefix)
         if kept is None or kept[0] is not readings:
             found = [readings.get((prefix, collector.name)) for collector in self.collectors]
             reported = [
                 item
                 for collector, reading in zip(self.collectors, found, strict=True)
-                for item in self._reader.report(
-                    collector, NOT_READ if reading is None else reading, aged=False
-                )
+                for item in self._reader.report(collector, NOT_READ if reading is None else reading)
             ]
-            kept = self._kept[prefix] = (readings, reported, found)
-        return [*kept[1], *self._reader.ages(self.collectors, kept[2])]
+            reported += self._reader.read_times(self.collectors, found)
+            kept = self._kept[prefix] = (readings, reported)
+        return kept[1]
 
     def close(self) -> None:
         """The site is gone: its refreshes no longer count as due on the server's queue."""

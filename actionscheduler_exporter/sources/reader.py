@@ -1,4 +1,4 @@
-"""Where every source is read and reported: success, duration, age and errors, once.
+"""Where every source is read and reported: success, duration, read time and errors, once.
 
 Whatever the source (a database collector in the round, the heavy tier's background
 refresh, the Kubernetes API, the log events collector), its reading goes through `read`, which
@@ -9,6 +9,7 @@ Problems are logged when they start and when they end, not on every scrape
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -25,11 +26,18 @@ ContextT = TypeVar("ContextT")
 
 class SourceReader:
     def __init__(
-        self, counters: SiteCounters, clock: Clock, problems: ProblemLog | None = None
+        self,
+        counters: SiteCounters,
+        clock: Clock,
+        problems: ProblemLog | None = None,
+        *,
+        wall_clock: Clock = time.time,
     ) -> None:
-        """`problems`: the exporter's shared log of problems (one site's own otherwise)."""
+        """`problems`: the exporter's shared log of problems (one site's own otherwise).
+        `clock` times the readings; `wall_clock` (Unix time) dates them for Prometheus."""
         self.counters = counters
         self.clock = clock
+        self._wall_clock = wall_clock
         self._problems = problems or ProblemLog()
         # The sites with a problem now (the shared log's, changed in place): a reading of
         # a site that has none ends none, and need not ask (`recovered`).
@@ -102,16 +110,15 @@ class SourceReader:
     def count(self, site: str, source: Source[Any], kind: str) -> None:
         self.counters.add(site, source.error_metric, kind)
 
-    def report(self, source: Source[Any], reading: Reading, *, aged: bool) -> list[Sample]:
-        """The reading's values with the source's success and duration, and, for a source
-        read in the background (`aged`), how old its values are."""
+    def report(self, source: Source[Any], reading: Reading) -> list[Sample]:
+        """The reading's values with the source's success and duration. A source read in
+        the background adds when it was read (`read_times`), made once per reading by its
+        caller, so that the sample stays the same between refreshes."""
         samples = [*reading.samples, self.success(source, reading.ok)]
         if source.reports_duration:
             duration = float(reading.duration)
             labels = self._labels.get(source.name) or self._label(source)
             samples.append(Sample(catalog.COLLECTOR_DURATION, duration, labels))
-        if aged:
-            samples += self.age(source, reading)
         if source.up_metric is not None:
             samples.append(sample(source.up_metric, reading.ok))
         return samples
@@ -126,19 +133,19 @@ class SourceReader:
             )
         return found
 
-    def age(self, source: Source[Any], reading: Reading | None) -> list[Sample]:
-        """How old a background source's values are (none before its first success)."""
-        return self.ages((source,), (reading,))
-
-    def ages(
+    def read_times(
         self, sources: Sequence[Source[Any]], readings: Sequence[Reading | None]
     ) -> list[Sample]:
-        """How old each source's values are (none before its first success), on one
-        reading of the clock (the heavy tier's collectors of every prefix in every round)."""
-        now = self.clock()
+        """The Unix time of each source's last success (none before its first), to the
+        millisecond: its clock time of reading (`Reading.read_at`) dated by the wall clock
+        now. Made again, a time may differ by a rounding: its callers make it once per
+        reading (the heavy tier's collectors of a prefix once per refresh)."""
+        dated = self._wall_clock() - self.clock()
         return [
             Sample(
-                catalog.COLLECTOR_AGE, max(0.0, float(now - reading.read_at)), self._label(source)
+                catalog.COLLECTOR_LAST_SUCCESS,
+                round(dated + reading.read_at, 3),
+                self._label(source),
             )
             for source, reading in zip(sources, readings, strict=True)
             if reading is not None and reading.read_at is not None
@@ -149,7 +156,7 @@ class SourceReader:
         round: a thousand sites' scrape made ten thousand of them through `sample`)."""
         labels = self._labels.get(source.name)
         if labels is None:
-            labels = labels_of(catalog.COLLECTOR_AGE, collector=source.name)
+            labels = labels_of(catalog.COLLECTOR_LAST_SUCCESS, collector=source.name)
             self._labels[source.name] = labels
         return labels
 

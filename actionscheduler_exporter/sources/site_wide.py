@@ -36,6 +36,9 @@ class SiteWideSource(Generic[ContextT]):
             if freshness.background
             else None
         )
+        # The last background reading served, and its read time's sample: made once per
+        # reading, so that it stays the same object and value between refreshes.
+        self._dated: tuple[Reading, list[Sample]] = (NOT_READ, [])
 
     @property
     def may_wait(self) -> bool:
@@ -53,9 +56,15 @@ class SiteWideSource(Generic[ContextT]):
             reading = self._read(None)
         reader = self._reader
         return [
-            *reader.report(self.source, reading, aged=self._refresh is not None),
+            *reader.report(self.source, reading),
+            *(self._read_time(reading) if self._refresh is not None else ()),
             *reader.error_samples(self._site, self.source),
         ]
+
+    def _read_time(self, reading: Reading) -> list[Sample]:
+        if self._dated[0] is not reading:
+            self._dated = (reading, self._reader.read_times((self.source,), (reading,)))
+        return self._dated[1]
 
     def _read(self, previous: Reading | None) -> Reading:
         return self._reader.read(self.source, self._context, self._site, previous or NOT_READ)

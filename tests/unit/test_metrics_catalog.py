@@ -77,7 +77,7 @@ def test_every_family_has_a_producer() -> None:
     by_round = {
         catalog.UP, catalog.TABLE_EXISTS, catalog.USER_CAN_WRITE, catalog.SCRAPE_DURATION,
         catalog.ERRORS, catalog.KUBERNETES_ERRORS, catalog.KUBERNETES_UP,
-        catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION, catalog.COLLECTOR_AGE,
+        catalog.COLLECTOR_SUCCESS, catalog.COLLECTOR_DURATION, catalog.COLLECTOR_LAST_SUCCESS,
         catalog.BUILD_INFO, catalog.DATABASE_SECONDS, catalog.REPLICA_LAG,
         catalog.REPLICA_USED,
         # the web server's own (web/serving.py), with the build info

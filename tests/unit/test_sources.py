@@ -73,8 +73,12 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+# The wall clock's Unix time when the fake clock reads 0.
+EPOCH = 1_800_000_000.0
+
+
 def scheduled(source: Counting, clock: FakeClock) -> tuple[SiteWideSource[None], SourceReader]:
-    reader = SourceReader(SiteCounters(), clock)
+    reader = SourceReader(SiteCounters(), clock, wall_clock=lambda: EPOCH + clock())
     return SiteWideSource(source, None, SiteConfig(name="shop"), reader), reader
 
 
@@ -84,11 +88,15 @@ def test_a_reading_is_served_until_the_interval_passes(clock: FakeClock) -> None
     # No value yet: the first refresh is waited for.
     first = runner.samples(Deadline(clock() + 5, clock))
     assert values(first, catalog.WORKER_PODS) == [1]
-    assert values(first, catalog.COLLECTOR_AGE) == [0]
+    read_at = EPOCH + clock()
+    assert values(first, catalog.COLLECTOR_LAST_SUCCESS) == [read_at]
     clock.now += 59
     later = runner.samples(Deadline(clock() + 5, clock))
     assert source.reads == 1
-    assert values(later, catalog.COLLECTOR_AGE) == [59]
+    # The same reading's time: the same sample, whatever the clocks read now.
+    (dated,) = [item for item in later if item.metric is catalog.COLLECTOR_LAST_SUCCESS]
+    assert dated.value == read_at
+    assert dated in [item for item in first if item is dated]
     clock.now += 1
     # Due: a refresh starts; it is not waited for (a value exists).
     runner.samples(Deadline(clock() + 5, clock))
@@ -125,9 +133,12 @@ def test_a_refresh_that_outlasts_the_budget_is_served_later_and_never_doubled(
     source.permits.release(2)  # let a refresh the polling started end
 
 
-def test_a_failure_keeps_the_last_values_counts_its_kind_and_ages(clock: FakeClock) -> None:
+def test_a_failure_keeps_the_last_values_counts_its_kind_and_their_time(
+    clock: FakeClock,
+) -> None:
     source = Counting(interval=10, wait_each=True)
     runner, _ = scheduled(source, clock)
+    read_at = EPOCH + clock()
     runner.samples(Deadline(clock() + 5, clock))
     source.fail_with = "forbidden"
     clock.now += 10
@@ -135,7 +146,7 @@ def test_a_failure_keeps_the_last_values_counts_its_kind_and_ages(clock: FakeClo
     assert values(failed, catalog.WORKER_PODS) == [1]  # the last good value
     assert values(failed, catalog.COLLECTOR_SUCCESS) == [0]
     assert values(failed, catalog.KUBERNETES_UP) == [0]
-    assert values(failed, catalog.COLLECTOR_AGE) == [10]
+    assert values(failed, catalog.COLLECTOR_LAST_SUCCESS) == [read_at]  # 10 s old by now
     errors = {dict(s.labels)["kind"]: s.value for s in failed
               if s.metric is catalog.KUBERNETES_ERRORS}  # fmt: skip
     assert errors["forbidden"] == 1 and set(errors) == set(catalog.KUBERNETES_ERROR_KINDS)
