@@ -1,6 +1,7 @@
 """The in-round collectors of one table prefix, read in order after its hot statement.
 
-Each collector's reading is recorded in the prefix's report as it arrives: a cached one
+Each collector's reading is recorded in the prefix's report as it arrives (those that
+arrive without a statement between them, at once): a cached one
 served as it is (`sources.cached_readings`), one whose samples follow from its hot
 statement's values alone made straight from them (most of a quiet store's: no `Reading`,
 no timing; a thousand stores' scrape spent more on that frame than on their samples), the
@@ -21,8 +22,9 @@ without a server's lane (`check`).
 from __future__ import annotations
 
 from actionscheduler_exporter.metrics.catalog import DATABASE_SECONDS
+from actionscheduler_exporter.metrics.samples import Sample
 from actionscheduler_exporter.rounds.hot_statement import HotStatement
-from actionscheduler_exporter.rounds.report import PrefixReport
+from actionscheduler_exporter.rounds.report import PrefixReport, Recorded
 from actionscheduler_exporter.rounds.site_state import SiteState
 from actionscheduler_exporter.sources.database import Collector, DatabaseContext
 from actionscheduler_exporter.sources.source import NOT_READ, Reading
@@ -60,7 +62,8 @@ class CollectorsLoop:
     ) -> None:
         """Each in-round collector in order, its reading recorded as it arrives (a cached
         one `served` as it is: `sources.cached_readings`); a good reading is handed to the
-        collectors after it that need it (`earlier`)."""
+        collectors after it that need it (`earlier`). The readings are recorded together
+        until a collector may send a statement, and at the end."""
         state = self._state
         reader, session, label, prefix = state.reader, context.session, report.label, report.prefix
         from_values, cached = state.from_values, state.cached
@@ -72,6 +75,7 @@ class CollectorsLoop:
         outer = session.billing(None)
         tried = -1  # the session's statements when the deadline was last looked at
         late = False
+        recorded: list[Recorded] = []  # not yet in the report
         try:
             for collector in state.in_round:
                 if session.lost:
@@ -87,15 +91,21 @@ class CollectorsLoop:
                     reader.count(label, collector, "deadline")
                     skipped = f"{name}: skipped, the scrape's deadline passed"
                 if skipped:
-                    report.record(name, reader.report(collector, NOT_READ), skipped)
+                    recorded.append((name, reader.report(collector, NOT_READ), skipped))
                     continue
-                if name in from_values and self._from_values(collector, context, report, earlier):
-                    continue
+                if name in from_values:
+                    made = self._from_values(collector, context, report.label, earlier)
+                    if made is not None:
+                        recorded.append((name, made, ""))
+                        continue
                 reading = served.get(name)
                 if reading is None:
                     if collector.tier != billed:
                         billed = collector.tier
                         session.billing(reader.counters.meter(label, DATABASE_SECONDS, billed))
+                    if recorded:  # what is known is recorded before a statement
+                        report.record(recorded)
+                        recorded = []
                     reading = self._read(collector, context, report)
                 if collector.reports_duration and (share := statement.share(name)):
                     reading = reading.lengthened(share)
@@ -106,7 +116,7 @@ class CollectorsLoop:
                     # a failure is made again, and logs its recovery.
                     state.repeated.drop(prefix, name)
                     failed = reader.report(collector, reading)
-                    report.record(name, failed, f"{name}: {reading.problem}")
+                    recorded.append((name, failed, f"{name}: {reading.problem}"))
                     continue
                 earlier[name] = reading
                 # A cached reading served again as it is reports what it reported then.
@@ -117,38 +127,39 @@ class CollectorsLoop:
                     reported = reader.report(collector, reading)
                     if name in cached:
                         state.repeated.keep(prefix, name, reading, reported)
-                report.record(name, reported)
+                recorded.append((name, reported, ""))
         finally:
+            if recorded:
+                report.record(recorded)
             session.billing(outer)
 
     def _from_values(
         self,
         collector: Collector,
         context: DatabaseContext,
-        report: PrefixReport,
+        label: str,
         earlier: dict[str, Reading],
-    ) -> bool:
+    ) -> list[Sample] | None:
         """Reads a collector whose samples follow from its hot-statement values alone
         (`Collector.same_samples_for`), reports no duration and is read in every round
-        (`SiteState.from_values`), straight from its values: its samples and its success
-        recorded, a `Reading` made only for a collector after it that needs it. False,
-        with nothing recorded, when its values are not such, or its `read` fails on them
-        (then it is read as any other, which counts and logs the failure)."""
+        (`SiteState.from_values`), straight from its values: its samples and its success,
+        to record, a `Reading` made only for a collector after it that needs it. None
+        when its values are not such, or its `read` fails on them (then it is read as any
+        other, which counts and logs the failure)."""
         values = context.prefetched.get(collector.name)
         if values is None or not collector.same_samples_for(values):
-            return False
+            return None
         try:
             samples = tuple(collector.read(context))
         except Exception:
-            return False
-        state, label, name = self._state, report.label, collector.name
+            return None
+        state, name = self._state, collector.name
         reader = state.reader
         if label in reader.open_sites:
             reader.recovered(label, collector)
         if name in state.needed:
             earlier[name] = Reading(samples, True, 0.0, state.clock())
-        report.record(name, [*samples, reader.success(collector)])
-        return True
+        return [*samples, reader.success(collector)]
 
     def _read(
         self, collector: Collector, context: DatabaseContext, report: PrefixReport

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 from actionscheduler_exporter.metrics.samples import Sample
 
+# A source's reading as a report records it: its name, its samples, its problem ("": none).
+Recorded = tuple[str, list[Sample], str]
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -37,12 +40,16 @@ class PrefixReport:
     duration: float = 0.0  # seconds the round took for it, once complete
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def record(self, source: str, samples: list[Sample], problem: str = "") -> None:
+    def record(self, readings: Iterable[Recorded]) -> None:
+        """Records the readings of sources (their name, samples and problem, "" for
+        none), at once: a quiet store's are a few in microseconds, and a scrape that stops
+        waiting sees all of them or none."""
         with self._lock:
-            self.samples += samples
-            self.read.add(source)
-            if problem:
-                self.problems.append(problem)
+            for source, samples, problem in readings:
+                self.samples += samples
+                self.read.add(source)
+                if problem:
+                    self.problems.append(problem)
 
     def add(self, samples: Iterable[Sample]) -> None:
         with self._lock:
