@@ -3,7 +3,7 @@ same: what the text writer and the protobuf encoder keep from scrape to scrape.
 
 A quiet store's samples are five in six the same from scrape to scrape (the heavy tier's
 and the cached readings' are the same objects, a hot reading's often equal), and only
-about 7 of its 46 families change (ages, durations). Each format keeps, per site, the
+about 6 of its 46 families change (ages, durations). Each format keeps, per site, the
 samples it wrote, where each family's are (a layout, shared by the sites with the same),
 and each family's encoding; at the next scrape the samples that are no longer the same
 objects are found in C, compared by value, and only the families that changed are
