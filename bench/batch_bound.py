@@ -11,8 +11,8 @@ the stores of a batch joined by `UNION ALL` and tagged by their place, as the re
 joins them) and makes only the samples those give, reusing a quiet store's unchanged ones
 and making its ages and the time counted to it anew at every pass. Every other sample of
 a store is the exporter's own, taken from its scrapes before the timing, and those that
-changed between its last two scrapes (the heavy tier's ages, the collectors' durations,
-the oldest claim's age) are made anew at every pass with another value; so the
+changed between its last two scrapes (the collectors' durations, the oldest claim's age;
+the heavy tier's ages before 2026-12-07) are made anew at every pass with another value; so the
 exposition written is the size of the exporter's and changes in as many places. What the exporter's
 rounds spend beyond this, for the same statements' worth of data, is the cost of their
 design (docs/performance.md, "Where it stands").
@@ -230,7 +230,7 @@ def _exporters_other_samples(server: Server) -> list[_Other]:
             pending.wait()
             return pending.results()
 
-        # As a long-running exporter's: with every heavy family, whose ages change.
+        # As a long-running exporter's: with every heavy family.
         until_heavy_refreshed(scrape)
         scrapes = [{result.label: result for result in scrape()}]
         time.sleep(1.0)

@@ -133,7 +133,7 @@ class PhaseTimer:
 
 
 def heavy_refreshed(results: list[SiteResult]) -> bool:
-    """Whether every site has its heavy tier's first values (their age is reported)."""
+    """Whether every site has its heavy tier's first values (their read time is reported)."""
     return all(
         any(
             item.metric is catalog.COLLECTOR_LAST_SUCCESS and ("collector", "status") in item.labels

@@ -14,7 +14,7 @@ machine may be busy.
    heavy tier's first refresh, refreshed every 10 s: the connections the server accepted
    meanwhile (its `Connections` status: the benchmark's own server, where nothing else
    connects; the watcher's one connection is made before), the most the exporter's user
-   held at once, the heavy refreshes that completed (a heavy collector's age fell), and
+   held at once, the heavy refreshes that completed (a heavy collector's read time moved on), and
    the sites reported down.
 
 Run it beside a load to see what a busy machine does (the load average is printed). It

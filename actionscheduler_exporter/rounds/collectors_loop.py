@@ -104,8 +104,8 @@ class CollectorsLoop:
                         billed = collector.tier
                         session.billing(reader.counters.meter(label, DATABASE_SECONDS, billed))
                     if recorded:  # what is known is recorded before a statement
-                        report.record(recorded)
-                        recorded = []
+                        known, recorded = recorded, []
+                        report.record(known)
                     reading = self._read(collector, context, report)
                 if collector.reports_duration and (share := statement.share(name)):
                     reading = reading.lengthened(share)
@@ -129,9 +129,11 @@ class CollectorsLoop:
                         state.repeated.keep(prefix, name, reading, reported)
                 recorded.append((name, reported, ""))
         finally:
-            if recorded:
-                report.record(recorded)
-            session.billing(outer)
+            try:
+                if recorded:
+                    report.record(recorded)
+            finally:
+                session.billing(outer)
 
     def _from_values(
         self,

@@ -23,6 +23,11 @@ from actionscheduler_exporter.timing import Clock
 
 ContextT = TypeVar("ContextT")
 
+# Seconds by which the wall clock may part from the monotonic one before read times are
+# dated anew: NTP slews a clock by far less between two refreshes, and a clock set by
+# hand (or a host resumed) moves by more.
+CLOCKS_PART = 1.0
+
 
 class SourceReader:
     def __init__(
@@ -38,6 +43,8 @@ class SourceReader:
         self.counters = counters
         self.clock = clock
         self._wall_clock = wall_clock
+        # The wall clock's time less `clock`'s, as `read_times` last took it.
+        self._clocks_offset: float | None = None
         self._problems = problems or ProblemLog()
         # The sites with a problem now (the shared log's, changed in place): a reading of
         # a site that has none ends none, and need not ask (`recovered`).
@@ -137,14 +144,18 @@ class SourceReader:
         self, sources: Sequence[Source[Any]], readings: Sequence[Reading | None]
     ) -> list[Sample]:
         """The Unix time of each source's last success (none before its first), to the
-        millisecond: its clock time of reading (`Reading.read_at`) dated by the wall clock
-        now. Made again, a time may differ by a rounding: its callers make it once per
-        reading (the heavy tier's collectors of a prefix once per refresh)."""
-        dated = self._wall_clock() - self.clock()
+        millisecond: its clock time of reading (`Reading.read_at`) dated by the wall
+        clock, with the same difference between the two clocks until they part by more
+        than `CLOCKS_PART` (a wall clock set, or drifted): a reading's time made again
+        (the heavy tier's, at a refresh that failed) is then the same number."""
+        offset = self._wall_clock() - self.clock()
+        kept = self._clocks_offset
+        if kept is None or abs(offset - kept) > CLOCKS_PART:
+            self._clocks_offset = kept = offset
         return [
             Sample(
                 catalog.COLLECTOR_LAST_SUCCESS,
-                round(dated + reading.read_at, 3),
+                round(kept + reading.read_at, 3),
                 self._label(source),
             )
             for source, reading in zip(sources, readings, strict=True)

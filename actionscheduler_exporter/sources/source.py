@@ -2,7 +2,7 @@
 
 A source owns some metric families and knows how to read them: the database collectors
 (one query set each), the log events collector, the Kubernetes workers, the site's settings. It
-says nothing of its own success, duration, age or errors: the round reads it through
+says nothing of its own success, duration, read time or errors: the round reads it through
 `sources.reader.SourceReader`, which adds those in one place, whatever the source.
 
 When a source is read is its `Freshness`, the one answer to that question: inside every

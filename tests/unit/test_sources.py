@@ -101,6 +101,28 @@ def test_a_reading_is_served_until_the_interval_passes(clock: FakeClock) -> None
     # Due: a refresh starts; it is not waited for (a value exists).
     runner.samples(Deadline(clock() + 5, clock))
     assert wait_for(lambda: source.reads == 2)
+    refreshed = runner.samples(Deadline(clock() + 5, clock))
+    assert values(refreshed, catalog.COLLECTOR_LAST_SUCCESS) == [read_at + 60]
+
+
+def test_a_read_time_stays_the_same_number_until_the_wall_clock_is_set(clock: FakeClock) -> None:
+    """Dated again (the heavy tier dates its readings again at a refresh that failed), a
+    reading's time is the same number while the two clocks keep their difference within
+    `CLOCKS_PART` (the wall clock read microseconds apart moved a rounding), and follows
+    the wall clock once it is set."""
+    wall = [EPOCH + 0.0004]
+    reader = SourceReader(SiteCounters(), clock, wall_clock=lambda: wall[0] + clock())
+    source, reading = Counting(interval=60), Reading((), True, 0.1, clock())
+    (first,) = reader.read_times((source,), (reading,))
+    assert first.value == EPOCH + clock() + 0.0  # to the millisecond
+    wall[0] = EPOCH + 0.0006  # drifted across a rounding
+    clock.now += 30
+    assert [item.value for item in reader.read_times((source,), (reading,))] == [first.value]
+    wall[0] = EPOCH + 3600.0  # the wall clock set an hour on
+    (moved,) = reader.read_times((source,), (reading,))
+    assert moved.value == first.value + 3600
+    assert reader.read_times((source,), (None,)) == []
+    assert reader.read_times((source,), (Reading(),)) == []  # never read
 
 
 def test_wait_each_waits_for_every_due_refresh(clock: FakeClock) -> None:
