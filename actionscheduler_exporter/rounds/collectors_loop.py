@@ -129,11 +129,9 @@ class CollectorsLoop:
                         state.repeated.keep(prefix, name, reading, reported)
                 recorded.append((name, reported, ""))
         finally:
-            try:
-                if recorded:
-                    report.record(recorded)
-            finally:
-                session.billing(outer)
+            session.billing(outer)
+            if recorded:
+                report.record(recorded)
 
     def _from_values(
         self,
