@@ -1,5 +1,5 @@
 """A PyMySQL answer parsed with fewer Python calls: its rows in one loop, its column
-descriptions once per distinct set.
+descriptions once per distinct set, its packets read as bytes.
 
 A thousand stores' rounds spend about a fifth of their Python calls in the driver's
 parsing of the read-ahead's batches (docs/performance.md): PyMySQL reads each value of a
@@ -8,18 +8,25 @@ row through three methods of its packet class, and parses each column's descript
 statement's descriptions are the same bytes from one answer to the next. Here a row's
 values are read in one loop over the packet's bytes, each turned into what PyMySQL makes
 of it by the same decoding and converter; and a set of descriptions seen before is
-taken as it was parsed then, the new ones parsed by PyMySQL's own code. What comes out
-is what PyMySQL makes (`tests/unit/test_lean_rows.py` compares both on generated
-packets, `tests/test_lean_rows.py` on a real server's answers).
+taken as it was parsed then, the new ones parsed by PyMySQL's own code. The packets
+after an answer's first (its descriptions, rows and end) are read as their bytes
+(`read_payload`), where PyMySQL made each a packet object and asked it what it was in
+three more calls. What comes out is what PyMySQL makes (`tests/unit/test_lean_rows.py`
+compares both on generated packets, `tests/test_lean_rows.py` on a real server's
+answers).
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pymysql.connections
+from pymysql.connections import MAX_PACKET_LEN
+from pymysql.constants import CR
+from pymysql.constants.SERVER_STATUS import SERVER_MORE_RESULTS_EXISTS
 from pymysql.converters import conversions
 from pymysql.protocol import MysqlPacket
 
@@ -112,6 +119,48 @@ def read_row(data: bytes, converters: Converters) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def read_payload(connection: Any) -> bytes:
+    """The next packet's payload, as `Connection._read_packet` reads it (its parts, when
+    it comes in several, joined), with the same checks: a packet out of sequence closes
+    the connection and raises, and an error packet raises the server's error. Only after
+    an answer's first packet, which `_read_packet` read and set the socket's timeout
+    for."""
+    read = connection._read_bytes
+    parts: list[bytes] = []
+    while True:
+        header = read(4)
+        length = header[0] | header[1] << 8 | header[2] << 16
+        if header[3] != connection._next_seq_id:
+            connection._force_close()
+            if header[3] == 0:  # MariaDB's error packet at a shutdown
+                raise pymysql.err.OperationalError(
+                    CR.CR_SERVER_LOST,
+                    "Lost connection to MySQL server during query",
+                )
+            raise pymysql.err.InternalError(
+                f"Packet sequence number wrong - got {header[3]} expected {connection._next_seq_id}"
+            )
+        connection._next_seq_id = (connection._next_seq_id + 1) % 256
+        data: bytes = read(length)
+        if length < MAX_PACKET_LEN and not parts:
+            break  # nearly every packet: one part
+        parts.append(data)
+        if length < MAX_PACKET_LEN:
+            data = b"".join(parts)
+            break
+    if data[0] == 0xFF:  # as `_read_packet`: an error ends an unbuffered answer too
+        result = connection._result
+        if result is not None and result.unbuffered_active is True:
+            result.unbuffered_active = False
+        MysqlPacket(data, connection.encoding).raise_for_error()
+    return data
+
+
+# An EOF packet's warnings and server status, after its first byte (PyMySQL's
+# `EOFPacketWrapper`).
+_EOF = struct.Struct("<xhh")
+
+
 class _Replay:
     """Hands PyMySQL's description parsing the packets already read, as the connection
     would (`_read_packet`), with the settings the parsing reads."""
@@ -139,10 +188,26 @@ class LeanResult(_MySQLResult):  # type: ignore[misc]
     def _read_row_from_packet(self, packet: Any) -> tuple[Any, ...]:
         return read_row(packet.get_all_data(), self._lean)
 
+    def _read_rowdata_packet(self) -> None:
+        """A buffered answer's rows, each read from its packet's bytes, until the EOF
+        packet, as `MySQLResult._read_rowdata_packet` reads them."""
+        connection, lean = self.connection, self._lean
+        rows = []
+        while True:
+            data = read_payload(connection)
+            if data[0] == 0xFE and len(data) < 9:  # the EOF packet
+                self.warning_count, status = _EOF.unpack_from(data)
+                self.has_next = status & SERVER_MORE_RESULTS_EXISTS
+                self.connection = None
+                break
+            rows.append(read_row(data, lean))
+        self.affected_rows = len(rows)
+        self.rows = tuple(rows)
+
     def _get_descriptions(self) -> None:
         connection = self.connection
         # The descriptions and the EOF packet after them, as PyMySQL reads them.
-        packets = [connection._read_packet().get_all_data() for _ in range(self.field_count + 1)]
+        packets = [read_payload(connection) for _ in range(self.field_count + 1)]
         end = packets[-1]
         if not (end[:1] == b"\xfe" and len(end) < 9):
             # What PyMySQL asserts: a driver that stopped asking for it (the protocol's
@@ -186,4 +251,4 @@ class LeanConnection(SharedContextConnection):
         self._result = result
         if result.server_status is not None:
             self.server_status = result.server_status
-        return result.affected_rows  # type: ignore[no-any-return]
+        return result.affected_rows

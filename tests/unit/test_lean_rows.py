@@ -2,10 +2,14 @@
 what PyMySQL's own parsing makes of it with theirs:
 the same values (NULLs, one-, two-, three- and eight-byte lengths, decoded and converted
 or left as bytes), a row ended early where its packet ends, and a packet whose value is
-longer than itself refused by both."""
+longer than itself refused by both. `read_payload` reads the packets of a stream of
+bytes as PyMySQL's `_read_packet` does (a packet in two parts joined, one out of
+sequence or an error packet raising the same), and a `LeanResult` reads rows up to the
+EOF packet, with its warnings and whether more results follow, as PyMySQL's result."""
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -15,7 +19,8 @@ import pymysql.err
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pymysql.connections import MySQLResult
+from pymysql.connections import MAX_PACKET_LEN, Connection, MySQLResult
+from pymysql.constants.SERVER_STATUS import SERVER_MORE_RESULTS_EXISTS
 from pymysql.converters import convert_datetime
 from pymysql.protocol import MysqlPacket
 
@@ -23,6 +28,7 @@ from actionscheduler_exporter.db.lean_rows import (
     _DEFAULT_DECODERS,
     LeanResult,
     lean_converters,
+    read_payload,
     read_row,
 )
 
@@ -149,16 +155,102 @@ def test_a_length_cut_short_is_refused(prefix: bytes) -> None:
         read_row(prefix, lean_converters(converters))
 
 
-class _Packets:
-    """What a result reads its packets from: given ones, in order."""
+def stream(payloads: list[bytes], first: int = 0) -> Connection:
+    """A PyMySQL connection, not connected, whose socket holds the payloads as a server
+    sends them: each with its length and sequence number (from `first`), one of
+    `MAX_PACKET_LEN` bytes or more in parts."""
+    framed = bytearray()
+    number = first
+    for payload in payloads:
+        parts = [payload[at : at + MAX_PACKET_LEN] for at in range(0, len(payload), MAX_PACKET_LEN)]
+        if len(payload) % MAX_PACKET_LEN == 0:
+            parts.append(b"")  # a last part shorter than the most: the end
+        for part in parts:
+            framed += len(part).to_bytes(3, "little") + bytes([number % 256]) + part
+            number += 1
+    connection = Connection.__new__(Connection)
+    connection._rfile = io.BytesIO(bytes(framed))  # type: ignore[attr-defined]
+    connection._sock = None  # type: ignore[attr-defined]
+    connection._next_seq_id = 0  # type: ignore[attr-defined]
+    connection._current_timeout = connection._read_timeout = None  # type: ignore[attr-defined]
+    connection._result = None  # type: ignore[attr-defined]
+    connection.use_unicode, connection.encoding = True, "utf8"
+    connection.decoders = dict(_DEFAULT_DECODERS)
+    return connection
 
-    def __init__(self, packets: list[bytes]) -> None:
-        self.use_unicode, self.encoding = True, "utf8"
-        self.decoders = dict(_DEFAULT_DECODERS)
-        self._packets = iter(packets)
 
-    def _read_packet(self, packet_type: type[MysqlPacket] = MysqlPacket) -> MysqlPacket:
-        return packet_type(next(self._packets), self.encoding)
+def test_packets_are_read_as_pymysql_reads_them() -> None:
+    payloads = [b"\x01", packet([b"7", None]), b"x" * MAX_PACKET_LEN, b"y" * (MAX_PACKET_LEN + 5)]
+    lean, plain = stream(payloads), stream(payloads)
+    for payload in payloads:
+        assert read_payload(lean) == plain._read_packet().get_all_data() == payload  # type: ignore[no-untyped-call]
+    assert lean._next_seq_id == plain._next_seq_id == 6  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("first", "error", "message"),
+    [(3, pymysql.err.InternalError, "got 3 expected 0"), (0, None, None)],
+)
+def test_a_packet_out_of_sequence_closes_the_connection_in_both(
+    first: int, error: type[Exception] | None, message: str | None
+) -> None:
+    for read in (read_payload, lambda connection: connection._read_packet()):
+        connection = stream([b"\x01"], first=first)
+        connection._next_seq_id = 0 if first else 1  # type: ignore[attr-defined]
+        expected = error or pymysql.err.OperationalError  # MariaDB's at a shutdown: seq 0
+        with pytest.raises(expected, match=message or "Lost connection"):
+            read(connection)
+        assert connection._rfile is None  # type: ignore[attr-defined]
+
+
+def test_an_error_packet_raises_the_servers_error_in_both() -> None:
+    error = b"\xff" + (1146).to_bytes(2, "little") + b"#42S02Table 'x.y' doesn't exist"
+    for read in (read_payload, lambda connection: connection._read_packet()):
+        connection = stream([error])
+        result = MySQLResult.__new__(MySQLResult)
+        result.unbuffered_active = True
+        connection._result = result  # type: ignore[attr-defined]
+        with pytest.raises(pymysql.err.ProgrammingError, match="doesn't exist") as raised:
+            read(connection)
+        assert raised.value.args[0] == 1146
+        assert result.unbuffered_active is False
+
+
+def _result_of(kind: Any, connection: Connection, converters: list[Column]) -> Any:
+    result = kind.__new__(kind)
+    result.connection, result.unbuffered_active = connection, False
+    result.converters, result._lean = converters, lean_converters(converters)
+    result.warning_count, result.has_next = 0, None
+    return result
+
+
+@pytest.mark.parametrize("status", [0x0002, 0x0002 | SERVER_MORE_RESULTS_EXISTS])
+def test_rows_are_read_to_the_eof_as_pymysql_reads_them(status: int) -> None:
+    converters: list[Column] = [("ascii", int), ("utf8", None)]
+    eof = b"\xfe" + struct.pack("<hh", 3, status)
+    payloads = [packet([b"1", b"a"]), packet([None, b"\xc3\xbc"]), packet([b"3"]), eof]
+    lean = _result_of(LeanResult, stream(payloads), converters)
+    plain = _result_of(MySQLResult, stream(payloads), converters)
+    lean._read_rowdata_packet()
+    plain._read_rowdata_packet()
+    assert lean.rows == plain.rows == ((1, "a"), (None, "ü"), (3,))  # ended early
+    assert lean.affected_rows == plain.affected_rows == 3
+    assert lean.warning_count == plain.warning_count == 3
+    assert lean.has_next == plain.has_next
+    assert bool(lean.has_next) is bool(status & SERVER_MORE_RESULTS_EXISTS)
+    assert lean.connection is plain.connection is None
+
+
+def test_an_error_among_the_rows_raises_as_in_pymysql() -> None:
+    """An error after some rows (a subquery of more than one row, found as the rows are
+    sent): the server's error, in both."""
+    converters: list[Column] = [("ascii", int)]
+    error = b"\xff" + (1242).to_bytes(2, "little") + b"#21000Subquery returns more than 1 row"
+    payloads = [packet([b"1"]), error]
+    for kind in (LeanResult, MySQLResult):
+        result = _result_of(kind, stream(payloads), converters)
+        with pytest.raises(pymysql.err.OperationalError, match="more than 1 row"):
+            result._read_rowdata_packet()
 
 
 def test_descriptions_without_an_eof_after_them_are_refused() -> None:
@@ -170,9 +262,9 @@ def test_descriptions_without_an_eof_after_them_are_refused() -> None:
     result = LeanResult.__new__(LeanResult)
     result.unbuffered_active = False
     result.field_count = 1
-    result.connection = _Packets([description, packet([b"7"])])
+    result.connection = stream([description, packet([b"7"])])
     with pytest.raises(pymysql.err.InternalError, match="no EOF packet"):
         result._get_descriptions()
-    result.connection = _Packets([description, b"\xfe\x00\x00\x02\x00"])
+    result.connection = stream([description, b"\xfe\x00\x00\x02\x00"])
     result._get_descriptions()
     assert [column[0] for column in result.description] == ["a"]
