@@ -29,6 +29,7 @@ import operator
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.packed import PLACEHOLDER, PackedStatement
@@ -43,7 +44,12 @@ from actionscheduler_exporter.db.tables import (
     read_table_stats,
     table_stats_column,
 )
-from actionscheduler_exporter.sources.database import Collector, Columns, DatabaseContext
+from actionscheduler_exporter.sources.database import (
+    Collector,
+    Columns,
+    DatabaseContext,
+    whole_numbers_of,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +62,88 @@ class StatementPlan:
     statement: PackedStatement
     parts: tuple[tuple[str, Columns], ...]
     places: tuple[_Places, ...]
+    # The answer's texts of several values read in one match (`_Expansion`); made once.
+    expansion: _Expansion = field(init=False)
+
+    def __post_init__(self) -> None:
+        expansion = _Expansion.of(self.statement.width, self.parts, self.places)
+        object.__setattr__(self, "expansion", expansion)
 
     def values(self, row: Row, tables: TableNames) -> dict[str, Row] | None:
         """Each collector's values in an answer to the statement; None when any part of
         it cannot be one (as `read_hot_statement` would not use it)."""
+        expansion = self.expansion
+        if len(row) == self.statement.width:
+            expanded = expansion.expanded(row)
+            if expanded is not None:
+                prefetched: dict[str, Row] = {}
+                for (name, columns), place in zip(self.parts, expansion.places, strict=True):
+                    part = expanded[place] if type(place) is slice else place(expanded)
+                    if None in part and columns.problem(part):  # a NULL where none may be
+                        return None
+                    prefetched[name] = part
+                return prefetched
+        # A NULL or bytes where a text was, or a text of other values: read part by part,
+        # as a normal read does, which tells.
         answer = _split([row], self.statement.width, self.parts, self.places, tables, _NONE)
         return None if answer is None else answer[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Expansion:
+    """An answer's row with each text of several values (`Columns.widths`) replaced by
+    its values, read in one match for the whole row (`whole_numbers_of`), and where
+    each part's values are in it: an express read's splitting of a row, where each
+    part read its own texts (five per store and round)."""
+
+    texts: Callable[[Row], tuple[object, ...]] | None  # the row's texts; None: it has none
+    widths: tuple[int, ...]  # their values each
+    expand: Callable[[Row], Row]  # the row, then the texts' values: the expanded row
+    places: tuple[_Places, ...]  # each part's values in the expanded row
+
+    @staticmethod
+    def of(
+        width: int, parts: Sequence[tuple[str, Columns]], places: Sequence[_Places]
+    ) -> _Expansion:
+        columns = range(width)
+        values_of = [1] * width  # each column's values
+        for (_, part), place in zip(parts, places, strict=True):
+            for column, values in zip(_columns_at(place, width), part.widths, strict=False):
+                values_of[column] = values
+        texts = [column for column in columns if values_of[column] > 1]
+        # Where each column's values are in the expanded row (`expanded_at`), and where
+        # each value of it is in the row followed by the texts' values (`order`).
+        expanded_at: list[range] = []
+        order: list[int] = []
+        after = width
+        for column in columns:
+            values = values_of[column]
+            expanded_at.append(range(len(order), len(order) + values))
+            if values == 1:
+                order.append(column)
+            else:
+                order += range(after, after + values)
+                after += values
+        part_places: list[_Places] = []
+        for place in places:
+            at = _columns_at(place, width)
+            part_places.append(_places([p for column in at for p in expanded_at[column]]))
+        return _Expansion(
+            _getter(texts) if texts else None,
+            tuple(values_of[column] for column in texts),
+            _getter(order),
+            tuple(part_places),
+        )
+
+    def expanded(self, row: Row) -> Row | None:
+        """The row with its texts' values in their places; None when a text is not one
+        of whole numbers (or not a text)."""
+        if self.texts is None:
+            return row
+        numbers = whole_numbers_of(self.texts(row), self.widths)
+        if numbers is None:
+            return None
+        return self.expand((*row, *numbers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +406,20 @@ def _args_per_subquery(
         found.append(args[start : start + count])
         start += count
     return found if start == len(args) else None
+
+
+def _columns_at(place: _Places, width: int) -> tuple[int, ...]:
+    """The columns that `place` takes of a row of `width`."""
+    columns = tuple(range(width))
+    return cast(tuple[int, ...], columns[place] if type(place) is slice else place(columns))
+
+
+def _getter(places: list[int]) -> Callable[[Row], tuple[object, ...]]:
+    """The values at `places` of a row, as a tuple (in C for two or more)."""
+    if len(places) > 1:
+        return operator.itemgetter(*places)
+    place = places[0]
+    return lambda row: (row[place],)
 
 
 def _places(at: list[int]) -> _Places:

@@ -149,6 +149,30 @@ def _numbers_of(width: int) -> re.Pattern[str]:
     return re.compile(_BETWEEN.join(["((?:-?[0-9]+)?)"] * width), re.ASCII)
 
 
+# Between the texts of several subqueries matched at once (`whole_numbers_of`): in none
+# of them, so that the texts match together exactly when each matches alone.
+_AMONG = ","
+
+
+def whole_numbers_of(texts: tuple[object, ...], widths: tuple[int, ...]) -> list[int | None] | None:
+    """The whole numbers of several subqueries' texts (of `widths` values each), in one
+    match, as `_whole_numbers` reads each of them; None when any is not a text (a NULL,
+    bytes) or holds other (the caller reads them one by one then, which tells)."""
+    try:
+        joined = _AMONG.join(texts)  # type: ignore[arg-type]  # not all texts: TypeError
+    except TypeError:
+        return None
+    found = _texts_of(widths).fullmatch(joined)
+    if found is None:
+        return None
+    return [int(number) if number else None for number in found.groups()]
+
+
+@functools.cache
+def _texts_of(widths: tuple[int, ...]) -> re.Pattern[str]:
+    return re.compile(_AMONG.join(_numbers_of(width).pattern for width in widths), re.ASCII)
+
+
 # Slots, not frozen: made twice per table prefix and round (a frozen one took 1.3 µs,
 # `object.__setattr__` per field); never changed once made.
 @dataclass(slots=True)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.collectors.claims import ClaimsCollector
 from actionscheduler_exporter.collectors.due import DueCollector
 from actionscheduler_exporter.config.model import SiteConfig
@@ -19,7 +20,15 @@ from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
-from actionscheduler_exporter.rounds.hot_statement import read_hot_statement, statement_of
+from actionscheduler_exporter.rounds.hot_statement import (
+    _NONE,
+    StatementPlan,
+    _columns_at,
+    _made_of,
+    _split,
+    read_hot_statement,
+    statement_of,
+)
 from actionscheduler_exporter.sources.database import (
     Collector,
     Columns,
@@ -178,3 +187,68 @@ def test_the_due_and_claims_collectors_share_the_claimed_open_actions() -> None:
     due, claims = DueCollector().columns(context), ClaimsCollector().columns(context)
     declared = len(due.subqueries) + len(claims.subqueries)
     assert statement_of([due, claims]).width == declared - 1
+
+
+# The columns of a store's real in-round collectors (texts of several values, a subquery
+# that two of them share), and made-up ones of texts of one, two and three values.
+_TABLES = TableNames("wp_")
+_CONTEXT = DatabaseContext(FakeSession(SITE, Script()), _TABLES, SITE, {})
+_REAL = {
+    collector.name: columns
+    for collector in site_sources(SITE).in_round
+    if (columns := collector.columns(_CONTEXT)) is not None
+}
+_MADE_UP = {
+    "texts": Columns(
+        (values_together("FROM t", "a", "b"), "SELECT c", values_together("FROM u", "d", "e", "f")),
+        (),
+        widths=(2, 1, 3),
+        nullable=frozenset({0, 2}),
+    ),
+    "one": Columns(("SELECT c",), ()),
+}
+
+
+@st.composite
+def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...]]:
+    """Parts of a statement and an answer of it: mostly what the server gives (whole
+    numbers, empty for a NULL), at times a NULL, bytes, a text of other values, a
+    separator inside a text, or a row of another width."""
+    names = draw(st.lists(st.sampled_from([*_REAL, *_MADE_UP]), min_size=1, unique=True))
+    parts = {name: _REAL.get(name) or _MADE_UP[name] for name in names}
+    statement, places = _made_of(list(parts.values()))
+    widths = [1] * statement.width
+    for columns, place in zip(parts.values(), places, strict=True):
+        for column, width in zip(_columns_at(place, statement.width), columns.widths, strict=False):
+            widths[column] = width
+    number = st.integers(-5, 10**12).map(str) | st.just("")
+    row: list[object] = []
+    for width in widths:
+        text = " ".join(draw(st.lists(number, min_size=width, max_size=width)))
+        odd = draw(st.integers(0, 12))
+        if width == 1:
+            row.append(None if odd == 0 else draw(st.integers(0, 10**6)))
+        elif odd == 0:
+            row.append(None)
+        elif odd == 1:
+            row.append(text.encode())
+        elif odd == 2:
+            row.append(draw(st.sampled_from(["1.5 2", "1,2 3", "x", " ", "1 2 3 4", "-"])))
+        else:
+            row.append(text)
+    if draw(st.integers(0, 30)) == 0:
+        row.append(1)
+    return parts, tuple(row)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_answers())
+def test_an_express_plan_splits_an_answer_as_a_normal_read_does(
+    answer: tuple[dict[str, Columns], tuple[object, ...]],
+) -> None:
+    parts, row = answer
+    statement, places = _made_of(list(parts.values()))
+    named = tuple(parts.items())
+    plan = StatementPlan(statement, named, places)
+    normal = _split([row], statement.width, named, places, _TABLES, _NONE)
+    assert plan.values(row, _TABLES) == (None if normal is None else normal[1])
