@@ -21,9 +21,10 @@ from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.db.packed import Endpoint, PackedStatement
 from actionscheduler_exporter.db.schema import TableNames
 from actionscheduler_exporter.db.session import Session
-from actionscheduler_exporter.rounds.hot_statement import read_hot_statement, statement_of
+from actionscheduler_exporter.rounds.hot_statement import read_hot_statement
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.sources.database import Columns, DatabaseContext
+from actionscheduler_exporter.sources.statement_parts import statement_of
 from actionscheduler_exporter.timing import Deadline
 from testbed.hot_sql import RecordingSession
 from testbed.store import ActionSchedulerStore

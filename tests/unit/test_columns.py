@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.schema import TableNames
-from actionscheduler_exporter.rounds.hot_statement import statement_of
 from actionscheduler_exporter.sources.database import Columns, DatabaseContext, values_together
+from actionscheduler_exporter.sources.statement_parts import statement_of
 from tests.support.fake_session import FakeSession, Script
 
 SEVERAL = Columns(("SELECT 1", "SELECT 2", "SELECT 3"), widths=(1, 2, 1), nullable=frozenset({2}))

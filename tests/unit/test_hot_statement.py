@@ -1,7 +1,9 @@
-"""The round's one statement per table prefix (`rounds.hot_statement`): a subquery that
-several collectors declare (the same text with the same arguments: `collectors.claimed`)
-is sent once, its arguments once, and each collector gets the values of its own
-subqueries from it, in its own order. The real server's side:
+"""The round's one statement per table prefix (`rounds.hot_statement`, made of its
+collectors' parts by `sources.statement_parts`): a subquery that several collectors
+declare (the same text with the same arguments: `collectors.claimed`) is sent once, its
+arguments once, and each collector gets the values of its own subqueries from it, in its
+own order. An express read's plan splits any answer as a normal read's splitting does:
+the same values of every part, or None for both. The real server's side:
 tests/test_packed_answers.py."""
 
 from __future__ import annotations
@@ -20,20 +22,20 @@ from actionscheduler_exporter.db.session import Row
 from actionscheduler_exporter.db.tables import TableStats
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Sample
-from actionscheduler_exporter.rounds.hot_statement import (
-    _NONE,
-    StatementPlan,
-    _columns_at,
-    _made_of,
-    _split,
-    read_hot_statement,
-    statement_of,
-)
+from actionscheduler_exporter.rounds.hot_statement import read_hot_statement
 from actionscheduler_exporter.sources.database import (
     Collector,
     Columns,
     DatabaseContext,
     values_together,
+)
+from actionscheduler_exporter.sources.statement_parts import (
+    NO_STATS,
+    StatementPlan,
+    columns_at,
+    made_of,
+    split,
+    statement_of,
 )
 from tests.support.fake_session import TABLE_STATS, FakeSession, Script
 
@@ -216,10 +218,10 @@ def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...]]:
     separator inside a text, or a row of another width."""
     names = draw(st.lists(st.sampled_from([*_REAL, *_MADE_UP]), min_size=1, unique=True))
     parts = {name: _REAL.get(name) or _MADE_UP[name] for name in names}
-    statement, places = _made_of(list(parts.values()))
+    statement, places = made_of(list(parts.values()))
     widths = [1] * statement.width
     for columns, place in zip(parts.values(), places, strict=True):
-        for column, width in zip(_columns_at(place, statement.width), columns.widths, strict=False):
+        for column, width in zip(columns_at(place, statement.width), columns.widths, strict=False):
             widths[column] = width
     number = st.integers(-5, 10**12).map(str) | st.just("")
     row: list[object] = []
@@ -247,8 +249,8 @@ def test_an_express_plan_splits_an_answer_as_a_normal_read_does(
     answer: tuple[dict[str, Columns], tuple[object, ...]],
 ) -> None:
     parts, row = answer
-    statement, places = _made_of(list(parts.values()))
+    statement, places = made_of(list(parts.values()))
     named = tuple(parts.items())
     plan = StatementPlan(statement, named, places)
-    normal = _split([row], statement.width, named, places, _TABLES, _NONE)
+    normal = split([row], statement.width, named, places, _TABLES, NO_STATS)
     assert plan.values(row, _TABLES) == (None if normal is None else normal[1])

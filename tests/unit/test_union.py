@@ -14,8 +14,8 @@ from actionscheduler_exporter.config.model import SiteConfig
 from actionscheduler_exporter.db.packed import PackedStatement, in_columns
 from actionscheduler_exporter.db.schema import SITE_DATABASE, TableNames, in_database
 from actionscheduler_exporter.db.union import Member, union_statement
-from actionscheduler_exporter.rounds.hot_statement import statement_of
 from actionscheduler_exporter.sources.database import DatabaseContext
+from actionscheduler_exporter.sources.statement_parts import statement_of
 from tests.support.fake_session import FakeSession, Script
 
 _MARIADB = "10.11.19-MariaDB"
