@@ -141,6 +141,8 @@ def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str
     """The lines of a site's samples of one family (at `places`). The hot loop of a
     scrape whose samples changed: the number is formatted inline (`_number`), and 4 in
     5 values are small whole numbers written once in `_WHOLE`."""
+    if len(places) == 1:  # most families written at a scrape: an age, a duration
+        return _line_text(samples[places[0]], site_pairs)
     bare, labelled = site_pairs + "} ", site_pairs + ","
     whole, label_texts, copysign = _WHOLE, _LABEL_TEXTS, math.copysign
     sample_name = samples[places[0]].metric.sample_name
@@ -162,6 +164,19 @@ def _family_text(samples: list[Sample], places: tuple[int, ...], site_pairs: str
         else:
             append(f"{sample_name}{item.suffix}{bare}{number}\n")
     return "".join(lines).encode()
+
+
+def _line_text(item: Sample, site_pairs: str) -> bytes:
+    """`_family_text` of one sample: its line, without the loop and the join (six of a
+    quiet store's seven families written anew at a scrape are of one line)."""
+    number = _number(item.value)
+    labels = item.labels
+    if not labels:
+        return f"{item.metric.sample_name}{item.suffix}{site_pairs}}} {number}\n".encode()
+    text = _LABEL_TEXTS.get(labels)
+    if text is None:
+        text = _label_text(labels)
+    return f"{item.metric.sample_name}{item.suffix}{site_pairs},{text}}} {number}\n".encode()
 
 
 # The text formats' encodings of each site's families, kept from the last scrape.
