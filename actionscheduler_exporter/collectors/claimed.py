@@ -4,7 +4,7 @@ The due collector reports the claimed due actions and the claims collector the c
 that hold open actions; both are read from the same entries of the `(claim_id, status,
 scheduled_date_gmt)` index (every open action with a claim), index-only. Each collector
 declares this one subquery among its columns, and the round's statement sends it once
-for both (`rounds.hot_statement`): the server's work per store is a cost per subquery
+for both (`sources.statement_parts`): the server's work per store is a cost per subquery
 (docs/performance.md, "Values of the same rows in one pass"). Alone, each collector reads
 it in a statement of its own, the same rows.
 """

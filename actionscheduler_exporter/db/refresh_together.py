@@ -367,7 +367,7 @@ def _kept_as_alone(types: tuple[int, ...]) -> bool:
 
 def _same(kept: PackedStatement, asked: PackedStatement) -> bool:
     """Whether a row of `kept` answers `asked`: the same subqueries with the same
-    arguments (most often the same object, made once: `rounds.hot_statement`)."""
+    arguments (most often the same object, made once: `sources.statement_parts`)."""
     return kept is asked or (kept.subqueries == asked.subqueries and kept.args == asked.args)
 
 

@@ -154,18 +154,18 @@ def _numbers_of(width: int) -> re.Pattern[str]:
 _AMONG = ","
 
 
-def whole_numbers_of(texts: tuple[object, ...], widths: tuple[int, ...]) -> list[int | None] | None:
+def whole_numbers_of(texts: tuple[str, ...], widths: tuple[int, ...]) -> list[int | None] | None:
     """The whole numbers of several subqueries' texts (of `widths` values each), in one
-    match, as `_whole_numbers` reads each of them; None when any is not a text (a NULL,
-    bytes) or holds other (the caller reads them one by one then, which tells)."""
-    try:
-        joined = _AMONG.join(texts)  # type: ignore[arg-type]  # not all texts: TypeError
-    except TypeError:
-        return None
-    found = _texts_of(widths).fullmatch(joined)
+    match, as `_whole_numbers` reads each of them; None when any holds other, or a
+    number too long for Python to read (the caller reads them one by one then, which
+    tells)."""
+    found = _texts_of(widths).fullmatch(_AMONG.join(texts))
     if found is None:
         return None
-    return [int(number) if number else None for number in found.groups()]
+    try:
+        return [int(number) if number else None for number in found.groups()]
+    except ValueError:  # past Python's digits for a text's int, as one by one fails
+        return None
 
 
 @functools.cache

@@ -34,13 +34,14 @@ class StatementPlan:
     """A store's hot statement as it was read through the server's read-ahead, with its
     statistics known: the statement, each collector's columns, and where their values
     are in its answer; what an express read takes the next answer with
-    (`ExpressPlans`)."""
+    (`rounds.hot_statement.ExpressPlans`)."""
 
     statement: PackedStatement
     parts: tuple[tuple[str, Columns], ...]
     places: tuple[Places, ...]
-    # The answer's texts of several values read in one match (`_Expansion`); made once.
-    expansion: _Expansion = field(init=False)
+    # The answer's texts of several values read in one match (`_Expansion`), made once;
+    # None where the parts do not agree on a subquery's values (each reads its own).
+    expansion: _Expansion | None = field(init=False)
 
     def __post_init__(self) -> None:
         expansion = _Expansion.of(self.statement.width, self.parts, self.places)
@@ -50,7 +51,7 @@ class StatementPlan:
         """Each collector's values in an answer to the statement; None when any part of
         it cannot be one (as `read_hot_statement` would not use it)."""
         expansion = self.expansion
-        if len(row) == self.statement.width:
+        if expansion is not None and len(row) == self.statement.width:
             expanded = expansion.expanded(row)
             if expanded is not None:
                 prefetched: dict[str, Row] = {}
@@ -60,8 +61,9 @@ class StatementPlan:
                         return None
                     prefetched[name] = part
                 return prefetched
-        # A NULL or bytes where a text was, or a text of other values: read part by part,
-        # as a normal read does, which tells.
+        # A row of another width, a NULL or bytes where a text was, a text of other values
+        # (or parts that disagree on a subquery's values): read part by part, as a normal
+        # read does, which tells.
         answer = split([row], self.statement.width, self.parts, self.places, tables, NO_STATS)
         return None if answer is None else answer[1]
 
@@ -75,18 +77,30 @@ class _Expansion:
 
     texts: Callable[[Row], tuple[object, ...]] | None  # the row's texts; None: it has none
     widths: tuple[int, ...]  # their values each
+    kinds: tuple[type, ...]  # `str` for each: what the driver makes of a text
     expand: Callable[[Row], Row]  # the row, then the texts' values: the expanded row
     places: tuple[Places, ...]  # each part's values in the expanded row
 
     @staticmethod
     def of(
         width: int, parts: Sequence[tuple[str, Columns]], places: Sequence[Places]
-    ) -> _Expansion:
-        columns = range(width)
-        values_of = [1] * width  # each column's values
+    ) -> _Expansion | None:
+        """None when two parts declare one subquery with other numbers of values (the
+        statement sends it once: `_statement_of`), each part then reading its own."""
+        values_of: list[int | None] = [None] * width  # each column's values
         for (_, part), place in zip(parts, places, strict=True):
-            for column, values in zip(columns_at(place, width), part.widths, strict=False):
+            at = columns_at(place, width)
+            for column, values in zip(at, part.widths or (1,) * len(at), strict=True):
+                if values_of[column] not in (None, values):
+                    return None
                 values_of[column] = values
+        if None in values_of:  # a column of no part: not a statement made of these parts
+            return None
+        return _Expansion._made(width, cast(list[int], values_of), places)
+
+    @staticmethod
+    def _made(width: int, values_of: list[int], places: Sequence[Places]) -> _Expansion:
+        columns = range(width)
         texts = [column for column in columns if values_of[column] > 1]
         # Where each column's values are in the expanded row (`expanded_at`), and where
         # each value of it is in the row followed by the texts' values (`order`).
@@ -108,6 +122,7 @@ class _Expansion:
         return _Expansion(
             _getter(texts) if texts else None,
             tuple(values_of[column] for column in texts),
+            (str,) * len(texts),
             _getter(order),
             tuple(part_places),
         )
@@ -117,7 +132,10 @@ class _Expansion:
         of whole numbers (or not a text)."""
         if self.texts is None:
             return row
-        numbers = whole_numbers_of(self.texts(row), self.widths)
+        texts = self.texts(row)
+        if tuple(map(type, texts)) != self.kinds:  # a NULL, bytes: read one by one
+            return None
+        numbers = whole_numbers_of(cast(tuple[str, ...], texts), self.widths)
         if numbers is None:
             return None
         return self.expand((*row, *numbers))

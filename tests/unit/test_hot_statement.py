@@ -212,10 +212,11 @@ _MADE_UP = {
 
 
 @st.composite
-def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...]]:
-    """Parts of a statement and an answer of it: mostly what the server gives (whole
-    numbers, empty for a NULL), at times a NULL, bytes, a text of other values, a
-    separator inside a text, or a row of another width."""
+def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...], bool]:
+    """Parts of a statement, an answer of it, and whether the answer is as the server
+    gives it: mostly (whole numbers, empty for a NULL, of up to 40 digits), at times a
+    NULL, bytes, a text of other values, a separator inside a text, or a row of another
+    width."""
     names = draw(st.lists(st.sampled_from([*_REAL, *_MADE_UP]), min_size=1, unique=True))
     parts = {name: _REAL.get(name) or _MADE_UP[name] for name in names}
     statement, places = made_of(list(parts.values()))
@@ -223,11 +224,13 @@ def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...]]:
     for columns, place in zip(parts.values(), places, strict=True):
         for column, width in zip(columns_at(place, statement.width), columns.widths, strict=False):
             widths[column] = width
-    number = st.integers(-5, 10**12).map(str) | st.just("")
+    number = st.integers(-5, 10**40).map(str) | st.just("")
     row: list[object] = []
+    odd_any = False
     for width in widths:
         text = " ".join(draw(st.lists(number, min_size=width, max_size=width)))
         odd = draw(st.integers(0, 12))
+        odd_any |= odd < 3
         if width == 1:
             row.append(None if odd == 0 else draw(st.integers(0, 10**6)))
         elif odd == 0:
@@ -240,17 +243,58 @@ def _answers(draw: st.DrawFn) -> tuple[dict[str, Columns], tuple[object, ...]]:
             row.append(text)
     if draw(st.integers(0, 30)) == 0:
         row.append(1)
-    return parts, tuple(row)
+        odd_any = True
+    return parts, tuple(row), not odd_any
 
 
 @settings(max_examples=400, deadline=None)
 @given(_answers())
 def test_an_express_plan_splits_an_answer_as_a_normal_read_does(
-    answer: tuple[dict[str, Columns], tuple[object, ...]],
+    answer: tuple[dict[str, Columns], tuple[object, ...], bool],
 ) -> None:
-    parts, row = answer
+    parts, row, as_given = answer
     statement, places = made_of(list(parts.values()))
     named = tuple(parts.items())
     plan = StatementPlan(statement, named, places)
     normal = split([row], statement.width, named, places, _TABLES, NO_STATS)
     assert plan.values(row, _TABLES) == (None if normal is None else normal[1])
+    if as_given:  # read in one match, not part by part
+        assert plan.expansion is not None
+        assert plan.expansion.expanded(row) is not None
+
+
+def _plan_and_split(parts: dict[str, Columns], row: tuple[object, ...]) -> tuple[object, object]:
+    statement, places = made_of(list(parts.values()))
+    named = tuple(parts.items())
+    normal = split([row], statement.width, named, places, _TABLES, NO_STATS)
+    plan = StatementPlan(statement, named, places)
+    return plan.values(row, _TABLES), None if normal is None else normal[1]
+
+
+def test_parts_that_disagree_on_a_subquerys_values_each_read_their_own() -> None:
+    """One text that one part reads as two values and another as one: sent once, read
+    by each as it declares, as a normal read does (no plan's match for the row)."""
+    shared = values_together("FROM t", "a", "b")
+    parts = {
+        "one": Columns((shared,), ()),
+        "two": Columns((shared, "SELECT c"), (), widths=(2, 1)),
+    }
+    statement, places = made_of(list(parts.values()))
+    assert StatementPlan(statement, tuple(parts.items()), places).expansion is None
+    made, normal = _plan_and_split(parts, ("1 2", 5))
+    assert made == normal == {"one": ("1 2",), "two": (1, 2, 5)}
+
+
+def test_an_odd_text_is_read_as_a_normal_read_reads_it() -> None:
+    """A text of a `str` subclass, and a number past Python's digits for a text's int
+    after a part that fails: the normal read's outcome, not the match's."""
+
+    class Text(str):
+        pass
+
+    parts = {"texts": _MADE_UP["texts"]}
+    made, normal = _plan_and_split(parts, (Text("1 2"), 3, "4 5 6"))
+    assert made == normal is None
+    parts = {"one": Columns(("SELECT a",), ()), "texts": _MADE_UP["texts"]}
+    made, normal = _plan_and_split(parts, (None, "1" * 5000 + " 1", 3, "4 5 6"))
+    assert made == normal is None

@@ -228,13 +228,21 @@ def _result_of(kind: Any, connection: Connection, converters: list[Column]) -> A
 def test_rows_are_read_to_the_eof_as_pymysql_reads_them(status: int) -> None:
     converters: list[Column] = [("ascii", int), ("utf8", None)]
     eof = b"\xfe" + struct.pack("<hh", 3, status)
-    payloads = [packet([b"1", b"a"]), packet([None, b"\xc3\xbc"]), packet([b"3"]), eof]
+    # A row whose first byte is the EOF's (an eight-byte length) is a row, as is one of
+    # MAX_PACKET_LEN bytes or more, sent in parts.
+    long = packet([None, b"x" * 300])
+    wide = b"\xfe" + (1).to_bytes(8, "little") + b"7" + packet([b"ok"])
+    huge = packet([b"9", b"y" * MAX_PACKET_LEN])
+    payloads = [packet([b"1", b"a"]), packet([None, b"\xc3\xbc"]), packet([b"3"]), long, wide]
+    payloads += [huge, eof]
     lean = _result_of(LeanResult, stream(payloads), converters)
     plain = _result_of(MySQLResult, stream(payloads), converters)
     lean._read_rowdata_packet()
     plain._read_rowdata_packet()
-    assert lean.rows == plain.rows == ((1, "a"), (None, "ü"), (3,))  # ended early
-    assert lean.affected_rows == plain.affected_rows == 3
+    assert lean.rows == plain.rows
+    assert lean.rows[:5] == ((1, "a"), (None, "ü"), (3,), (None, "x" * 300), (7, "ok"))
+    assert lean.rows[5] == (9, "y" * MAX_PACKET_LEN)
+    assert lean.affected_rows == plain.affected_rows == 6
     assert lean.warning_count == plain.warning_count == 3
     assert lean.has_next == plain.has_next
     assert bool(lean.has_next) is bool(status & SERVER_MORE_RESULTS_EXISTS)
