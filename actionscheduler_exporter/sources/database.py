@@ -137,10 +137,8 @@ def _whole_numbers(column: object, width: int) -> list[int | None] | None:
         if not isinstance(column, bytes | bytearray):
             return None
         column = bytes(column).decode("ascii", errors="replace")
-    found = _numbers_of(width).fullmatch(column)
-    if found is None:  # a decimal, a date, a sign alone: not what such a subquery gives
-        return None
-    return [int(number) if number else None for number in found.groups()]
+    # A decimal, a date, a sign alone: not what such a subquery gives.
+    return whole_numbers_of((column,), (width,))
 
 
 @functools.cache
@@ -156,15 +154,14 @@ _AMONG = ","
 
 def whole_numbers_of(texts: tuple[str, ...], widths: tuple[int, ...]) -> list[int | None] | None:
     """The whole numbers of several subqueries' texts (of `widths` values each), in one
-    match, as `_whole_numbers` reads each of them; None when any holds other, or a
-    number too long for Python to read (the caller reads them one by one then, which
-    tells)."""
+    match; None when any holds other, or a number too long for Python to read (an
+    express read's caller then reads them one by one, which tells which)."""
     found = _texts_of(widths).fullmatch(_AMONG.join(texts))
     if found is None:
         return None
     try:
         return [int(number) if number else None for number in found.groups()]
-    except ValueError:  # past Python's digits for a text's int, as one by one fails
+    except ValueError:  # past Python's digits for a text's int: not a count or an age
         return None
 
 

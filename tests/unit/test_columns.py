@@ -69,6 +69,7 @@ def test_columns_of_one_value_each_pass_their_answer_as_it_is() -> None:
         "1_000 2",
         "+1 2",
         "a b",
+        "1" * 5000 + " 2",  # past Python's digits for an int
     ],
 )
 def test_a_text_that_is_not_its_whole_numbers_is_refused_whole(text: str) -> None:
