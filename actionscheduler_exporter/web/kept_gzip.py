@@ -10,19 +10,26 @@ one stream; a part of the same family and sites as the part at its place in the 
 answer, none written anew since, is sent as it was deflated then (docs/performance.md).
 
 The gzip trailer's CRC-32 of the whole text is the last scrape's up to the first part
-that changed, then combined from each part's (`combined`), so that a part sent as kept
-is not read again.
+that changed, then combined from each part's, so that a part sent as kept is not read
+again. The deflating and the CRC-32 are ISA-L's where it is installed (`deflaters`).
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
 from actionscheduler_exporter.exposition.family_parts import Mark, Part
+from actionscheduler_exporter.web import deflaters
+from actionscheduler_exporter.web.deflaters import (
+    FULL_FLUSH,
+    GZIP_WINDOW,
+    RAW_WINDOW,
+    Compressor,
+    Deflater,
+)
 
 # Level 1: the CPU is the scrape's, the bytes are not (a tenth of the text, as one stream).
 LEVEL = 1
@@ -31,10 +38,6 @@ LEVEL = 1
 _HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\xff"
 # The last block of the stream: final, fixed codes, empty.
 _LAST_BLOCK = b"\x03\x00"
-# zlib's window, and the gzip container around it (16 + 15), for an answer in one stream.
-_GZIP_WINDOW = 31
-_ZEROS = memoryview(bytes(256 * 1024))
-_ALL_ONES = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,9 @@ class KeptGzip:
     thousand stores' answer kept 10 MiB more of the process's memory than the writers'
     kept texts did. The deflated bytes are held as one text, not one per part."""
 
-    def __init__(self) -> None:
+    def __init__(self, deflater: Deflater | None = None) -> None:
+        """`deflater`: the library that deflates (`deflaters.CHOSEN` when None)."""
+        self.deflater = deflaters.CHOSEN if deflater is None else deflater
         self._places: list[_Place | None] = []
         self._deflated = b""
         self._running: list[tuple[int, int]] = []
@@ -85,7 +90,7 @@ class KeptGzip:
         if first is not None and first.marks is None:
             # An answer that is coded anew every time (a few sites'): one stream.
             self.forget()
-            yield from _streamed(chain((first,), given))
+            yield from _streamed(chain((first,), given), self.deflater)
             return
         parts = given if first is None else chain((first,), given)
         same_kind = kind == self._kind
@@ -100,7 +105,9 @@ class KeptGzip:
         running: list[tuple[int, int]] = []
         crc = size = 0
         unchanged = True  # every part so far is the last answer's at its place
-        compressor: zlib._Compress | None = None  # one for the parts deflated anew
+        compressor: Compressor | None = None  # one for the parts deflated anew
+        deflater = self.deflater
+        combine = deflater.crc32_combine
         yield _HEAD
         for place, part in enumerate(parts):
             before = last[place] if place < len(last) else None
@@ -118,8 +125,8 @@ class KeptGzip:
             else:
                 unchanged = False
                 if compressor is None:
-                    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-                made = _deflated(part, compressor)
+                    compressor = deflater.compressor(LEVEL, RAW_WINDOW)
+                made = _deflated(part, compressor, deflater)
             kept = None
             if marks is not None:
                 end = kept_size + len(made.data)
@@ -129,7 +136,7 @@ class KeptGzip:
             if unchanged:
                 crc, size = last_running[place]
             else:
-                crc = combined(crc, made.crc, made.size)
+                crc = combine(crc, made.crc, made.size)
                 size += made.size
             places.append(kept)
             running.append((crc, size))
@@ -144,35 +151,19 @@ class KeptGzip:
         self._generation = -1
 
 
-def _streamed(parts: Iterable[Part]) -> Iterator[bytes]:
+def _streamed(parts: Iterable[Part], deflater: Deflater) -> Iterator[bytes]:
     """The parts as one gzip stream, each compressed as it comes."""
-    compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, _GZIP_WINDOW)
+    compressor = deflater.compressor(LEVEL, GZIP_WINDOW)
     for part in parts:
         if compressed := compressor.compress(b"".join(part)):
             yield compressed
     yield compressor.flush()
 
 
-def _deflated(part: Part, compressor: zlib._Compress) -> _Deflated:
+def _deflated(part: Part, compressor: Compressor, deflater: Deflater) -> _Deflated:
     """The part deflated as a piece that stands alone: a full flush ends it on a byte
     boundary and lets the compressor forget it, so that nothing after it refers back
     to it, nor it to anything before."""
     text = b"".join(part)
-    data = compressor.compress(text) + compressor.flush(zlib.Z_FULL_FLUSH)
-    return _Deflated(data, zlib.crc32(text), len(text))
-
-
-def combined(first: int, second: int, second_size: int) -> int:
-    """The CRC-32 of two texts one after the other, from each one's and the second's
-    length (zlib's crc32_combine, which Python's zlib does not offer). CRC-32 is affine
-    in its text: the first's register, carried through as many zeros as the second is
-    long, is added to the second's. zlib inverts the register before and after, so the
-    first's is given inverted, and the result inverted back."""
-    if not first or not second_size:
-        return first ^ second
-    size = second_size
-    register = first ^ _ALL_ONES
-    while size > len(_ZEROS):
-        register = zlib.crc32(_ZEROS, register)
-        size -= len(_ZEROS)
-    return zlib.crc32(_ZEROS[:size], register) ^ _ALL_ONES ^ second
+    data = compressor.compress(text) + compressor.flush(FULL_FLUSH)
+    return _Deflated(data, deflater.crc32(text), len(text))

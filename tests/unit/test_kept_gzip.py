@@ -20,8 +20,9 @@ from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render_parts
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
-from actionscheduler_exporter.web import kept_gzip
-from actionscheduler_exporter.web.kept_gzip import KeptGzip, combined
+from actionscheduler_exporter.web import deflaters, kept_gzip
+from actionscheduler_exporter.web.deflaters import INSTALLED, Deflater, combined_over_zeros
+from actionscheduler_exporter.web.kept_gzip import KeptGzip
 from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from tests.unit.test_writer import anew, results
 
@@ -35,6 +36,20 @@ def lines(count: int, seed: int) -> bytes:
         b'actionscheduler_due_actions{site="db%d"} %d\n' % (rows.randrange(1000), rows.random())
         for _ in range(count)
     )
+
+
+@pytest.fixture(autouse=True, params=INSTALLED, ids=lambda deflater: deflater.name)
+def deflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Deflater:
+    """Every test with each deflating library installed (ISA-L's and zlib's), as the
+    answers' coder."""
+    chosen: Deflater = request.param
+    monkeypatch.setattr(deflaters, "CHOSEN", chosen)
+    return chosen
+
+
+def test_isal_is_installed_where_pyproject_installs_it() -> None:
+    """The suite runs where python-isal has wheels: both libraries are tested."""
+    assert [found.name for found in INSTALLED] == ["isal", "zlib"]
 
 
 def m(*pieces: bytes) -> Part:
@@ -60,9 +75,9 @@ def deflations(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     made: list[bytes] = []
     deflate = kept_gzip._deflated
 
-    def counted(part: Part, compressor: object) -> object:
+    def counted(part: Part, compressor: object, deflater: Deflater) -> object:
         made.append(b"".join(part))
-        return deflate(part, compressor)  # type: ignore[arg-type]
+        return deflate(part, compressor, deflater)  # type: ignore[arg-type]
 
     monkeypatch.setattr(kept_gzip, "_deflated", counted)
     return made
@@ -78,7 +93,7 @@ def test_the_answer_reads_as_the_whole_text_whatever_was_kept(
     come or go, with empty pieces and parts, and with a part longer than the run of
     zeros its CRC-32 is carried through."""
     head, empty, long = b"# HELP x y\n# TYPE x gauge\n", b"", lines(20_000, 9)
-    assert len(long) > len(kept_gzip._ZEROS)
+    assert len(long) > len(deflaters._ZEROS)
     texts = [lines(count, seed) for seed, count in enumerate((3, 50, 1, 400, 7))]
     coder = KeptGzip()
     made = deflations(monkeypatch)
@@ -217,11 +232,15 @@ def test_an_answer_of_another_type_or_not_taken_to_its_end_keeps_nothing(
 @pytest.mark.parametrize(
     "sizes", [(0, 0), (0, 5), (5, 0), (1, 1), (300_000, 7), (7, 600_000), (3, 262_144)]
 )
-def test_combined_is_the_crc_of_the_texts_one_after_the_other(sizes: tuple[int, int]) -> None:
+def test_combined_is_the_crc_of_the_texts_one_after_the_other(
+    sizes: tuple[int, int], deflater: Deflater
+) -> None:
     rows = random.Random(sum(sizes))
     first, second = (rows.randbytes(size) for size in sizes)
     together = zlib.crc32(first + second)
-    assert combined(zlib.crc32(first), zlib.crc32(second), len(second)) == together
+    assert deflater.crc32(first + second) == together
+    for combine in (deflater.crc32_combine, combined_over_zeros):
+        assert combine(deflater.crc32(first), deflater.crc32(second), len(second)) == together
 
 
 def test_scrapes_at_once_never_take_another_answers_coding() -> None:
