@@ -88,8 +88,8 @@ def _read_body(response: http.client.HTTPResponse) -> bytes:
     # connection not ready for the next request); read finishes it.
     pieces.append(decompressor.decompress(response.read()))
     pieces.append(decompressor.flush())
-    if not decompressor.eof:
-        raise RuntimeError("/metrics answered a gzip body that ends before its stream")
+    if not decompressor.eof or decompressor.unused_data:
+        raise RuntimeError("/metrics answered a gzip body that is not one whole gzip member")
     return b"".join(pieces)
 
 

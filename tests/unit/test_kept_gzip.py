@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import itertools
+import platform
 import random
 import zlib
 from collections.abc import Iterator
@@ -48,8 +49,10 @@ def deflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_isal_is_installed_where_pyproject_installs_it() -> None:
-    """The suite runs where python-isal has wheels: both libraries are tested."""
-    assert [found.name for found in INSTALLED] == ["isal", "zlib"]
+    """Where pyproject.toml's marker installs python-isal (its wheels' machines), both
+    libraries are tested; elsewhere zlib alone."""
+    wheels = platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+    assert [found.name for found in INSTALLED] == (["isal", "zlib"] if wheels else ["zlib"])
 
 
 def m(*pieces: bytes) -> Part:
