@@ -9,8 +9,8 @@ backlog grows.
 It uses the MariaDB that `--dsn` names, else one on 127.0.0.1:3306 that root may log
 into without a password, else a private server it starts in `.demo/` (Debian's
 mariadb-server, installed when missing). It creates a database of its own, with a
-name no one else uses, and drops that one at exit: never another. Ctrl-C stops
-everything it started.
+name no one else uses, and drops that one at exit: never another. Ctrl-C (or SIGTERM)
+stops everything it started.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import contextlib
 import logging
 import random
 import secrets
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -119,6 +120,10 @@ def main() -> int:
     parser.add_argument("--dsn", help="mysql://user:password@host:port of a server to use")
     args = parser.parse_args()
     configure_logging("info")
+    # A stop by SIGTERM (`timeout`, a service manager) ends as Ctrl-C does, its database
+    # dropped: uvicorn drains, then raises the signal again with the handler it found,
+    # and SIGTERM's default ended the process before the `finally` below.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     try:
         server = (
