@@ -10,6 +10,7 @@ import datetime
 import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import pymysql
@@ -550,8 +551,21 @@ def test_stores_slowed_all_alike_stay_read_together(
     alone. The three stay in one statement from the second wave on, instead of being read
     apart every other wave (20 ms, with a batch's bound at 50 ms) or alone at every wave
     (60 ms, with a store's bound at 50 ms). The bound of a slow batch is raised: a batch
-    of 180 ms on a loaded machine must not pass it by chance."""
+    of 180 ms on a loaded machine must not pass it by chance.
+
+    A machine that stalls a batch past what its stores' times alone allow (four times
+    them: 240 or 720 ms here; seen with two suites on two cores) has its stores read
+    apart once, as the design wants: a wave read apart must follow such a batch, never
+    one that merely took longer than `FAST_SECONDS`."""
     monkeypatch.setattr(read_ahead, "SLOW_BATCH_SECONDS", 1.0)
+    landed: list[tuple[float, float]] = []  # each batch's time, and its stores' alone
+    land = ReadAhead._land
+
+    def timed(self: ReadAhead, batch: Any, by_place: Any, seconds: float) -> None:
+        landed.append((seconds, batch.usual))
+        land(self, batch, by_place, seconds)
+
+    monkeypatch.setattr(ReadAhead, "_land", timed)
     statement = PackedStatement(
         (f"SELECT SLEEP({sleep}) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
         ("pending",),
@@ -559,8 +573,18 @@ def test_stores_slowed_all_alike_stay_read_together(
     three = ThreeStores(proxy, stores, statements=[statement] * 3)
     try:
         assert three.wave(1.0) == 3
-        assert [three.wave(float(wave)) for wave in range(2, 6)] == [1, 1, 1, 1]
-        assert three.read_ahead.batches == 4
+        sent = [three.wave(float(wave)) for wave in range(2, 6)]
+        assert sent[0] == 1 and set(sent) <= {1, 3}, sent
+        assert three.read_ahead.batches == len(landed) == sent.count(1)
+        batches = iter(landed)
+        for before, now in pairwise(sent):
+            if before == 1:
+                seconds, usual = next(batches)
+                # Four times, written here: a smaller factor in the code would read such
+                # batches apart, and must fail.
+                assert now == 1 or seconds > min(4.0 * usual, 1.0), (sent, landed)
+            else:
+                assert now == 1, sent  # read alone once, then together again
     finally:
         three.close()
 
