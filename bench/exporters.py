@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from actionscheduler_exporter.web.deflaters import GZIP_WINDOW
 from bench import generic
 from bench.measure import http_get
 from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
@@ -29,8 +30,7 @@ BENCH_HEAVY_INTERVAL = "1h"
 # Another checkout (`AS_BENCH_BASELINE=<path>`): its exporter measured beside this one's.
 BASELINE = os.environ.get("AS_BENCH_BASELINE")
 _PROTOBUF_TYPE = "application/vnd.google.protobuf"
-# zlib's window with the gzip container around it, and the most of the body read at once.
-_GZIP_WBITS = 16 + zlib.MAX_WBITS
+# The most of the body read at once.
 _READ_SIZE = 64 * 1024
 
 
@@ -80,7 +80,7 @@ def _read_body(response: http.client.HTTPResponse) -> bytes:
     its last byte (docs/performance.md)."""
     if response.getheader("content-encoding") != "gzip":
         return response.read()
-    decompressor = zlib.decompressobj(_GZIP_WBITS)
+    decompressor = zlib.decompressobj(GZIP_WINDOW)
     pieces = []
     while piece := response.read1(_READ_SIZE):
         pieces.append(decompressor.decompress(piece))
