@@ -11,6 +11,7 @@ import time
 import urllib.error
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,59 @@ class Running:
         headers = {"Accept": accept, "Accept-Encoding": "gzip"}
         self._connection.request("GET", "/metrics", headers=headers)
         return self._connection.getresponse()
+
+    @property
+    def pids(self) -> list[int]:
+        return [self.process.pid]
+
+
+@dataclass
+class Shards:
+    """Exporters that share the sites (`--total-shards`), each a target of its own, which
+    Prometheus scrapes at the same time: scraped at once, their answers joined (each
+    shard's families whole in its own answer; the benchmark's readers of values, by
+    series, do not mind a family named again)."""
+
+    shards: list[Running]
+    _at_once: ThreadPoolExecutor
+
+    def scrape(self) -> str:
+        return "".join(self._at_once.map(Running.scrape, self.shards))
+
+    def scrape_protobuf(self) -> bytes:
+        return b"".join(self._at_once.map(Running.scrape_protobuf, self.shards))
+
+    @property
+    def pids(self) -> list[int]:
+        return [shard.process.pid for shard in self.shards]
+
+
+@contextlib.contextmanager
+def sharded_exporters(
+    document: dict[str, Any],
+    workdir: Path,
+    shards: int,
+    name: str = "exporter",
+    source: Path | None = None,
+) -> Iterator[Shards]:
+    """`shards` exporters serving `document`'s sites between them, each as one of
+    `--total-shards` (and with `document`'s `connections_per_server`, if it has one)."""
+    with contextlib.ExitStack() as stack:
+        running = [
+            stack.enter_context(
+                exporter_for(
+                    document,
+                    workdir,
+                    f"--shard={index}",
+                    f"--total-shards={shards}",
+                    name=f"{name}-shard-{index}",
+                    source=source,
+                )
+            )
+            for index in range(shards)
+        ]
+        at_once = stack.enter_context(ThreadPoolExecutor(shards, thread_name_prefix=name))
+        yield Shards(running, at_once)
 
 
 def _read_body(response: http.client.HTTPResponse) -> bytes:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.exporters import BASELINE, Running, bench_site, exporter_for
+from bench.exporters import BASELINE, Running, Shards, bench_site, exporter_for, sharded_exporters
 from bench.floor import many_stores_floor, many_stores_statement, one_store_statements, replay_one
 from bench.many_sites import (
     BASELINE_USER,
@@ -66,7 +67,21 @@ SPLIT_READ_EACH_TIME = f"{SITES} databases, split read at every scrape"
 # The thousand databases scraped as Prometheus does with native histograms enabled: the
 # protobuf exposition, encoded by its own writer (`exposition.protobuf`).
 PROTOBUF = f"{SITES} databases, protobuf"
-NOT_JUDGED = (AT_PROMETHEUS_PACE, SPLIT_READ_EACH_TIME, PROTOBUF)
+# The thousand stores served by two exporters that share them (`--total-shards 2`, the
+# chart's `sharding`), each with half the connections (the server sees no more than one
+# exporter's), scraped at once as Prometheus scrapes each shard's target: for information
+# beside the targets, which are one exporter's (docs/performance.md, "Two shards at the
+# floor").
+SHARDS = 2
+DATABASES_SHARDED = f"{SITES} databases, {SHARDS} shards"
+SUBSITES_SHARDED = f"{SITES} subsites, {SHARDS} shards"
+NOT_JUDGED = (
+    AT_PROMETHEUS_PACE,
+    SPLIT_READ_EACH_TIME,
+    PROTOBUF,
+    DATABASES_SHARDED,
+    SUBSITES_SHARDED,
+)
 # Which exporter starts first in the first set-up (`many_stores_floor_case`).
 BASELINE_FIRST = os.environ.get("AS_BENCH_BASELINE_FIRST", "") not in ("", "0")
 # `AS_BENCH_STEADY=<seconds>`: the thousand stores' exporters are scraped (in turn, about
@@ -77,7 +92,9 @@ BASELINE_FIRST = os.environ.get("AS_BENCH_BASELINE_FIRST", "") not in ("", "0")
 STEADY_SECONDS = float(os.environ.get("AS_BENCH_STEADY", "0") or 0)
 # `AS_BENCH_SETUPS=<name>,<name>`: only those thousand-store set-ups (their names as the
 # tables print them); all by default.
-SETUPS = [name for name in os.environ.get("AS_BENCH_SETUPS", "").split(",") if name]
+# A comma followed by a space is a name's own ("1000 databases, protobuf"): split
+# at the others, or such a set-up could not be named.
+SETUPS = [name for name in re.split(r",(?! )", os.environ.get("AS_BENCH_SETUPS", "")) if name]
 
 
 def _exporter_connections(text: str) -> int | None:
@@ -162,18 +179,18 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
     site = thousand_stores_site(server)
     statement = partial(many_stores_statement, together=FLOOR_TOGETHER)
     databases = [statement(f"one_db_{index}", PREFIX) for index in range(SITES)]
+    subsites = [statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)]
     setups: dict[str, tuple[dict[str, Any], list[str]]] = {
         f"{SITES} databases": (databases_document(site), databases),
-        f"{SITES} subsites": (
-            network_document(site),
-            [statement(NETWORK, f"wp_{index}_") for index in range(2, SITES + 2)],
-        ),
+        f"{SITES} subsites": (network_document(site), subsites),
         AT_PROMETHEUS_PACE: (
             databases_document({**site, "due_split_interval": "100ms"}),
             databases,
         ),
         SPLIT_READ_EACH_TIME: (databases_document({**site, "due_split_interval": 0}), databases),
         PROTOBUF: (databases_document(site), databases),
+        DATABASES_SHARDED: (databases_document(site), databases),
+        SUBSITES_SHARDED: (network_document(site), subsites),
     }
     measured: dict[str, Any] = {}
     unknown = [name for name in SETUPS if name not in setups]
@@ -190,7 +207,13 @@ def many_stores_floor_case(server: Server, workdir: Path) -> dict[str, Any]:
         # has each set-up both ways).
         baseline_first = number % 2 == (0 if BASELINE_FIRST else 1)
         measured[setup] = _many(
-            server, document, statements, workdir, setup == PROTOBUF, baseline_first
+            server,
+            document,
+            statements,
+            workdir,
+            setup == PROTOBUF,
+            baseline_first,
+            shards=SHARDS if setup in (DATABASES_SHARDED, SUBSITES_SHARDED) else 1,
         )
         for name, result in measured[setup].items():
             print(f"  {setup}: {name}: {summary_line(result)}", flush=True)
@@ -232,19 +255,22 @@ def _many(
     workdir: Path,
     protobuf: bool = False,
     baseline_first: bool = False,
+    shards: int = 1,
 ) -> dict[str, dict[str, Any]]:
     """Every exporter (this checkout's, and the baseline's) running at once, each as its
     own database user (its connections counted apart), their scrapes interleaved with the
     floor's as in the one-store case: one after the other, a quiet or a loaded moment of
     the machine decided their comparison (2.02 against 1.85 times the floor one way, 1.78
     against 1.96 the other, in one run). With `protobuf`, scraped in that format; with
-    `baseline_first`, the baseline's exporter is started and first scraped first."""
+    `baseline_first`, the baseline's exporter is started and first scraped first; with
+    `shards`, each is that many exporters sharing the sites and the connections
+    (`SHARDS`), scraped at once, their CPU and memory summed."""
     users = {"exporter": USER, "baseline": BASELINE_USER}
     with (
         many_stores_floor(server.connect, statements, CONNECTIONS) as floor,
         contextlib.ExitStack() as stack,
     ):
-        running: dict[str, Running] = {}
+        running: dict[str, Running | Shards] = {}
         most: dict[str, dict[str, int]] = {}
         started_at = time.monotonic()
         exporters = _exporters()
@@ -255,9 +281,16 @@ def _many(
             }
             if name == "exporter" and EXPORTER_CONNECTIONS is not None:
                 own["connections_per_server"] = EXPORTER_CONNECTIONS
-            running[name] = stack.enter_context(
-                exporter_for(own, workdir, name=name, source=source)
-            )
+            if shards > 1:
+                connections = own.get("connections_per_server", CONNECTIONS)
+                own["connections_per_server"] = max(1, connections // shards)
+                running[name] = stack.enter_context(
+                    sharded_exporters(own, workdir, shards, name=name, source=source)
+                )
+            else:
+                running[name] = stack.enter_context(
+                    exporter_for(own, workdir, name=name, source=source)
+                )
         scrapes: dict[str, Callable[[], object]] = {
             name: exporter.scrape_protobuf if protobuf else exporter.scrape
             for name, exporter in running.items()
@@ -280,7 +313,7 @@ def _many(
                 scrape()
                 time.sleep(1.0)
         cpu = (
-            {name: CpuAccount(server.process.pid, r.process.pid) for name, r in running.items()}
+            {name: CpuAccount(server.process.pid, r.pids) for name, r in running.items()}
             if server.process
             else None
         )
@@ -306,7 +339,7 @@ def _many(
                 else None
             )
             up = sites_up(scrapes[name]())
-            rss, peak = resident_mib(exporter.process.pid)
+            rss, peak = map(sum, zip(*map(resident_mib, exporter.pids), strict=True))
             first_s, first_up, heavy_s = first[name]
             measured[name] = {
                 "sites": len(statements),
@@ -321,6 +354,7 @@ def _many(
                 "rss_mib": rss,
                 "rss_peak_mib": peak,
                 "connections": max(v for k, v in most[name].items() if k != "_polls"),
+                "processes": shards,
                 "cpu_s": cpu[name].per_call() if cpu else {},
                 "replayed": replayed.as_dict() if replayed else None,
             }
@@ -363,16 +397,16 @@ class CpuAccount:
     whose threads send the floor's statements). On two cores, a scrape can take no less
     wall time than half its CPU time: this says where that CPU time goes."""
 
-    def __init__(self, server_pid: int, exporter_pid: int) -> None:
+    def __init__(self, server_pid: int, exporter_pids: list[int]) -> None:
         self._server = server_pid
-        self._exporter = exporter_pid
+        self._exporters = exporter_pids
         self.sums: dict[str, float] = {}
         self.counts: dict[str, int] = {}
 
     def read(self) -> tuple[float, float, float]:
         return (
             process_cpu_seconds(self._server),
-            process_cpu_seconds(self._exporter),
+            sum(map(process_cpu_seconds, self._exporters)),
             time.process_time(),
         )
 

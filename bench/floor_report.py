@@ -64,7 +64,11 @@ def cpu_table(report: dict[str, Any]) -> list[str]:
                     cpu["floor_server_s"], cpu["floor_client_s"], cores, apart=apart
                 )
                 scrape_least = least_wall(
-                    cpu["scrape_server_s"], cpu["scrape_client_s"], cores, apart=apart
+                    cpu["scrape_server_s"],
+                    cpu["scrape_client_s"],
+                    cores,
+                    apart=apart,
+                    processes=measured.get("processes", 1),
                 )
                 floor_median = measured["floor"]["median_s"]
                 lines.append(
@@ -77,14 +81,18 @@ def cpu_table(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def least_wall(server_s: float, client_s: float, cores: int, *, apart: bool) -> float:
+def least_wall(
+    server_s: float, client_s: float, cores: int, *, apart: bool, processes: int = 1
+) -> float:
     """The shortest wall time a call can take that uses `server_s` of the database
-    server's CPU and `client_s` of its client's, a process in which one thread runs Python
-    at a time: no less than the client's CPU, nor than all of it spread over the cores; the
-    server on a core of its own (`apart`), no less than the server's either."""
+    server's CPU and `client_s` of its client's, `processes` in each of which one thread
+    runs Python at a time: no less than the client's CPU spread over them (on the cores
+    there are), nor than all of it spread over the cores; the server on a core of its own
+    (`apart`), no less than the server's either."""
+    client_cores = max(1, min(processes, cores - 1 if apart else cores))
     if apart:
-        return max(server_s, client_s)
-    return max(client_s, (server_s + client_s) / cores)
+        return max(server_s, client_s / client_cores)
+    return max(client_s / client_cores, (server_s + client_s) / cores)
 
 
 def replay_table(report: dict[str, Any]) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pymysql
 
-from bench.exporters import BASELINE, Running, exporter_for
+from bench.exporters import BASELINE, Running, Shards, exporter_for, sharded_exporters
 from bench.measure import heavy_reads, metric_values, resident_mib
 from bench.server import ROOT, TABLE_CACHES, size_table_cache
 from testbed.generate import PREFIX, generate, is_generated
@@ -134,18 +134,7 @@ def _measure_shards(
     """Each shard as its own process, scraped in turn: the figures of the slowest."""
     with contextlib.ExitStack() as stack:
         most = stack.enter_context(connections_watched(servers))
-        exporters = [
-            stack.enter_context(
-                exporter_for(
-                    document,
-                    workdir,
-                    f"--shard={index}",
-                    f"--total-shards={shards}",
-                    name=f"shard-{index}",
-                )
-            )
-            for index in range(shards)
-        ]
+        exporters = stack.enter_context(sharded_exporters(document, workdir, shards)).shards
         firsts: list[tuple[float, int]] = []
         timings: list[float] = []
         for exporter in exporters:
@@ -251,7 +240,7 @@ def _heavy_refreshed(exposition: str) -> int:
     return sum(1 for labels in reads if 'collector="status"' in labels)
 
 
-def wait_heavy(exporter: Running, expected: int, timeout: float = 600) -> float | None:
+def wait_heavy(exporter: Running | Shards, expected: int, timeout: float = 600) -> float | None:
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
         if _heavy_refreshed(exporter.scrape()) >= expected:
