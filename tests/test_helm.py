@@ -219,6 +219,9 @@ def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
             "query_timout",
         ),
         (merged(MINIMAL, config={"defaults": {"top_hook": 5}, "sites": SITES[:1]}), "top_hook"),
+        (merged(MINIMAL, **{"config.connectionsPerServer": 0}), "connectionsPerServer"),
+        (merged(MINIMAL, **{"config.connectionsPerServer": 65}), "connectionsPerServer"),
+        (merged(MINIMAL, **{"config.connectionsPerServer": "two"}), "connectionsPerServer"),
     ]:
         with pytest.raises(helm.HelmValuesError, match=problem):
             chart.validate_schema(bad)
@@ -387,6 +390,22 @@ def test_a_sharded_exporter_is_a_statefulset_whose_pods_take_their_shard_from_th
     ]
     unsharded = find(render(ALL_ON), "Deployment", "exporter")["spec"]["template"]["spec"]
     assert not [a for a in unsharded["containers"][0]["args"] if "shard" in a]
+
+
+def test_connections_per_server_reaches_every_shards_config(tmp_path: Path) -> None:
+    """Two shards with two connections each send a server no more than one exporter with
+    the default four (the chart's README, "Hundreds of sites: sharding")."""
+    values = merged(VARIANTS["sharded"], **{"config.connectionsPerServer": 2})
+    text = find(render(values), "ConfigMap", "exporter")["data"]["exporter.yml"]
+    assert yaml.safe_load(text)["connections_per_server"] == 2
+    path = tmp_path / "exporter.yml"
+    path.write_text(text.replace("/etc/actionscheduler-exporter/passwords", str(tmp_path)))
+    for site in ("shop", "network"):
+        (tmp_path / site).write_text("pw\n")
+    assert load_file(str(path)).connections_per_server == 2  # the exporter's own validation
+    # Unset, the exporter's default stands.
+    unset = find(render(VARIANTS["sharded"]), "ConfigMap", "exporter")["data"]["exporter.yml"]
+    assert "connections_per_server" not in yaml.safe_load(unset)
 
 
 def test_worker_deployment_finishes_its_batch_on_rollouts() -> None:

@@ -1,6 +1,7 @@
-"""The Helm chart's schema for `config.sites` and `config.defaults`, from the exporter's own
-configuration keys: one source, so that a key the exporter does not know fails
-`helm install` with its name, instead of a pod that crash-loops on exit 2.
+"""The Helm chart's schema for `config.sites`, `config.defaults` and
+`config.connectionsPerServer`, from the exporter's own configuration keys and bounds: one
+source, so that a key or a value the exporter does not take fails `helm install` with its
+name, instead of a pod that crash-loops on exit 2.
 
     # rewrites the chart's values.schema.json:
     python -m actionscheduler_exporter.config.chart_schema
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from actionscheduler_exporter.config.loader import SITE_KEYS
+from actionscheduler_exporter.config.values import MAX_CONNECTIONS_PER_SERVER
 
 CHART_SCHEMA = (
     Path(__file__).resolve().parents[2] / "helm" / "actionscheduler-exporter" / "values.schema.json"
@@ -53,6 +55,12 @@ def updated(document: dict[str, Any]) -> dict[str, Any]:
     config = document["properties"]["config"]["properties"]
     config["sites"]["items"] = site_schema()
     config["defaults"] = site_schema(defaults=True)
+    config["connectionsPerServer"] = {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "maximum": MAX_CONNECTIONS_PER_SERVER,
+        "description": "the exporter's connections_per_server (null: its default)",
+    }
     return document
 
 

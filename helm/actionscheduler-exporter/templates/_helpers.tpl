@@ -297,6 +297,9 @@ true
 {{- if .Values.config.defaults -}}
 {{- $_ := set $config "defaults" .Values.config.defaults -}}
 {{- end -}}
+{{- with .Values.config.connectionsPerServer -}}
+{{- $_ := set $config "connections_per_server" . -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
 
