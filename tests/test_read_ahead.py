@@ -528,15 +528,39 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
         ),
         PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)),
     ]
+    landed: list[bool] = []  # whether each batch was found slow
+    land = ReadAhead._land
+
+    def timed(self: ReadAhead, batch: Any, by_place: Any, seconds: float) -> None:
+        bound = min(read_ahead.SLOW_BATCH_FACTOR * batch.usual, read_ahead.SLOW_BATCH_SECONDS)
+        landed.append(seconds > max(read_ahead.FAST_SECONDS, bound))
+        land(self, batch, by_place, seconds)
+
+    monkeypatch.setattr(ReadAhead, "_land", timed)
     three = ThreeStores(proxy, stores, statements=statements)
     try:
         assert three.wave(1.0) == 3
-        together = three.until_together(2)  # fast: the three in one statement
-        with mariadb.connect(slow) as connection, connection.cursor() as cursor:
-            cursor.execute("CREATE TABLE slow (id INT)")
-        assert three.wave(together + 1) == 1  # the batch, slow because of one store
-        assert three.wave(together + 2) == 3  # each alone, timed
-        assert three.wave(together + 3) == 2  # the fast two together, the slow one alone
+        wave = three.until_together(2)  # fast: the three in one statement
+        for _ in range(5):
+            with mariadb.connect(slow) as connection, connection.cursor() as cursor:
+                cursor.execute("CREATE TABLE slow (id INT)")
+            wave += 1
+            sent = three.wave(wave)
+            if sent == 1:
+                break
+            # A loaded machine stalled the batch before the table came (seen with two
+            # suites on two cores): its stores were read apart for that, the slow one
+            # timed alone before it could slow its batch. Again, once they are together.
+            assert sent == 3 and landed[-1], (sent, landed)
+            with mariadb.connect(slow) as connection, connection.cursor() as cursor:
+                cursor.execute("DROP TABLE slow")
+            wave = three.until_together(wave + 1)
+        assert sent == 1 and landed[-1], (sent, landed)  # the batch, slow for one store
+        assert three.wave(wave + 1) == 3  # each alone, timed
+        # The slow one alone from then on, the fast two together (after their times
+        # alone, which a loaded machine may push past the fast bound once more).
+        later = [three.wave(wave + step) for step in range(2, 6)]
+        assert set(later) <= {2, 3} and later[-1] == 2, later
     finally:
         three.close()
 
