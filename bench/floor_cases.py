@@ -13,7 +13,9 @@ measured twice more, for information beside the targets (judged at the defaults)
 the split due at every scrape (`due_split_interval: 100ms`), as at Prometheus' pace, where
 a backlog that has not changed since its split is renewed without a statement (the
 benchmark's stores' backlogs wait: none runs them); and with the split read at every
-scrape (`due_split_interval: 0`), as a backlog that changes between any two scrapes is.
+scrape (`due_split_interval: 0`), as a backlog that changes between any two scrapes is;
+and scraped in the protobuf format. Both forms are measured once more served by two
+shards that divide the connections (`SHARDS`), also beside the targets.
 """
 
 from __future__ import annotations
