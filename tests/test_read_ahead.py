@@ -386,6 +386,20 @@ class ThreeStores:
 ACTIONS = TableNames("wp_").actions
 
 
+def batches_landed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, float]]:
+    """From now on, each batch's time and its stores' times alone, as `ReadAhead` lands
+    it (the bound of a slow batch is made of both)."""
+    landed: list[tuple[float, float]] = []
+    land = ReadAhead._land
+
+    def recorded(self: ReadAhead, batch: Any, by_place: Any, seconds: float) -> None:
+        landed.append((seconds, batch.usual))
+        land(self, batch, by_place, seconds)
+
+    monkeypatch.setattr(ReadAhead, "_land", recorded)
+    return landed
+
+
 def test_a_batch_reads_in_columns_what_each_store_reads_packed_alone(
     proxy: SlowProxy, stores: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -528,15 +542,13 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
         ),
         PackedStatement((f"SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s",), ("pending",)),
     ]
-    landed: list[bool] = []  # whether each batch was found slow
-    land = ReadAhead._land
+    landed = batches_landed(monkeypatch)
 
-    def timed(self: ReadAhead, batch: Any, by_place: Any, seconds: float) -> None:
-        bound = min(read_ahead.SLOW_BATCH_FACTOR * batch.usual, read_ahead.SLOW_BATCH_SECONDS)
-        landed.append(seconds > max(read_ahead.FAST_SECONDS, bound))
-        land(self, batch, by_place, seconds)
+    def last_found_slow() -> bool:
+        seconds, usual = landed[-1]
+        bound = min(read_ahead.SLOW_BATCH_FACTOR * usual, read_ahead.SLOW_BATCH_SECONDS)
+        return seconds > max(read_ahead.FAST_SECONDS, bound)
 
-    monkeypatch.setattr(ReadAhead, "_land", timed)
     three = ThreeStores(proxy, stores, statements=statements)
     try:
         assert three.wave(1.0) == 3
@@ -551,11 +563,11 @@ def test_a_store_grown_slow_inside_a_batch_is_read_alone_from_then_on(
             # A loaded machine stalled the batch before the table came (seen with two
             # suites on two cores): its stores were read apart for that, the slow one
             # timed alone before it could slow its batch. Again, once they are together.
-            assert sent == 3 and landed[-1], (sent, landed)
+            assert sent == 3 and last_found_slow(), (sent, landed)
             with mariadb.connect(slow) as connection, connection.cursor() as cursor:
                 cursor.execute("DROP TABLE slow")
             wave = three.until_together(wave + 1)
-        assert sent == 1 and landed[-1], (sent, landed)  # the batch, slow for one store
+        assert sent == 1 and last_found_slow(), (sent, landed)  # slow for one store
         assert three.wave(wave + 1) == 3  # each alone, timed
         # The slow one alone from then on, the fast two together (after their times
         # alone, which a loaded machine may push past the fast bound once more).
@@ -582,14 +594,7 @@ def test_stores_slowed_all_alike_stay_read_together(
     apart once, as the design wants: a wave read apart must follow such a batch, never
     one that merely took longer than `FAST_SECONDS`."""
     monkeypatch.setattr(read_ahead, "SLOW_BATCH_SECONDS", 1.0)
-    landed: list[tuple[float, float]] = []  # each batch's time, and its stores' alone
-    land = ReadAhead._land
-
-    def timed(self: ReadAhead, batch: Any, by_place: Any, seconds: float) -> None:
-        landed.append((seconds, batch.usual))
-        land(self, batch, by_place, seconds)
-
-    monkeypatch.setattr(ReadAhead, "_land", timed)
+    landed = batches_landed(monkeypatch)
     statement = PackedStatement(
         (f"SELECT SLEEP({sleep}) + (SELECT COUNT(*) FROM {ACTIONS} WHERE status = %s)",),
         ("pending",),
