@@ -26,6 +26,10 @@ SITES_PER_PART = 64
 # What tells a part's pieces from others: each site's key (its label pairs), or a small
 # piece itself (a family's head), compared by value.
 Mark = Hashable
+# The generations of the kept texts a part's pieces were taken from and that it left
+# (`Part.kept`): a writer's counts, or a tuple of them when several processes' sites
+# are joined (`joined`).
+Generation = Hashable
 
 
 class Part(list[bytes]):
@@ -44,7 +48,7 @@ class Part(list[bytes]):
         pieces: Iterable[bytes] = (),
         marks: tuple[Mark, ...] | None = None,
         fresh: bool = False,
-        kept: tuple[int, int] | None = None,
+        kept: tuple[Generation, Generation] | None = None,
     ) -> None:
         super().__init__(pieces)
         self.marks = marks
@@ -119,8 +123,41 @@ class Gathered:
         self._run, self._sites, self._fresh = [], [], []
 
 
+@dataclass(slots=True)
+class Gathering:
+    """One process's sites' families, each family's pieces in its sites' order (what a
+    helper process sends: `split`), the generations of the kept texts they were taken
+    from and left, and how many sites they are of."""
+
+    families: dict[str, Family]
+    generations: tuple[Generation, Generation]
+    sites: int
+
+
+def joined(own: Gathering, others: Sequence[Gathering]) -> Gathering:
+    """`own`'s families with the others' sites after its own in each (its families
+    extended in place); the generations those of each, in order. Every process's sites
+    are other sites (each process serves a part of them: `sharding`), and the order is
+    the same at every scrape, so a part of the joined family is known by its marks."""
+    if not others:
+        return own
+    families = own.families
+    for other in others:
+        for name, family in other.families.items():
+            found = families.get(name)
+            if found is None:
+                families[name] = family
+            else:
+                found.pieces += family.pieces
+                found.sites += family.sites
+                found.fresh += family.fresh
+    taken = (own.generations[0], *(other.generations[0] for other in others))
+    left = (own.generations[1], *(other.generations[1] for other in others))
+    return Gathering(families, (taken, left), own.sites + sum(o.sites for o in others))
+
+
 def in_parts(
-    name: str, family: Family, kept: tuple[int, int], head: bytes | None = None
+    name: str, family: Family, kept: tuple[Generation, Generation], head: bytes | None = None
 ) -> Iterator[Part]:
     """A family's pieces, `SITES_PER_PART` sites' a part, after its `head` in the first
     part (the head's own mark its bytes); `kept`: as `Part.kept`. Each part's marks start

@@ -16,7 +16,13 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 
-from actionscheduler_exporter.exposition.family_parts import Family, Part, in_parts
+from actionscheduler_exporter.exposition.family_parts import (
+    Family,
+    Gathering,
+    Part,
+    in_parts,
+    joined,
+)
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
 from actionscheduler_exporter.metrics import native
@@ -180,19 +186,17 @@ def families(
     results: Sequence[SiteResult],
     definitions: Iterable[MetricDef],
     extra: Iterable[tuple[MetricDef, Labels, float]],
+    others: Sequence[Gathering] = (),
 ) -> Iterator[Part]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
-    samples without a site (build info). Each site's Metric fields of one family are
-    encoded as one piece, the last scrape's taken again while its samples encode the
-    same (`kept_texts`, as the text writer's); each family's pieces (a thousand stores'
-    fields are 174,000) are given out in parts of `SITES_PER_PART` sites after the
-    family's length and head (`family_parts`)."""
-    # The site's labels and a sample's own are encoded apart, each set once (as the
-    # text writer does); Prometheus sorts a series' labels itself.
-    fields, generations = FIELDS.families(
-        (_label_pairs((("site", result.label), *result.labels)), result.samples)
-        for result in results
-    )  # per family, its sites' fields in the sites' order
+    samples without a site (build info); `others`: the sites of the exporter's helper
+    processes, gathered there (`gather`), after this process's own. Each site's Metric
+    fields of one family are encoded as one piece, the last scrape's taken again while
+    its samples encode the same (`kept_texts`, as the text writer's); each family's
+    pieces (a thousand stores' fields are 174,000) are given out in parts of
+    `SITES_PER_PART` sites after the family's length and head (`family_parts`)."""
+    gathering = joined(gather(results), others)
+    fields, generations = gathering.families, gathering.generations
     for definition, labels_of, value in extra:
         metric = _extra_metric(definition, labels_of, float(value).hex())
         family = fields.setdefault(definition.name, Family())
@@ -208,6 +212,17 @@ def families(
             head = _sized_head(definition, size)
             yield Part([head], (head,))
             yield from in_parts(definition.name, found, generations)
+
+
+def gather(results: Sequence[SiteResult]) -> Gathering:
+    """Each family's Metric fields of the sites of `results`, in their order."""
+    # The site's labels and a sample's own are encoded apart, each set once (as the
+    # text writer does); Prometheus sorts a series' labels itself.
+    fields, generations = FIELDS.families(
+        (_label_pairs((("site", result.label), *result.labels)), result.samples)
+        for result in results
+    )  # per family, its sites' fields in the sites' order
+    return Gathering(fields, generations, len(results))
 
 
 @functools.lru_cache(maxsize=64)

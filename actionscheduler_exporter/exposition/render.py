@@ -12,7 +12,7 @@ from itertools import chain
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
-from actionscheduler_exporter.exposition.family_parts import Part
+from actionscheduler_exporter.exposition.family_parts import Gathering, Part
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Labels
@@ -89,24 +89,39 @@ def render_parts(
     results: Sequence[SiteResult],
     accept: str | None,
     exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
+    others: Sequence[Gathering] = (),
 ) -> tuple[Iterator[Part], str]:
     """`render`'s body in parts, written as they are taken, so that a large exposition
     is never joined into one body (`writer.families`, `protobuf.families`); a part is
-    its pieces, mostly kept from the last scrape (`family_parts`)."""
+    its pieces, mostly kept from the last scrape (`family_parts`). `others`: the sites
+    of the exporter's helper processes, gathered there for the same content type
+    (`gather`)."""
     content_type = negotiate(accept)
     build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
     if content_type == PROTOBUF:
         writer.forget()  # the texts of a text scrape before are not read again soon
-        return _protobuf(results, [build, *exporter]), content_type
+        return _protobuf(results, [build, *exporter], others), content_type
     protobuf.forget()  # the fields of a protobuf scrape before are not read again soon
     openmetrics = content_type == OPENMETRICS
-    return _text(results, [build, *exporter], openmetrics), content_type
+    return _text(results, [build, *exporter], openmetrics, others), content_type
+
+
+def gather(results: Sequence[SiteResult], content_type: str) -> Gathering:
+    """The families of `results` for an answer of `content_type`, to be joined with
+    another process's (`render_parts`' `others`): what a helper process sends."""
+    if content_type == PROTOBUF:
+        writer.forget()
+        return protobuf.gather(results)
+    protobuf.forget()
+    return writer.gather(results)
 
 
 def _protobuf(
-    results: Sequence[SiteResult], extra: list[tuple[catalog.MetricDef, Labels, float]]
+    results: Sequence[SiteResult],
+    extra: list[tuple[catalog.MetricDef, Labels, float]],
+    others: Sequence[Gathering],
 ) -> Iterator[Part]:
-    yield from protobuf.families(results, catalog.ALL, extra)
+    yield from protobuf.families(results, catalog.ALL, extra, others)
     yield Part([protobuf.encode_process(process_samples())])  # coded anew every time
 
 
@@ -114,8 +129,11 @@ def _text(
     results: Sequence[SiteResult],
     extra: list[tuple[catalog.MetricDef, Labels, float]],
     openmetrics: bool,
+    others: Sequence[Gathering],
 ) -> Iterator[Part]:
-    yield from writer.families(results, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
+    yield from writer.families(
+        results, _TEXT_FAMILIES, extra, openmetrics=openmetrics, others=others
+    )
     yield Part([writer.encode_process(process_samples(), openmetrics=openmetrics).encode()])
     if openmetrics:
         yield Part([_EOF], (_EOF,))

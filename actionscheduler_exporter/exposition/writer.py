@@ -21,8 +21,10 @@ from prometheus_client.utils import floatToGoString
 
 from actionscheduler_exporter.exposition.family_parts import (
     Family,
+    Gathering,
     Part,
     in_parts,
+    joined,
 )
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts
 from actionscheduler_exporter.exposition.process import ProcessSample
@@ -79,9 +81,12 @@ def families(
     extra: Iterable[tuple[MetricDef, Labels, float]],
     *,
     openmetrics: bool,
+    others: Sequence[Gathering] = (),
 ) -> Iterator[Part]:
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
-    samples of every site; `extra` are samples without a site (build info). UTF-8.
+    samples of every site; `extra` are samples without a site (build info); `others`:
+    the sites of the exporter's helper processes, gathered there (`gather`), after this
+    process's own in each family. UTF-8.
 
     Each site's samples of one family are written as one text (`kept_texts.KeptTexts`),
     the texts of the last scrape taken again for the families whose samples are the
@@ -89,9 +94,8 @@ def families(
     every site is written (`family_parts`). Written family by family over every site
     instead, nothing would be held, but finding each family's samples in each site's
     list cost a fleet of stores that differ 46 to 66 % more writing."""
-    texts, generations = TEXTS.families(
-        (_site_pairs(result.label, result.labels), result.samples) for result in results
-    )  # per family, its texts in the sites' order
+    gathering = joined(gather(results), others)
+    texts, generations = gathering.families, gathering.generations
     for metric, extra_labels, value in extra:
         line = _extra_line(metric, extra_labels, _number(value))
         family = texts.setdefault(metric.name, Family())
@@ -100,13 +104,22 @@ def families(
         family.fresh.append(False)
     # A few sites are written as one part: their answer is sent whole, and a part per
     # family was a tenth of one store's scrape outside the database.
-    if len(results) <= ONE_PART_SITES:
+    if gathering.sites <= ONE_PART_SITES:
         yield _one_part(texts, definitions, openmetrics)
         return
     for metric in definitions:
         family = texts.pop(metric.name, _NO_FAMILY)
         if family.pieces:
             yield from in_parts(metric.name, family, generations, _header(metric, openmetrics))
+
+
+def gather(results: Sequence[SiteResult]) -> Gathering:
+    """Each family's texts of the sites of `results`, in their order (the same for the
+    text format and OpenMetrics: only the heads differ)."""
+    texts, generations = TEXTS.families(
+        (_site_pairs(result.label, result.labels), result.samples) for result in results
+    )
+    return Gathering(texts, generations, len(results))
 
 
 _NO_FAMILY = Family()

@@ -21,7 +21,7 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 
-from actionscheduler_exporter.exposition.family_parts import Mark, Part
+from actionscheduler_exporter.exposition.family_parts import Generation, Mark, Part
 from actionscheduler_exporter.web import deflaters
 from actionscheduler_exporter.web.deflaters import (
     FULL_FLUSH,
@@ -75,7 +75,7 @@ class KeptGzip:
         self._deflated = b""
         self._running: list[tuple[int, int]] = []
         self._kind = ""
-        self._generation = -1
+        self._generation: Generation = -1
 
     def gzipped(self, parts: Iterable[Part], kind: str) -> Generator[bytes, None, None]:
         """The parts as one gzip member, as they are taken; `kind`: the answer's content
@@ -98,7 +98,7 @@ class KeptGzip:
         last_deflated, last_running = self._deflated, self._running
         last_generation = self._generation
         self.forget()
-        generation = -1  # of the writer's kept texts this answer leaves
+        generation: Generation = -1  # of the writer's kept texts this answer leaves
         places: list[_Place | None] = []
         deflated: list[bytes] = []
         kept_size = 0  # of `deflated`

@@ -4,6 +4,7 @@ text, as a fresh coding of it reads."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gzip
 import itertools
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from actionscheduler_exporter.exposition import protobuf, render, writer
-from actionscheduler_exporter.exposition.family_parts import SITES_PER_PART, Part
+from actionscheduler_exporter.exposition.family_parts import SITES_PER_PART, Gathering, Part
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.exposition.render import render_parts
@@ -193,6 +194,60 @@ def test_the_writers_parts_are_kept_while_their_sites_are_the_same(
     parts, _ = render_parts(changed, accept)
     plain = b"".join(b"".join(part) for part in parts)
     assert gzip.decompress(body).replace(b"\x00", b"")[:200] == plain.replace(b"\x00", b"")[:200]
+
+
+@pytest.mark.parametrize("accept", [None, PROMETHEUS_ACCEPT, NATIVE_ACCEPT])
+def test_sites_gathered_in_a_helper_process_join_as_one_processs_and_are_kept(
+    accept: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`processes: 2`: a helper's sites, gathered with its own kept texts, join each
+    family after the serving process's own, so that the answer reads as one process's
+    of every site (each family whole, once); answered again with the same samples, only
+    the process's own metrics are deflated again; with one of the helper's sites
+    changed, only its part of that family (and the family's head, in protobuf)."""
+    writer.TEXTS.take()
+    protobuf.FIELDS.take()
+    site = results()[0]
+    found = [dataclasses.replace(site, label=f"site{index}") for index in range(100)]
+    own, helped = found[:40], found[40:]
+    content_type = render.negotiate(accept)
+    helper_texts, helper_fields = copy.copy(writer.TEXTS), copy.copy(protobuf.FIELDS)
+    helper_texts.forget()
+    helper_fields.forget()
+
+    def gathered_by_helper(sites: list[SiteResult]) -> Gathering:
+        with monkeypatch.context() as helper:
+            helper.setattr(writer, "TEXTS", helper_texts)
+            helper.setattr(protobuf, "FIELDS", helper_fields)
+            return render.gather(sites, content_type)
+
+    coder = KeptGzip()
+    made = deflations(monkeypatch)
+
+    def scrape(helped: list[SiteResult]) -> list[Part]:
+        parts, _ = render_parts(own, accept, others=[gathered_by_helper(helped)])
+        given = list(parts)
+        body, _ = answer(coder, given, content_type)
+        assert gzip.decompress(body) == b"".join(b"".join(part) for part in given)
+        return given
+
+    def sites_text(parts: list[Part]) -> bytes:
+        return b"".join(b"".join(part) for part in parts if part.marks is not None)
+
+    whole = sites_text(list(render_parts(found, accept)[0]))  # one process's answer
+    assert sites_text(scrape(helped)) == whole
+    made.clear()
+    again = helped if accept == NATIVE_ACCEPT else [anew(result) for result in helped]
+    scrape(again)
+    assert len(made) == 1  # the process's own metrics
+    made.clear()
+    up = [item.metric is catalog.UP for item in site.samples].index(True)
+    samples = [*site.samples]
+    samples[up] = dataclasses.replace(samples[up], value=0.0)
+    changed = [*helped]
+    changed[5] = dataclasses.replace(site, label="site45", samples=samples)
+    scrape(changed)
+    assert 2 <= len(made) <= 3
 
 
 def test_a_piece_written_anew_is_deflated_again(monkeypatch: pytest.MonkeyPatch) -> None:
