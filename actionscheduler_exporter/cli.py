@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         telemetry_path=args.telemetry_path,
         addresses=addresses or [(config.listen_host, config.listen_port)],
         systemd_socket=args.systemd_socket,
+        helper_arguments=["--log-level", args.log_level, "--log-format", args.log_format],
     )
 
 

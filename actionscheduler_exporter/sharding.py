@@ -36,6 +36,15 @@ class Shard:
         digest = hashlib.sha256(site_label.encode("utf-8")).digest()
         return int.from_bytes(digest[:8], "big") % self.total == self.index
 
+    def part(self, index: int, parts: int) -> Shard:
+        """The part `index` of `parts` of this shard's sites: a site's hash falls on
+        this shard (modulo `total`) and on the part (the hash divided by `total`,
+        modulo `parts`) together, as the shard `self.index + self.total * index` of
+        `self.total * parts`; every site of the shard is in exactly one part."""
+        if not 0 <= index < parts:
+            raise ValueError(f"part {index} does not exist among {parts} (0 to {parts - 1})")
+        return Shard(self.index + self.total * index, self.total * parts)
+
     def __str__(self) -> str:
         return f"{self.index} of {self.total}"
 

@@ -44,8 +44,8 @@ from actionscheduler_exporter.metrics.samples import Sample, labels_of, value_of
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.budget import ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
-from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.floor import many_stores_floor, many_stores_statement, side_by_side
 from bench.floor_cases import databases_document, thousand_stores_site
 from bench.floor_report import least_wall

@@ -49,8 +49,8 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.scrape.budget import ScrapeBudget
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
-from actionscheduler_exporter.web.server import tune_garbage_collection
 from bench.call_counts import CallCounts
 from bench.core_use import CoreUse
 from bench.floor_cases import databases_document, network_document, thousand_stores_site

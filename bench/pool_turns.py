@@ -40,7 +40,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.rounds.result import SiteResult
 from actionscheduler_exporter.rounds.site import NOT_REACHED
 from actionscheduler_exporter.scrape.coordinator import Coordinator
-from actionscheduler_exporter.web.server import tune_garbage_collection
+from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
 from bench.floor_cases import databases_document, thousand_stores_site
 from bench.many_sites import USER, prepare
 from bench.phases import heavy_refreshed

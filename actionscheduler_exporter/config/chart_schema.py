@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from actionscheduler_exporter.config.loader import SITE_KEYS
-from actionscheduler_exporter.config.values import MAX_CONNECTIONS_PER_SERVER
+from actionscheduler_exporter.config.values import MAX_CONNECTIONS_PER_SERVER, MAX_PROCESSES
 
 CHART_SCHEMA = (
     Path(__file__).resolve().parents[2] / "helm" / "actionscheduler-exporter" / "values.schema.json"
@@ -60,6 +60,12 @@ def updated(document: dict[str, Any]) -> dict[str, Any]:
         "minimum": 1,
         "maximum": MAX_CONNECTIONS_PER_SERVER,
         "description": "the exporter's connections_per_server (null: its default)",
+    }
+    config["processes"] = {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "maximum": MAX_PROCESSES,
+        "description": "the exporter's processes (null: its default)",
     }
     return document
 

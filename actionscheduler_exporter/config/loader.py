@@ -117,7 +117,7 @@ SITE_KEYS = {
     "kubernetes",
     "replica",
 }
-_TOP_KEYS = {"sites", "defaults", "listen_address", "connections_per_server"}
+_TOP_KEYS = {"sites", "defaults", "listen_address", "connections_per_server", "processes"}
 
 
 def load_file(path: str) -> ExporterConfig:
@@ -156,6 +156,9 @@ def load_file(path: str) -> ExporterConfig:
             document["connections_per_server"],
         )
         config = replace(config, connections_per_server=connections)
+    if "processes" in document:
+        processes = _checked(source, "processes", values.processes, document["processes"])
+        config = replace(config, processes=processes)
     return config
 
 

@@ -212,3 +212,6 @@ class ExporterConfig:
     shard: Shard = ALL_SITES
     # Connections to one database server, shared by all its sites and both tiers.
     connections_per_server: int = 4
+    # Processes that read the sites, each a part of them with a share of the connections
+    # (`split`): more than one lets a large fleet's rounds use more than one core.
+    processes: int = 1

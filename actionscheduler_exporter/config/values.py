@@ -21,6 +21,8 @@ MIN_CHUNK_ROWS = 10
 MAX_CHUNK_ROWS = 1_000_000
 # A database server allows 151 connections by default; the shops need most of them.
 MAX_CONNECTIONS_PER_SERVER = 64
+# Processes reading the sites: each holds an interpreter (about 40 MiB).
+MAX_PROCESSES = 8
 # A purge shows in the totals within this many heavy refreshes at most.
 MAX_SETTLED_CHECK_EVERY = 12
 # Due actions split by group per scrape: a statement of a few hundred milliseconds at most.
@@ -79,6 +81,7 @@ def whole_number_up_to(limit: int) -> Callable[[object], int]:
 # Log rows read in one scrape: each costs up to a few kilobytes of memory.
 rows_per_scrape = whole_number_up_to(MAX_LOG_ROWS_PER_SCRAPE)
 connections_per_server = whole_number_up_to(MAX_CONNECTIONS_PER_SERVER)
+processes = whole_number_up_to(MAX_PROCESSES)
 settled_check_every = whole_number_up_to(MAX_SETTLED_CHECK_EVERY)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actionscheduler_exporter.metrics.samples import Labels, Sample
+from actionscheduler_exporter.metrics import catalog
+from actionscheduler_exporter.metrics.samples import Labels, Sample, sample
 
 
 @dataclass
@@ -22,3 +23,10 @@ class SiteResult:
             if item.metric.name == metric_name and tuple(sorted(item.labels)) == wanted:
                 return item.value
         return None
+
+
+def down(label: str, labels: Labels, problem: str) -> SiteResult:
+    """A site reported as down with `problem`, without reading it."""
+    result = SiteResult(label, labels, up=False, problems=[problem])
+    result.samples.append(sample(catalog.UP, False))
+    return result

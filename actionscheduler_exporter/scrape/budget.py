@@ -5,7 +5,8 @@ the exporter waits for is a share of it, decided here and nowhere else:
 
 - the answer is due a little before the scraper gives up (`answer_by`), so that it arrives;
 - the rounds are waited for until `rounds_wait`, keeping `WRITE_SHARE` of the time to
-  write the answer (a thousand sites' samples take a few hundred milliseconds);
+  write the answer (a thousand sites' samples take a few hundred milliseconds), and
+  the helper processes' families (`split`) until half of that share has passed;
 - listing the databases of a `database: auto` entry may take half of the answer's time;
 - a round runs for at least `MIN_ROUND_SECONDS`, whatever the timeout of the scrape that
   starts it (a scrape with a tiny timeout gets what is read by then, and does not cut the
@@ -73,6 +74,13 @@ class ScrapeBudget:
         return self.answer_by * (1 - WRITE_SHARE)
 
     @property
+    def helpers_wait(self) -> float:
+        """Seconds after the scrape's start until which the helper processes' answers
+        are waited for (`split`): their rounds end with this process's, then they write
+        and send their families; half of the writing share is theirs."""
+        return self.rounds_wait + (self.answer_by - self.rounds_wait) / 2
+
+    @property
     def discovery_wait(self) -> float:
         """The longest wait for a first listing of a `database: auto` entry's databases."""
         return self.answer_by / 2
@@ -100,6 +108,7 @@ class ScrapeBudget:
             "answer_by": self.answer_by,
             "rounds_wait": self.rounds_wait,
             "writing": self.answer_by - self.rounds_wait,
+            "helpers_wait": self.helpers_wait,
             "discovery_wait": self.discovery_wait,
             "round_runs_for": self.round_runs_for,
         }

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from actionscheduler_exporter.collectors import site_sources
 from actionscheduler_exporter.config.model import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.servers import DatabaseServers, server_of
-from actionscheduler_exporter.metrics import catalog
-from actionscheduler_exporter.metrics.samples import sample
-from actionscheduler_exporter.rounds.result import SiteResult
+from actionscheduler_exporter.rounds.result import SiteResult, down
 from actionscheduler_exporter.rounds.site import MonitoredSite
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT, ScrapeBudget
 from actionscheduler_exporter.scrape.discovery import DatabaseDiscovery
@@ -205,7 +203,7 @@ class Coordinator:
                     if found.listed
                     else "the databases are being listed"
                 )
-                undiscovered.append(_down(discovery.entry, problem))
+                undiscovered.append(down(discovery.entry.name, discovery.entry.labels, problem))
         return undiscovered
 
 
@@ -224,9 +222,3 @@ def _joined(entries: list[_Entry], runs_until: float) -> list[RoundsRun]:
 def _close_all(closing: list[Callable[[], None]]) -> None:
     for close in closing:
         close()
-
-
-def _down(entry: SiteConfig, problem: str) -> SiteResult:
-    result = SiteResult(entry.name, entry.labels, up=False, problems=[problem])
-    result.samples.append(sample(catalog.UP, False))
-    return result

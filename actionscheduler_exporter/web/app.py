@@ -41,6 +41,7 @@ def create_app(
 
     @app.get("/", response_class=HTMLResponse)
     async def landing() -> str:
-        return landing_page(live.current.coordinator, telemetry_path)
+        serving = live.current
+        return landing_page(serving.coordinator, telemetry_path, serving.helpers.sites_read())
 
     return AuthAndHeaders(MetricsRoute(app, live, telemetry_path), live)

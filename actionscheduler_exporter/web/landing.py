@@ -9,9 +9,12 @@ from actionscheduler_exporter import __version__
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 
 
-def landing_page(coordinator: Coordinator, telemetry_path: str = "/metrics") -> str:
+def landing_page(
+    coordinator: Coordinator, telemetry_path: str = "/metrics", helped: int = 0
+) -> str:
     """Every site as it is served: a `table_prefix: auto` network as its subsites, a
-    `database: auto` entry as the databases found (or a note until some are)."""
+    `database: auto` entry as the databases found (or a note until some are); `helped`:
+    the sites the helper processes read (`split`), counted."""
     served = [pair for site in coordinator.sites for pair in site.served_as()]
     for entry in coordinator.config.sites:
         if entry.discovers_databases and not any(
@@ -30,5 +33,12 @@ def landing_page(coordinator: Coordinator, telemetry_path: str = "/metrics") -> 
         "<a href='healthz'>Health</a></p>"
         "<h2>Sites</h2><table border='1' cellpadding='4'>"
         "<tr><th>site</th><th>table prefix</th></tr>"
-        f"{rows}</table></body></html>\n"
+        f"{rows}</table>{_helped(helped)}</body></html>\n"
     )
+
+
+def _helped(sites: int) -> str:
+    if not sites:
+        return ""
+    helpers = "the exporter's helper processes (<code>processes</code>)"
+    return f"<p>and {sites} more sites, read by {helpers}</p>"

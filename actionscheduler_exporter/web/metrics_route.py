@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from actionscheduler_exporter.exposition.render import render_parts
+from actionscheduler_exporter.exposition.family_parts import Gathering
+from actionscheduler_exporter.exposition.render import negotiate, render_parts
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.web import encoding
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
@@ -66,7 +67,11 @@ class MetricsRoute:
         # wait for a first listing of databases, and the results for the Kubernetes API:
         # then they run off the event loop; else on it, without two thread hand-offs (a
         # tenth of a small store's scrape).
-        coordinator = self.live.current.coordinator  # a reload may replace it meanwhile
+        serving = self.live.current  # a reload may replace it meanwhile
+        coordinator = serving.coordinator
+        accept = headers.get(_ACCEPT)
+        # The helper processes read their parts of the sites meanwhile (`split`).
+        asked = serving.helpers.ask(budget, negotiate(accept))
         if coordinator.begin_may_wait:
             pending = await asyncio.to_thread(coordinator.begin, budget)
         else:  # never waits on the loop, whatever a reload adds meanwhile
@@ -76,8 +81,12 @@ class MetricsRoute:
             results = await asyncio.to_thread(pending.results)
         else:
             results = pending.results()
+        others: list[Gathering] = []
+        if asked.waiting:
+            others, missing = await asyncio.to_thread(asked.answers)
+            results = [*results, *missing]
         parts, content_type = render_parts(
-            results, headers.get(_ACCEPT), exporter=self.live.reloads.samples()
+            results, accept, exporter=self.live.reloads.samples(), others=others
         )
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth

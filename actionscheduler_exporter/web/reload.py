@@ -11,6 +11,8 @@ from actionscheduler_exporter.config import ConfigError, ExporterConfig
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.split.helpers import NO_HELPERS, Helpers
+from actionscheduler_exporter.split.parts import part_config
 from actionscheduler_exporter.web.serving import CurrentServing, ServedWith
 from actionscheduler_exporter.web.tls import ServerTLS, TLSHolder
 from actionscheduler_exporter.web.webconfig import WebConfig
@@ -36,11 +38,15 @@ class Reloader:
         load: Callable[[], tuple[ExporterConfig, WebConfig]],
         listen: tuple[str, int],
         tls: TLSHolder,
+        helpers_for: Callable[[ExporterConfig], Helpers] = lambda _config: NO_HELPERS,
     ) -> None:
+        """`helpers_for`: starts the helper processes of a configuration that needs
+        another number of them."""
         self._live = live
         self._load = load
         self._listen = listen
         self._tls = tls
+        self._helpers_for = helpers_for
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -60,9 +66,11 @@ class Reloader:
                 server_tls = ServerTLS.of(web.tls_settings) if web.tls_settings else None
                 old = self._live.current.coordinator
                 # Unchanged sites keep what they counted (log cursors, counters, totals);
-                # only a new connection budget or shard needs a coordinator of its own.
-                kept = old.reconfigure(config)
-                coordinator = old if kept else Coordinator(config)
+                # only a new connection budget, shard or number of processes needs a
+                # coordinator of its own.
+                own = part_config(config, 0)
+                kept = old.reconfigure(own)
+                coordinator = old if kept else Coordinator(own)
             except (ConfigError, OSError, ssl.SSLError, ValueError) as error:
                 self._live.reloads.failed()
                 emit(log, logging.ERROR, "reload failed, the running configuration is kept",
@@ -70,13 +78,23 @@ class Reloader:
                 return
             if (config.listen_host, config.listen_port) != self._listen:
                 emit(log, logging.WARNING, "the listen address changes at the next restart")
+            # The helpers take their parts of the sites as the coordinator takes its own.
+            old_helpers = self._live.current.helpers
+            helpers_kept = old_helpers.reconfigure(config)
+            helpers = old_helpers if helpers_kept else self._helpers_for(config)
             self._tls.current = server_tls
-            self._live.current = ServedWith.of(coordinator, web)
+            self._live.current = ServedWith.of(coordinator, web, helpers)
             self._live.reloads.succeeded()
+            # Scrapes that took the old coordinator or helpers finish with them first.
             if not kept:
-                # Scrapes that took the old coordinator finish with it first.
-                timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
-                timer.daemon = True
-                timer.start()
+                _close_later(old.close)
+            if not helpers_kept:
+                _close_later(old_helpers.close)
             emit(log, logging.INFO, "configuration reloaded", sites=len(config.sites),
                  tls=web.tls, state="kept for unchanged sites" if kept else "new")  # fmt: skip
+
+
+def _close_later(close: Callable[[], None]) -> None:
+    timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, close)
+    timer.daemon = True
+    timer.start()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from actionscheduler_exporter import __version__
@@ -14,6 +13,9 @@ from actionscheduler_exporter.config import ExporterConfig
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
+from actionscheduler_exporter.split.helpers import Helpers
+from actionscheduler_exporter.split.parts import part_config, processes_of
 from actionscheduler_exporter.web.webconfig import WebConfig
 
 if TYPE_CHECKING:  # the server's own modules load when it serves, not for `check`
@@ -36,10 +38,13 @@ def serve(
     telemetry_path: str = "/metrics",
     addresses: list[tuple[str, int]] | None = None,
     systemd_socket: bool = False,
+    helper_arguments: Sequence[str] = (),
 ) -> int:
     """`protocol`: the HTTP protocol class for the server's TLS (a holder that a reload
     refills; empty: plain HTTP), which does the handshake itself. It listens on every
-    address (default: the configuration's), or on systemd's sockets."""
+    address (default: the configuration's), or on systemd's sockets. With `processes`
+    above one, helper processes (started with `helper_arguments`: how to log) read the
+    other parts of the sites (`split`)."""
     import uvicorn
 
     from actionscheduler_exporter.web import listeners
@@ -67,14 +72,22 @@ def serve(
         print(f"actionscheduler-exporter: {error}", file=sys.stderr)
         return EXIT_UNHEALTHY
     tune_garbage_collection()
-    coordinator = Coordinator(config)
+    coordinator = Coordinator(part_config(config, 0))
     emit(log, logging.INFO, "starting", version=__version__, sites=len(coordinator.sites),
-         shard=str(config.shard), listen=listeners.describe(sockets), tls=web.tls,
+         shard=str(config.shard), processes=processes_of(config),
+         listen=listeners.describe(sockets), tls=web.tls,
          basic_auth=bool(web.users))  # fmt: skip
-    live = CurrentServing(ServedWith.of(coordinator, web))
+    helpers = Helpers(config, helper_arguments)
+    live = CurrentServing(ServedWith.of(coordinator, web, helpers))
     tls = TLSHolder(ServerTLS.of(web.tls_settings) if web.tls_settings else None)
     if reload is not None:
-        reloader = Reloader(live, reload, (config.listen_host, config.listen_port), tls)
+        reloader = Reloader(
+            live,
+            reload,
+            (config.listen_host, config.listen_port),
+            tls,
+            lambda config: Helpers(config, helper_arguments),
+        )
         signal.signal(signal.SIGHUP, lambda _signal, _frame: reloader.start())
     server = uvicorn.Server(
         uvicorn.Config(
@@ -96,18 +109,8 @@ def serve(
     try:
         server.run(sockets=sockets)
     finally:
+        live.current.helpers.close()
         live.current.coordinator.close()
         for sock in sockets:
             sock.close()
     return 0
-
-
-def tune_garbage_collection() -> None:
-    """A scrape of a thousand sites allocates a few hundred thousand short-lived objects;
-    with the default thresholds the collector walks every long-lived one (the imported
-    modules, the caches, the counts) many times per scrape. What exists at start is
-    frozen out of its walks, and the young generation is collected less often: about a
-    tenth of such a scrape's time (docs/performance.md). Reference counting still frees
-    everything that is not in a cycle at once."""
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)

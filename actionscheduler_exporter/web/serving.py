@@ -10,6 +10,7 @@ from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.catalog import MetricDef
 from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.scrape.coordinator import Coordinator
+from actionscheduler_exporter.split.helpers import NO_HELPERS, Helpers
 from actionscheduler_exporter.web.auth import BasicAuth
 from actionscheduler_exporter.web.webconfig import WebConfig
 
@@ -22,13 +23,16 @@ class ServedWith:
     coordinator: Coordinator
     auth: BasicAuth
     headers: list[tuple[bytes, bytes]]
+    helpers: Helpers = NO_HELPERS  # those that read the other parts of the sites
 
     @classmethod
-    def of(cls, coordinator: Coordinator, web: WebConfig) -> ServedWith:
+    def of(
+        cls, coordinator: Coordinator, web: WebConfig, helpers: Helpers = NO_HELPERS
+    ) -> ServedWith:
         headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in web.headers.items()
         ]
-        return cls(coordinator, BasicAuth(web.users), headers)
+        return cls(coordinator, BasicAuth(web.users), headers, helpers)
 
 
 class ReloadStatus:

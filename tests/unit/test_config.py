@@ -228,6 +228,10 @@ def test_environment_gives_one_site() -> None:
             "listen_address",
             "string",
         ),
+        ("sites:\n  - {database: x, user: u}\nprocesses: 0", "processes", "at least 1"),
+        ("sites:\n  - {database: x, user: u}\nprocesses: 9", "processes", "at most 8"),
+        ("sites:\n  - {database: x, user: u}\nprocesses: two", "processes", "whole number"),
+        ("sites:\n  - {database: x, user: u}\nprocesses: true", "processes", "whole number"),
         ("sites:\n  - {dsn: 'mysql://u:p@[::1/db'}", "sites[0].dsn", "not a valid URL"),
         ("sites: " + "[" * 20000, "", "not valid"),
         # issue 13, item 16: a site named like a subsite of a table_prefix: auto site

@@ -29,6 +29,7 @@ def test_how_a_ten_second_scrape_is_spent() -> None:
             "answer_by": 9.5,  # half a second for the answer to travel
             "rounds_wait": 8.55,  # the rounds are waited for...
             "writing": 0.95,  # ...keeping a tenth to write the answer
+            "helpers_wait": 9.025,  # the helper processes' families: half of that tenth
             "discovery_wait": 4.75,
             "round_runs_for": 9.5,
         }

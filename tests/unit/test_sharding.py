@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from actionscheduler_exporter.config.model import ExporterConfig
 from actionscheduler_exporter.sharding import ALL_SITES, Shard, parse_shard
+from actionscheduler_exporter.split.parts import part_config, processes_of
 
 LABELS = [f"store-{index}" for index in range(1000)] + [f"net:wp_{i}_" for i in range(500)]
 
@@ -62,3 +64,35 @@ def test_a_wrong_shard_is_a_clear_error(
 ) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_shard(value, total, environ)
+
+
+@pytest.mark.parametrize(("total", "parts"), [(1, 2), (1, 3), (2, 2), (3, 4)])
+def test_the_parts_of_a_shard_hold_each_of_its_sites_once(total: int, parts: int) -> None:
+    """`processes`: a shard's sites split among its processes, each site in exactly
+    one process of exactly one shard, and none of another shard's."""
+    for index in range(total):
+        shard = Shard(index, total)
+        split = [shard.part(part, parts) for part in range(parts)]
+        for label in LABELS:
+            assert sum(part.owns(label) for part in split) == shard.owns(label), label
+        for part in split:
+            owned = sum(part.owns(label) for label in LABELS)
+            assert owned <= 1.3 * len(LABELS) / (total * parts)
+    with pytest.raises(ValueError, match="part 2 does not exist among 2"):
+        ALL_SITES.part(2, 2)
+
+
+@pytest.mark.parametrize(
+    ("processes", "connections", "shares"),
+    [(1, 4, [4]), (2, 4, [2, 2]), (2, 5, [3, 2]), (3, 4, [2, 1, 1]), (4, 2, [1, 1])],
+)
+def test_the_processes_share_the_connections_per_server(
+    processes: int, connections: int, shares: list[int]
+) -> None:
+    """Every process needs a connection of its own: never more processes than
+    connections, and never more connections in all than `connections_per_server`."""
+    config = ExporterConfig(sites=(), processes=processes, connections_per_server=connections)
+    assert processes_of(config) == len(shares)
+    parts = [part_config(config, index) for index in range(len(shares))]
+    assert [part.connections_per_server for part in parts] == shares
+    assert len({part.shard for part in parts}) == len(shares)
