@@ -222,6 +222,8 @@ def test_values_schema_rejects_wrong_types_and_unknown_keys() -> None:
         (merged(MINIMAL, **{"config.connectionsPerServer": 0}), "connectionsPerServer"),
         (merged(MINIMAL, **{"config.connectionsPerServer": 65}), "connectionsPerServer"),
         (merged(MINIMAL, **{"config.connectionsPerServer": "two"}), "connectionsPerServer"),
+        (merged(MINIMAL, **{"config.processes": 0}), "processes"),
+        (merged(MINIMAL, **{"config.processes": 9}), "processes"),
     ]:
         with pytest.raises(helm.HelmValuesError, match=problem):
             chart.validate_schema(bad)
@@ -406,6 +408,19 @@ def test_connections_per_server_reaches_every_shards_config(tmp_path: Path) -> N
     # Unset, the exporter's default stands.
     unset = find(render(VARIANTS["sharded"]), "ConfigMap", "exporter")["data"]["exporter.yml"]
     assert "connections_per_server" not in yaml.safe_load(unset)
+
+
+def test_processes_reach_the_exporters_config(tmp_path: Path) -> None:
+    values = merged(MINIMAL, **{"config.processes": 2})
+    text = find(render(values), "ConfigMap", "exporter")["data"]["exporter.yml"]
+    assert yaml.safe_load(text)["processes"] == 2
+    path = tmp_path / "exporter.yml"
+    path.write_text(text.replace("/etc/actionscheduler-exporter/passwords", str(tmp_path)))
+    for site in yaml.safe_load(text)["sites"]:
+        (tmp_path / site["name"]).write_text("pw\n")
+    assert load_file(str(path)).processes == 2  # the exporter's own validation
+    unset = find(render(MINIMAL), "ConfigMap", "exporter")["data"]["exporter.yml"]
+    assert "processes" not in yaml.safe_load(unset)
 
 
 def test_worker_deployment_finishes_its_batch_on_rollouts() -> None:

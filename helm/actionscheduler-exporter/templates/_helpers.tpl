@@ -300,6 +300,9 @@ true
 {{- with .Values.config.connectionsPerServer -}}
 {{- $_ := set $config "connections_per_server" . -}}
 {{- end -}}
+{{- with .Values.config.processes -}}
+{{- $_ := set $config "processes" . -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
 
