@@ -74,7 +74,8 @@ class Running:
 
     @property
     def pids(self) -> list[int]:
-        return [self.process.pid]
+        """The exporter's process and its helper processes (`processes` above one)."""
+        return [self.process.pid, *children(self.process.pid)]
 
 
 @dataclass
@@ -95,7 +96,18 @@ class Shards:
 
     @property
     def pids(self) -> list[int]:
-        return [shard.process.pid for shard in self.shards]
+        return [pid for shard in self.shards for pid in shard.pids]
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (Linux lists them per thread)."""
+    found: list[int] = []
+    with contextlib.suppress(FileNotFoundError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            path = f"/proc/{pid}/task/{task}/children"
+            with contextlib.suppress(FileNotFoundError), open(path, encoding="ascii") as listed:
+                found += [int(child) for child in listed.read().split()]
+    return found
 
 
 @contextlib.contextmanager

@@ -47,6 +47,7 @@ from bench.measure import (
     metric_values,
     ms,
     process_cpu_seconds,
+    proportional_mib,
     resident_mib,
 )
 from bench.replay import captured, replay_against_floor
@@ -112,6 +113,20 @@ def _exporter_connections(text: str) -> int | None:
 
 
 EXPORTER_CONNECTIONS = _exporter_connections(os.environ.get("AS_BENCH_CONNECTIONS", ""))
+
+
+def _exporter_processes(text: str) -> int | None:
+    """`AS_BENCH_PROCESSES=<n>`: this checkout's exporter runs the thousand-store set-ups
+    with `processes: n` (its helper processes' CPU and memory counted with it); the
+    baseline's keeps its default."""
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise SystemExit(f"AS_BENCH_PROCESSES must be a whole number from 1, not {text!r}")
+    return int(text)
+
+
+EXPORTER_PROCESSES = _exporter_processes(os.environ.get("AS_BENCH_PROCESSES", ""))
 
 
 def _floor_together(text: str) -> bool:
@@ -283,6 +298,8 @@ def _many(
             }
             if name == "exporter" and EXPORTER_CONNECTIONS is not None:
                 own["connections_per_server"] = EXPORTER_CONNECTIONS
+            if name == "exporter" and EXPORTER_PROCESSES is not None:
+                own["processes"] = EXPORTER_PROCESSES
             if shards > 1:
                 connections = own.get("connections_per_server", CONNECTIONS)
                 own["connections_per_server"] = max(1, connections // shards)
@@ -341,7 +358,8 @@ def _many(
                 else None
             )
             up = sites_up(scrapes[name]())
-            rss, peak = map(sum, zip(*map(resident_mib, exporter.pids), strict=True))
+            pids = exporter.pids
+            rss, peak = map(sum, zip(*map(resident_mib, pids), strict=True))
             first_s, first_up, heavy_s = first[name]
             measured[name] = {
                 "sites": len(statements),
@@ -355,8 +373,9 @@ def _many(
                 "ratio_p95": ours.p95 / floors.p95,
                 "rss_mib": rss,
                 "rss_peak_mib": peak,
+                "pss_mib": sum(map(proportional_mib, pids)),
                 "connections": max(v for k, v in most[name].items() if k != "_polls"),
-                "processes": shards,
+                "processes": len(pids),
                 "cpu_s": cpu[name].per_call() if cpu else {},
                 "replayed": replayed.as_dict() if replayed else None,
             }

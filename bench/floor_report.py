@@ -16,8 +16,8 @@ def floor_table(report: dict[str, Any]) -> list[str]:
         "The exporter against the floor (timed in turn; ratio = exporter / floor):",
         "",
         "| case | exporter | ratio median | ratio p95 | scrape median | p95 "
-        "| floor median | p95 | first scrape | up | RSS MiB (peak) | connections |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| floor median | p95 | first scrape | up | RSS MiB (peak) | Pss MiB | connections |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows: list[tuple[str, str, dict[str, Any]]] = []
     for store in report.get("floor_stores", []):
@@ -32,7 +32,7 @@ def floor_table(report: dict[str, Any]) -> list[str]:
             f"| {ms(measured['scrape']['median_s'])} | {ms(measured['scrape']['p95_s'])} "
             f"| {ms(measured['floor']['median_s'])} | {ms(measured['floor']['p95_s'])} "
             f"| {f'{first:.2f} s' if first is not None else '-'} | {up} "
-            f"| {measured['rss_mib']:.1f} ({_peak(measured)}) "
+            f"| {measured['rss_mib']:.1f} ({_peak(measured)}) | {_pss(measured)} "
             f"| {measured.get('connections', '-')} |"
         )
     return lines
@@ -184,6 +184,12 @@ def _names(store: dict[str, Any]) -> Iterator[tuple[str, None]]:
     for name in ("exporter", "baseline"):
         if name in store:
             yield name, None
+
+
+def _pss(measured: dict[str, Any]) -> str:
+    """The processes' proportional memory, summed (each page shared between them once)."""
+    pss = measured.get("pss_mib")
+    return f"{pss:.1f}" if pss is not None else "-"
 
 
 def _peak(measured: dict[str, Any]) -> str:

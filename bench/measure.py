@@ -71,6 +71,18 @@ def resident_mib(pid: int) -> tuple[float, float]:
     return fields["VmRSS"], fields["VmHWM"]
 
 
+def proportional_mib(pid: int) -> float:
+    """The process's share of the memory it uses (Pss: each page shared with other
+    processes counted in parts), in MiB: summed over processes, each page once, as a
+    container's memory counts it."""
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+        for line in rollup:
+            key, _, value = line.partition(":")
+            if key == "Pss":
+                return int(value.split()[0]) / 1024
+    raise ValueError(f"no Pss in /proc/{pid}/smaps_rollup")
+
+
 def rows_examined_per_call(
     connection: pymysql.connections.Connection[Any], call: Callable[[], object], repeat: int
 ) -> float:
