@@ -145,8 +145,8 @@ def joined(own: Gathering, others: Sequence[Gathering]) -> Gathering:
     for other in others:
         for name, family in other.families.items():
             found = families.get(name)
-            if found is None:
-                families[name] = family
+            if found is None:  # a copy: the joined family grows, the other's is kept
+                families[name] = Family(list(family.pieces), list(family.sites), list(family.fresh))
             else:
                 found.pieces += family.pieces
                 found.sites += family.sites

@@ -195,7 +195,15 @@ def families(
     its samples encode the same (`kept_texts`, as the text writer's); each family's
     pieces (a thousand stores' fields are 174,000) are given out in parts of
     `SITES_PER_PART` sites after the family's length and head (`family_parts`)."""
-    gathering = joined(gather(results), others)
+    return written(joined(gather(results), others), definitions, extra)
+
+
+def written(
+    gathering: Gathering,
+    definitions: Iterable[MetricDef],
+    extra: Iterable[tuple[MetricDef, Labels, float]],
+) -> Iterator[Part]:
+    """`families` of sites already gathered (`gather`, `family_parts.joined`)."""
     fields, generations = gathering.families, gathering.generations
     for definition, labels_of, value in extra:
         metric = _extra_metric(definition, labels_of, float(value).hex())

@@ -12,7 +12,7 @@ from itertools import chain
 
 from actionscheduler_exporter import __version__
 from actionscheduler_exporter.exposition import protobuf, writer
-from actionscheduler_exporter.exposition.family_parts import Gathering, Part
+from actionscheduler_exporter.exposition.family_parts import Gathering, Part, joined
 from actionscheduler_exporter.exposition.process import process_samples
 from actionscheduler_exporter.metrics import catalog
 from actionscheduler_exporter.metrics.samples import Labels
@@ -97,18 +97,13 @@ def render_parts(
     of the exporter's helper processes, gathered there for the same content type
     (`gather`)."""
     content_type = negotiate(accept)
-    build = (catalog.BUILD_INFO, BUILD_LABELS, 1.0)
-    if content_type == PROTOBUF:
-        writer.forget()  # the texts of a text scrape before are not read again soon
-        return _protobuf(results, [build, *exporter], others), content_type
-    protobuf.forget()  # the fields of a protobuf scrape before are not read again soon
-    openmetrics = content_type == OPENMETRICS
-    return _text(results, [build, *exporter], openmetrics, others), content_type
+    return answer_parts(gather(results, content_type), content_type, exporter, others), content_type
 
 
 def gather(results: Sequence[SiteResult], content_type: str) -> Gathering:
-    """The families of `results` for an answer of `content_type`, to be joined with
-    another process's (`render_parts`' `others`): what a helper process sends."""
+    """The families of `results` for an answer of `content_type`: this process's part
+    of the answer (`answer_parts`), or what a helper process sends. The other format's
+    kept texts are let go of (a scraper asks for one format)."""
     if content_type == PROTOBUF:
         writer.forget()
         return protobuf.gather(results)
@@ -116,24 +111,22 @@ def gather(results: Sequence[SiteResult], content_type: str) -> Gathering:
     return writer.gather(results)
 
 
-def _protobuf(
-    results: Sequence[SiteResult],
-    extra: list[tuple[catalog.MetricDef, Labels, float]],
-    others: Sequence[Gathering],
+def answer_parts(
+    own: Gathering,
+    content_type: str,
+    exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
+    others: Sequence[Gathering] = (),
 ) -> Iterator[Part]:
-    yield from protobuf.families(results, catalog.ALL, extra, others)
-    yield Part([protobuf.encode_process(process_samples())])  # coded anew every time
-
-
-def _text(
-    results: Sequence[SiteResult],
-    extra: list[tuple[catalog.MetricDef, Labels, float]],
-    openmetrics: bool,
-    others: Sequence[Gathering],
-) -> Iterator[Part]:
-    yield from writer.families(
-        results, _TEXT_FAMILIES, extra, openmetrics=openmetrics, others=others
-    )
+    """The answer of `content_type` in parts: the sites of `own` (`gather`) and of
+    `others` after them in each family, the exporter's own samples, the process's."""
+    gathering = joined(own, others)
+    extra = [(catalog.BUILD_INFO, BUILD_LABELS, 1.0), *exporter]
+    if content_type == PROTOBUF:
+        yield from protobuf.written(gathering, catalog.ALL, extra)
+        yield Part([protobuf.encode_process(process_samples())])  # coded anew every time
+        return
+    openmetrics = content_type == OPENMETRICS
+    yield from writer.written(gathering, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
     yield Part([writer.encode_process(process_samples(), openmetrics=openmetrics).encode()])
     if openmetrics:
         yield Part([_EOF], (_EOF,))

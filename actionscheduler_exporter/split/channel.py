@@ -10,6 +10,7 @@ from typing import IO
 
 from actionscheduler_exporter.config.model import ExporterConfig
 from actionscheduler_exporter.exposition.family_parts import Gathering
+from actionscheduler_exporter.split.changes import Changes
 
 
 @dataclass(frozen=True)
@@ -21,21 +22,23 @@ class Configure:
 
 @dataclass(frozen=True)
 class Ask:
-    """Scrape your sites with the scraper's `timeout`, for an answer of `content_type`."""
+    """Scrape your sites with the scraper's `timeout`, for an answer of `content_type`;
+    `whole`: send the families whole, not as changes (`changes`)."""
 
     number: int
     timeout: float
     content_type: str
+    whole: bool = False
 
 
 @dataclass(frozen=True)
 class Answer:
-    """The families of the helper's sites for the `Ask` of `number`, and the sites
-    themselves (their `site` label and constant labels): reported as down by the serving
-    process if the helper stops."""
+    """The families of the helper's sites for the `Ask` of `number` (whole, or as
+    changes to its answer before), and the sites themselves (their `site` label and
+    constant labels): reported as down by the serving process if the helper stops."""
 
     number: int
-    gathering: Gathering
+    gathering: Gathering | Changes
     sites: list[tuple[str, tuple[tuple[str, str], ...]]]
 
 

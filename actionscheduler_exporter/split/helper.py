@@ -18,11 +18,13 @@ from collections.abc import Sequence
 from typing import IO
 
 from actionscheduler_exporter.errors import unexpected
+from actionscheduler_exporter.exposition.family_parts import Gathering
 from actionscheduler_exporter.exposition.render import gather
 from actionscheduler_exporter.logs import configure, emit
 from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
+from actionscheduler_exporter.split.changes import changes
 from actionscheduler_exporter.split.channel import (
     Answer,
     Ask,
@@ -42,8 +44,9 @@ class Helper:
 
     def __init__(self, answers: IO[bytes]) -> None:
         self._answers = answers
-        self._writing = threading.Lock()
-        self._gathering = threading.Lock()
+        # Gathered and sent in one order: each answer changes the one sent before it.
+        self._answering = threading.Lock()
+        self._sent: tuple[int, str, Gathering] | None = None  # number, type, families
         self._coordinator: Coordinator | None = None
 
     def run(self, requests: IO[bytes]) -> None:
@@ -76,16 +79,21 @@ class Helper:
             return
         try:
             results = coordinator.scrape(ask.timeout)
-            with self._gathering:
+            sites = [(result.label, result.labels) for result in results]
+            with self._answering:
                 gathering = gather(results, ask.content_type)
-            answer = Answer(ask.number, gathering, [(r.label, r.labels) for r in results])
+                sent, self._sent = self._sent, (ask.number, ask.content_type, gathering)
+                if sent is None or sent[1] != ask.content_type or ask.whole:
+                    answer = Answer(ask.number, gathering, sites)
+                else:
+                    answer = Answer(ask.number, changes(sent[2], gathering, sent[0]), sites)
+                # The serving process may have gone: the input closes too.
+                with contextlib.suppress(OSError, ValueError):
+                    send(self._answers, answer)
         except Exception as error:
             emit(log, logging.ERROR, "a helper process could not answer a scrape",
                  error=unexpected(error))  # fmt: skip
-            return  # the serving process reports this helper's sites after its wait
-        # The serving process may have gone: the input closes too.
-        with self._writing, contextlib.suppress(OSError, ValueError):
-            send(self._answers, answer)
+            # The serving process reports this helper's sites after its wait.
 
 
 def main(argv: Sequence[str] | None = None) -> int:

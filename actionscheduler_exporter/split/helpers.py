@@ -21,6 +21,7 @@ from actionscheduler_exporter.exposition.family_parts import Gathering
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.rounds.result import SiteResult, down
 from actionscheduler_exporter.scrape.budget import ScrapeBudget
+from actionscheduler_exporter.split.changes import BaseMissingError, Changes, applied
 from actionscheduler_exporter.split.channel import (
     Answer,
     Ask,
@@ -58,6 +59,10 @@ class _Running:
 
     process: subprocess.Popen[bytes]
     outbox: queue.SimpleQueue[Message | None]
+    # Its last answer, whole, which its next one changes (`changes`), and its number.
+    held: tuple[int, Gathering] | None = None
+    # Its next answer is asked for whole: one did not apply to what was held.
+    whole: bool = False
 
 
 class Helper:
@@ -68,7 +73,7 @@ class Helper:
         self._config = config
         self._arguments = list(arguments)
         self._lock = threading.Lock()
-        self._waiting: dict[int, Future[Answer]] = {}
+        self._waiting: dict[int, Future[Gathering]] = {}
         self._running: _Running | None = None
         self._started = -RESTART_AFTER_SECONDS
         self._closed = False
@@ -82,10 +87,10 @@ class Helper:
         running = self._running
         return None if running is None else running.process.pid
 
-    def ask(self, number: int, timeout: float, content_type: str) -> Future[Answer]:
+    def ask(self, number: int, timeout: float, content_type: str) -> Future[Gathering]:
         """Sends the scrape to the process (starting it again if it stopped); the
         future fails with `HelperStoppedError` if the process stops before it answers."""
-        future: Future[Answer] = Future()
+        future: Future[Gathering] = Future()
         with self._lock:
             if self._running is None and not self._closed:
                 self._start()
@@ -94,7 +99,8 @@ class Helper:
                 future.set_exception(HelperStoppedError(self.stopped_with or "not running"))
                 return future
             self._waiting[number] = future
-            running.outbox.put(Ask(number, timeout, content_type))
+            running.outbox.put(Ask(number, timeout, content_type, running.whole))
+            running.whole = False
         return future
 
     def forget(self, number: int) -> None:
@@ -158,8 +164,15 @@ class Helper:
                     self.sites = message.sites
                     self._unanswered = 0  # alive, if late
                     future = self._waiting.pop(message.number, None)
-                if future is not None:
-                    future.set_result(message)
+                    whole = _whole(running, message)
+                if future is None:
+                    continue
+                if whole is None:
+                    future.set_exception(HelperStoppedError(
+                        f"the helper process {self.index} sent changes to an answer not "
+                        "held here; its next answer is asked for whole"))  # fmt: skip
+                else:
+                    future.set_result(whole)
         except ChannelClosedError as error:
             why = str(error)
         running.outbox.put(None)
@@ -177,6 +190,24 @@ class Helper:
         if not closing:
             emit(log, logging.ERROR, "a helper process stopped; started again at a scrape",
                  helper=self.index, code=process.returncode, why=why)  # fmt: skip
+
+
+def _whole(running: _Running, answer: Answer) -> Gathering | None:
+    """The answer's families whole, applied to the last one held (then held in its
+    place); None when they change an answer not held (the next is asked for whole)."""
+    gathering = answer.gathering
+    if isinstance(gathering, Changes):
+        held = running.held
+        try:
+            if held is None or held[0] != gathering.base:
+                raise BaseMissingError(f"changes to answer {gathering.base}, not held")
+            gathering = applied(held[1], gathering)
+        except BaseMissingError as error:
+            emit(log, logging.ERROR, "a helper's answer could not be applied", error=str(error))
+            running.held, running.whole = None, True
+            return None
+    running.held = (answer.number, gathering)
+    return gathering
 
 
 def _write(running: _Running) -> None:
@@ -209,7 +240,7 @@ class AskedHelpers:
 
     helpers: list[Helper]
     number: int
-    futures: list[Future[Answer]]
+    futures: list[Future[Gathering]]
     until: Deadline
 
     @property
@@ -224,14 +255,14 @@ class AskedHelpers:
         missing: list[SiteResult] = []
         for helper, future in zip(self.helpers, self.futures, strict=True):
             try:
-                answer = future.result(self.until.left())
+                gathering = future.result(self.until.left())
             except WaitTimeout:
                 helper.forget(self.number)
                 problem = f"the exporter's helper process {helper.index} did not answer in time"
             except HelperStoppedError as error:
                 problem = str(error)
             else:
-                gatherings.append(answer.gathering)
+                gatherings.append(gathering)
                 continue
             emit(log, logging.WARNING, "a helper's sites are reported as down",
                  helper=helper.index, sites=len(helper.sites), problem=problem)  # fmt: skip

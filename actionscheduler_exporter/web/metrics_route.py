@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from actionscheduler_exporter.exposition.family_parts import Gathering
-from actionscheduler_exporter.exposition.render import negotiate, render_parts
+from actionscheduler_exporter.exposition.render import answer_parts, gather, negotiate
 from actionscheduler_exporter.scrape.budget import BudgetError, ScrapeBudget
 from actionscheduler_exporter.web import encoding
 from actionscheduler_exporter.web.kept_gzip import KeptGzip
@@ -71,7 +71,8 @@ class MetricsRoute:
         coordinator = serving.coordinator
         accept = headers.get(_ACCEPT)
         # The helper processes read their parts of the sites meanwhile (`split`).
-        asked = serving.helpers.ask(budget, negotiate(accept))
+        content_type = negotiate(accept)
+        asked = serving.helpers.ask(budget, content_type)
         if coordinator.begin_may_wait:
             pending = await asyncio.to_thread(coordinator.begin, budget)
         else:  # never waits on the loop, whatever a reload adds meanwhile
@@ -81,13 +82,15 @@ class MetricsRoute:
             results = await asyncio.to_thread(pending.results)
         else:
             results = pending.results()
+        # This process's families are gathered while the helpers send theirs.
+        own = gather(results, content_type)
         others: list[Gathering] = []
         if asked.waiting:
             others, missing = await asyncio.to_thread(asked.answers)
-            results = [*results, *missing]
-        parts, content_type = render_parts(
-            results, accept, exporter=self.live.reloads.samples(), others=others
-        )
+            if missing:  # a helper's sites reported as down, with this process's own
+                own = gather([*results, *missing], content_type)
+        exporter = self.live.reloads.samples()
+        parts = answer_parts(own, content_type, exporter, others)
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth
         # of it compressed, most of it as the last scrape's was (`kept_gzip`).
