@@ -132,10 +132,24 @@ class Exporter:
     def helpers(self) -> list[int]:
         return children(self.process.pid)
 
+    def cpu_seconds(self) -> float:
+        """The exporter's `process_cpu_seconds_total`."""
+        for family in text_string_to_metric_families(self.get(TEXT).decode()):
+            if family.name == "process_cpu_seconds":
+                return float(family.samples[0].value)
+        raise AssertionError("no process_cpu_seconds_total")
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(30)
+
+
+def cpu_of(pid: int) -> float:
+    """A process's user and system CPU seconds, from /proc."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rpartition(b")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid: int) -> list[int]:
@@ -199,6 +213,10 @@ def test_two_processes_answer_as_one_does_in_every_format(fleet: Fleet, tmp_path
         assert len(two.helpers()) == 1 and one.helpers() == []
         for running in (one, two):
             assert wait_until(partial(all_up_but_unreachable, running, labels), 60)
+        # The exporter's CPU is both processes'.
+        [helper] = two.helpers()
+        spent = cpu_of(two.process.pid) + cpu_of(helper)
+        assert two.cpu_seconds() >= spent > cpu_of(two.process.pid)
         # The landing page lists the serving process's sites and counts the helper's.
         with urllib.request.urlopen(f"http://127.0.0.1:{two.port}/", timeout=30) as page:
             landing = page.read().decode()
@@ -256,6 +274,7 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
     with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
         assert wait_until(lambda: all_up_but_unreachable(two, labels), 60)
         [helper] = two.helpers()
+        spent = two.cpu_seconds()
         os.kill(helper, signal.SIGSTOP)
         try:
             # The helper does not answer within the scrape's time: its sites stay in the
@@ -281,6 +300,8 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
         log = two.log.read_text()
         assert "a helper process stopped" in log
         assert log.count("helper process started") == 2
+        # The CPU of the helper that ended stays counted: the counter does not fall.
+        assert two.cpu_seconds() >= spent
 
 
 def test_a_reload_reaches_the_helpers_and_can_change_the_processes(

@@ -14,6 +14,7 @@ import contextlib
 import math
 import os
 import resource
+from collections.abc import Sequence
 from typing import NamedTuple
 
 _TICKS = float(os.sysconf("SC_CLK_TCK"))
@@ -69,26 +70,56 @@ def _stat() -> bytes:
     return os.pread(_stat_file[1], 4096, 0)
 
 
-def process_samples() -> list[ProcessSample]:
+def _fields(stat: bytes) -> list[bytes]:
+    """The fields of a /proc/<pid>/stat after the command name, which may hold spaces
+    and parentheses (field 3 of proc(5) is the first)."""
+    return stat.rpartition(b")")[2].split()
+
+
+def _helpers_stat(helpers: Sequence[int]) -> tuple[float, float, float, int]:
+    """The helper processes' CPU ticks, virtual and resident pages, and open
+    descriptors, summed; a helper gone meanwhile counts nothing (its CPU, once it is
+    waited for, is in this process's children's)."""
+    ticks = virtual = resident = 0.0
+    descriptors = 0
+    for pid in helpers:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = _fields(stat.read())
+            descriptors += len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            continue
+        ticks += float(fields[11]) + float(fields[12])
+        virtual += float(fields[20])
+        resident += float(fields[21])
+    return ticks, virtual, resident, descriptors
+
+
+def process_samples(helpers: Sequence[int] | None = None) -> list[ProcessSample]:
     """Each sample the process collector would give now; none where /proc cannot be read
-    (not Linux), as it gives none."""
+    (not Linux), as it gives none. With `helpers` (the exporter's helper processes
+    running now, when it has any: `split`), the CPU, memory and descriptors are the
+    exporter's, theirs included: the CPU of those that ended too (its children's, once
+    waited for), so that the counter never falls when one is started again."""
     if _BOOT_TIME is None:
         return []
     found: list[ProcessSample] = []
     try:
-        # The command name may hold spaces and parentheses: fields count after its end.
-        fields = _stat().rpartition(b")")[2].split()
+        fields = _fields(_stat())
     except OSError:
         fields = []
+    ticks, virtual, resident, descriptors = _helpers_stat(helpers or ())
     if fields:
+        if helpers is not None:  # ended helpers (cutime, cstime)
+            ticks += float(fields[13]) + float(fields[14])
         found += [
             ProcessSample(
                 "process_virtual_memory_bytes", "Virtual memory size in bytes.", "gauge",
-                float(fields[20]),
+                float(fields[20]) + virtual,
             ),
             ProcessSample(
                 "process_resident_memory_bytes", "Resident memory size in bytes.", "gauge",
-                float(fields[21]) * _PAGE_SIZE,
+                (float(fields[21]) + resident) * _PAGE_SIZE,
             ),
             ProcessSample(
                 "process_start_time_seconds",
@@ -97,11 +128,11 @@ def process_samples() -> list[ProcessSample]:
             ),
             ProcessSample(
                 "process_cpu_seconds", "Total user and system CPU time spent in seconds.",
-                "counter", (float(fields[11]) + float(fields[12])) / _TICKS,
+                "counter", (float(fields[11]) + float(fields[12]) + ticks) / _TICKS,
             ),
         ]  # fmt: skip
     try:
-        open_fds = len(os.listdir("/proc/self/fd"))
+        open_fds = len(os.listdir("/proc/self/fd")) + descriptors
     except OSError:
         return found
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

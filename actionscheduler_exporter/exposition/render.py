@@ -116,17 +116,20 @@ def answer_parts(
     content_type: str,
     exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
     others: Sequence[Gathering] = (),
+    helpers: Sequence[int] | None = None,
 ) -> Iterator[Part]:
     """The answer of `content_type` in parts: the sites of `own` (`gather`) and of
-    `others` after them in each family, the exporter's own samples, the process's."""
+    `others` after them in each family, the exporter's own samples, the process's (with
+    its `helpers`' CPU and memory: `process.process_samples`)."""
     gathering = joined(own, others)
     extra = [(catalog.BUILD_INFO, BUILD_LABELS, 1.0), *exporter]
     if content_type == PROTOBUF:
         yield from protobuf.written(gathering, catalog.ALL, extra)
-        yield Part([protobuf.encode_process(process_samples())])  # coded anew every time
+        yield Part([protobuf.encode_process(process_samples(helpers))])  # coded anew each time
         return
     openmetrics = content_type == OPENMETRICS
     yield from writer.written(gathering, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
-    yield Part([writer.encode_process(process_samples(), openmetrics=openmetrics).encode()])
+    process = writer.encode_process(process_samples(helpers), openmetrics=openmetrics)
+    yield Part([process.encode()])
     if openmetrics:
         yield Part([_EOF], (_EOF,))

@@ -292,6 +292,12 @@ class Helpers:
         futures = [helper.ask(number, budget.timeout, content_type) for helper in self.helpers]
         return AskedHelpers(self.helpers, number, futures, until)
 
+    def pids(self) -> list[int] | None:
+        """The helper processes running now; None for one process, which has none."""
+        if not self.helpers:
+            return None
+        return [pid for helper in self.helpers if (pid := helper.pid) is not None]
+
     def sites_read(self) -> int:
         """The sites of the helpers' last answers."""
         return sum(len(helper.sites) for helper in self.helpers)

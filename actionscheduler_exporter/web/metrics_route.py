@@ -90,7 +90,7 @@ class MetricsRoute:
             if missing:  # a helper's sites reported as down, with this process's own
                 own = gather([*results, *missing], content_type)
         exporter = self.live.reloads.samples()
-        parts = answer_parts(own, content_type, exporter, others)
+        parts = answer_parts(own, content_type, exporter, others, serving.helpers.pids())
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth
         # of it compressed, most of it as the last scrape's was (`kept_gzip`).

@@ -444,7 +444,7 @@ def test_answers_in_formats_taken_in_turn_read_as_written_anew(
     monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
     monkeypatch.setattr("actionscheduler_exporter.exposition.family_parts.SITES_PER_PART", 2)
     fixed = list(process_samples())
-    monkeypatch.setattr(render, "process_samples", lambda: fixed)
+    monkeypatch.setattr(render, "process_samples", lambda helpers=None: fixed)
     site = results()[0]
     formats = [None, PROMETHEUS_ACCEPT, NATIVE_ACCEPT, "text/plain; version=1.0.0"]
     for sequence in itertools.product(formats, repeat=3):
