@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from actionscheduler_exporter.config import SiteConfig
 from actionscheduler_exporter.exposition import writer
 from actionscheduler_exporter.exposition.family_parts import Part
-from actionscheduler_exporter.exposition.render import render_parts
+from actionscheduler_exporter.exposition.render import answer_parts
 from actionscheduler_exporter.web import metrics_route
 from testbed.mariadb import Server
 from testbed.metrics_proto import family_names
@@ -224,21 +224,17 @@ def test_nothing_more_is_written_once_the_client_has_gone(
     running = exporter_http()
     taken: list[int] = []  # per answer, the parts written before it ended
 
-    def counted(*arguments: object, **options: object) -> tuple[Iterator[Part], str]:
-        parts, content_type = render_parts(*arguments, **options)  # type: ignore[arg-type]
+    def counted(*arguments: object, **options: object) -> Iterator[Part]:
+        parts = answer_parts(*arguments, **options)  # type: ignore[arg-type]
+        count = 0
+        try:
+            for part in parts:
+                count += 1
+                yield part
+        finally:
+            taken.append(count)
 
-        def counting() -> Iterator[Part]:
-            count = 0
-            try:
-                for part in parts:
-                    count += 1
-                    yield part
-            finally:
-                taken.append(count)
-
-        return counting(), content_type
-
-    monkeypatch.setattr(metrics_route, "render_parts", counted)
+    monkeypatch.setattr(metrics_route, "answer_parts", counted)
     monkeypatch.setattr(metrics_route, "_PIECE", 1)
     monkeypatch.setattr(writer, "ONE_PART_SITES", 0)
     whole = _raw_get(running.port, {})

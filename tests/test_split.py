@@ -1,8 +1,9 @@
 """The sites split among processes (`processes: 2`), on real databases through the real
 `serve` command: one answer with every family once and every site once, as one process
 answers; each process within its share of the connections; a helper that stalls has its
-sites reported as down, one that dies is started again; a reload reaches the helpers,
-and another number of processes takes effect; a stop leaves no helper behind."""
+sites reported as down and is killed, one that dies is started again, and the exporter's
+CPU counts them; a reload reaches the helpers, and another number of processes takes
+effect; a stop leaves no helper behind."""
 
 from __future__ import annotations
 
@@ -235,6 +236,8 @@ def test_two_processes_answer_as_one_does_in_every_format(fleet: Fleet, tmp_path
             assert wait_until(same, 60), content_type
             names = [family[0] for family in shape(two.get(content_type), content_type)]
             assert len(names) == len(set(names)), content_type  # each family whole, once
+        log = two.log.read_text()
+        assert "reported as down" not in log and "could not be applied" not in log
 
 
 def test_each_process_keeps_to_its_share_of_the_connections(fleet: Fleet, tmp_path: Path) -> None:
@@ -280,7 +283,7 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
             # The helper does not answer within the scrape's time: its sites stay in the
             # answer, as down; the serving process's own are read as before.
             for _ in range(MOST_UNANSWERED):
-                up = two.up(timeout=2)
+                up = two.up(timeout=5)
                 assert up.keys() == labels
                 down = {label for label, value in up.items() if value == 0} - {"unreachable"}
                 assert down, "the stalled helper's sites were not reported as down"
@@ -301,6 +304,24 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
         assert "a helper process stopped" in log
         assert log.count("helper process started") == 2
         # The CPU of the helper that ended stays counted: the counter does not fall.
+        assert two.cpu_seconds() >= spent
+
+
+def test_a_helper_that_dies_is_started_again_and_its_cpu_stays_counted(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    labels = fleet.labels()
+    with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
+        assert wait_until(lambda: all_up_but_unreachable(two, labels), 60)
+        [helper] = two.helpers()
+        spent = two.cpu_seconds()
+        os.kill(helper, signal.SIGKILL)
+        # Every site is in every answer meanwhile (`up` checks each once), down or up.
+        assert wait_until(
+            lambda: all_up_but_unreachable(two, labels) and two.helpers() not in ([], [helper]),
+            60,
+        )
+        assert "a helper process stopped" in two.log.read_text()
         assert two.cpu_seconds() >= spent
 
 

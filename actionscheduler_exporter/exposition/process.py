@@ -14,7 +14,6 @@ import contextlib
 import math
 import os
 import resource
-from collections.abc import Sequence
 from typing import NamedTuple
 
 _TICKS = float(os.sysconf("SC_CLK_TCK"))
@@ -76,31 +75,47 @@ def _fields(stat: bytes) -> list[bytes]:
     return stat.rpartition(b")")[2].split()
 
 
-def _helpers_stat(helpers: Sequence[int]) -> tuple[float, float, float, int]:
-    """The helper processes' CPU ticks, virtual and resident pages, and open
-    descriptors, summed; a helper gone meanwhile counts nothing (its CPU, once it is
-    waited for, is in this process's children's)."""
+# The exporter's helper processes running now (`split`), and whether it ever had any.
+_helpers: set[int] = set()
+_helped = False
+
+
+def helper_started(pid: int) -> None:
+    """Counts a helper process's CPU and memory with this process's from now on."""
+    global _helped
+    _helpers.add(pid)
+    _helped = True
+
+
+def helper_ended(pid: int) -> None:
+    """A helper process waited for: its CPU is in this process's children's now."""
+    _helpers.discard(pid)
+
+
+def _helpers_stat() -> tuple[float, float, float]:
+    """The helper processes' CPU ticks, virtual and resident pages, summed; a helper
+    gone meanwhile counts nothing (its CPU, once it is waited for, is in this process's
+    children's)."""
     ticks = virtual = resident = 0.0
-    descriptors = 0
-    for pid in helpers:
+    for pid in list(_helpers):
         try:
             with open(f"/proc/{pid}/stat", "rb") as stat:
                 fields = _fields(stat.read())
-            descriptors += len(os.listdir(f"/proc/{pid}/fd"))
         except OSError:
             continue
         ticks += float(fields[11]) + float(fields[12])
         virtual += float(fields[20])
         resident += float(fields[21])
-    return ticks, virtual, resident, descriptors
+    return ticks, virtual, resident
 
 
-def process_samples(helpers: Sequence[int] | None = None) -> list[ProcessSample]:
+def process_samples() -> list[ProcessSample]:
     """Each sample the process collector would give now; none where /proc cannot be read
-    (not Linux), as it gives none. With `helpers` (the exporter's helper processes
-    running now, when it has any: `split`), the CPU, memory and descriptors are the
-    exporter's, theirs included: the CPU of those that ended too (its children's, once
-    waited for), so that the counter never falls when one is started again."""
+    (not Linux), as it gives none. Once the exporter has helper processes (`split`), the
+    CPU and memory are the exporter's, theirs included: the CPU of those that ended too
+    (this process's children's, once waited for), so that the counter does not fall when
+    one is started again, or let go of at a reload. The descriptors are this process's,
+    as their limit is."""
     if _BOOT_TIME is None:
         return []
     found: list[ProcessSample] = []
@@ -108,9 +123,9 @@ def process_samples(helpers: Sequence[int] | None = None) -> list[ProcessSample]
         fields = _fields(_stat())
     except OSError:
         fields = []
-    ticks, virtual, resident, descriptors = _helpers_stat(helpers or ())
+    ticks, virtual, resident = _helpers_stat() if _helped else (0.0, 0.0, 0.0)
     if fields:
-        if helpers is not None:  # ended helpers (cutime, cstime)
+        if _helped:  # the ended helpers' (cutime, cstime)
             ticks += float(fields[13]) + float(fields[14])
         found += [
             ProcessSample(
@@ -132,7 +147,7 @@ def process_samples(helpers: Sequence[int] | None = None) -> list[ProcessSample]
             ),
         ]  # fmt: skip
     try:
-        open_fds = len(os.listdir("/proc/self/fd")) + descriptors
+        open_fds = len(os.listdir("/proc/self/fd"))
     except OSError:
         return found
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

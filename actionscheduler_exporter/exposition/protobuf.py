@@ -21,7 +21,6 @@ from actionscheduler_exporter.exposition.family_parts import (
     Gathering,
     Part,
     in_parts,
-    joined,
 )
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts, same_line
 from actionscheduler_exporter.exposition.process import ProcessSample
@@ -186,16 +185,14 @@ def families(
     results: Sequence[SiteResult],
     definitions: Iterable[MetricDef],
     extra: Iterable[tuple[MetricDef, Labels, float]],
-    others: Sequence[Gathering] = (),
 ) -> Iterator[Part]:
     """Families in the catalog's order, the samples of every site in each; `extra` are
-    samples without a site (build info); `others`: the sites of the exporter's helper
-    processes, gathered there (`gather`), after this process's own. Each site's Metric
-    fields of one family are encoded as one piece, the last scrape's taken again while
-    its samples encode the same (`kept_texts`, as the text writer's); each family's
-    pieces (a thousand stores' fields are 174,000) are given out in parts of
-    `SITES_PER_PART` sites after the family's length and head (`family_parts`)."""
-    return written(joined(gather(results), others), definitions, extra)
+    samples without a site (build info). Each site's Metric fields of one family are
+    encoded as one piece, the last scrape's taken again while its samples encode the
+    same (`kept_texts`, as the text writer's); each family's pieces (a thousand stores'
+    fields are 174,000) are given out in parts of `SITES_PER_PART` sites after the
+    family's length and head (`family_parts`)."""
+    return written(gather(results), definitions, extra)
 
 
 def written(
@@ -222,11 +219,12 @@ def written(
             yield from in_parts(definition.name, found, generations)
 
 
-def gather(results: Sequence[SiteResult]) -> Gathering:
-    """Each family's Metric fields of the sites of `results`, in their order."""
+def gather(results: Sequence[SiteResult], *, apart: bool = False) -> Gathering:
+    """Each family's Metric fields of the sites of `results`, in their order; `apart`:
+    with kept fields of their own (as the text writer's `APART`)."""
     # The site's labels and a sample's own are encoded apart, each set once (as the
     # text writer does); Prometheus sorts a series' labels itself.
-    fields, generations = FIELDS.families(
+    fields, generations = (APART if apart else FIELDS).families(
         (_label_pairs((("site", result.label), *result.labels)), result.samples)
         for result in results
     )  # per family, its sites' fields in the sites' order
@@ -275,11 +273,13 @@ def _same_field(old: Sample, new: Sample) -> bool:
 
 # Each site's fields of each family, kept from the last protobuf scrape.
 FIELDS: KeptTexts[bytes] = KeptTexts(_family_fields, _same_field)
+APART: KeptTexts[bytes] = KeptTexts(_family_fields, _same_field)
 
 
 def forget() -> None:
     """The fields kept from the last scrape are let go of: the scraper asks for text."""
     FIELDS.forget()
+    APART.forget()
 
 
 def encode_process(samples: Iterable[ProcessSample]) -> bytes:

@@ -100,15 +100,17 @@ def render_parts(
     return answer_parts(gather(results, content_type), content_type, exporter, others), content_type
 
 
-def gather(results: Sequence[SiteResult], content_type: str) -> Gathering:
+def gather(results: Sequence[SiteResult], content_type: str, *, apart: bool = False) -> Gathering:
     """The families of `results` for an answer of `content_type`: this process's part
-    of the answer (`answer_parts`), or what a helper process sends. The other format's
-    kept texts are let go of (a scraper asks for one format)."""
+    of the answer (`answer_parts`), or what a helper process sends; `apart`: sites
+    gathered beside this process's own in the same scrape (a helper's, reported as
+    down), with kept texts of their own. The other format's kept texts are let go of (a
+    scraper asks for one format)."""
     if content_type == PROTOBUF:
         writer.forget()
-        return protobuf.gather(results)
+        return protobuf.gather(results, apart=apart)
     protobuf.forget()
-    return writer.gather(results)
+    return writer.gather(results, apart=apart)
 
 
 def answer_parts(
@@ -116,20 +118,18 @@ def answer_parts(
     content_type: str,
     exporter: Sequence[tuple[catalog.MetricDef, Labels, float]] = (),
     others: Sequence[Gathering] = (),
-    helpers: Sequence[int] | None = None,
 ) -> Iterator[Part]:
     """The answer of `content_type` in parts: the sites of `own` (`gather`) and of
-    `others` after them in each family, the exporter's own samples, the process's (with
-    its `helpers`' CPU and memory: `process.process_samples`)."""
+    `others` after them in each family, the exporter's own samples, the process's."""
     gathering = joined(own, others)
     extra = [(catalog.BUILD_INFO, BUILD_LABELS, 1.0), *exporter]
     if content_type == PROTOBUF:
         yield from protobuf.written(gathering, catalog.ALL, extra)
-        yield Part([protobuf.encode_process(process_samples(helpers))])  # coded anew each time
+        yield Part([protobuf.encode_process(process_samples())])  # coded anew each time
         return
     openmetrics = content_type == OPENMETRICS
     yield from writer.written(gathering, _TEXT_FAMILIES, extra, openmetrics=openmetrics)
-    process = writer.encode_process(process_samples(helpers), openmetrics=openmetrics)
+    process = writer.encode_process(process_samples(), openmetrics=openmetrics)
     yield Part([process.encode()])
     if openmetrics:
         yield Part([_EOF], (_EOF,))

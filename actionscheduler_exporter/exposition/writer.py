@@ -24,7 +24,6 @@ from actionscheduler_exporter.exposition.family_parts import (
     Gathering,
     Part,
     in_parts,
-    joined,
 )
 from actionscheduler_exporter.exposition.kept_texts import KeptTexts
 from actionscheduler_exporter.exposition.process import ProcessSample
@@ -81,12 +80,9 @@ def families(
     extra: Iterable[tuple[MetricDef, Labels, float]],
     *,
     openmetrics: bool,
-    others: Sequence[Gathering] = (),
 ) -> Iterator[Part]:
     """Each family's text in the catalog's order, with its HELP and TYPE, then the
-    samples of every site; `extra` are samples without a site (build info); `others`:
-    the sites of the exporter's helper processes, gathered there (`gather`), after this
-    process's own in each family. UTF-8.
+    samples of every site; `extra` are samples without a site (build info). UTF-8.
 
     Each site's samples of one family are written as one text (`kept_texts.KeptTexts`),
     the texts of the last scrape taken again for the families whose samples are the
@@ -94,7 +90,7 @@ def families(
     every site is written (`family_parts`). Written family by family over every site
     instead, nothing would be held, but finding each family's samples in each site's
     list cost a fleet of stores that differ 46 to 66 % more writing."""
-    return written(joined(gather(results), others), definitions, extra, openmetrics=openmetrics)
+    return written(gather(results), definitions, extra, openmetrics=openmetrics)
 
 
 def written(
@@ -123,10 +119,11 @@ def written(
             yield from in_parts(metric.name, family, generations, _header(metric, openmetrics))
 
 
-def gather(results: Sequence[SiteResult]) -> Gathering:
+def gather(results: Sequence[SiteResult], *, apart: bool = False) -> Gathering:
     """Each family's texts of the sites of `results`, in their order (the same for the
-    text format and OpenMetrics: only the heads differ)."""
-    texts, generations = TEXTS.families(
+    text format and OpenMetrics: only the heads differ); `apart`: with kept texts of
+    their own (`APART`: sites gathered beside the others of a scrape)."""
+    texts, generations = (APART if apart else TEXTS).families(
         (_site_pairs(result.label, result.labels), result.samples) for result in results
     )
     return Gathering(texts, generations, len(results))
@@ -204,12 +201,16 @@ def _line_text(item: Sample, site_pairs: str) -> bytes:
 
 # The text formats' encodings of each site's families, kept from the last scrape.
 TEXTS: KeptTexts[str] = KeptTexts(_family_text, lines=True)
+# Those of the sites a scrape gathers apart from its others (a helper's, reported as
+# down while it does not answer: `split`).
+APART: KeptTexts[str] = KeptTexts(_family_text, lines=True)
 
 
 def forget() -> None:
     """The texts kept from the last scrape are let go of: the scraper asks for protobuf,
     and would leave a text scrape's (a `curl`'s) held until the next."""
     TEXTS.forget()
+    APART.forget()
 
 
 @functools.lru_cache(maxsize=512)

@@ -23,6 +23,8 @@ absolute deadlines (`timing.Deadline`) that everything below waits on.
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from actionscheduler_exporter.timing import Clock, Deadline
@@ -123,3 +125,11 @@ class ScrapeDeadlines:
     rounds: Deadline  # the rounds are waited for until then
     discovery: Deadline  # a first listing of a `database: auto` entry, waited for until then
     round_runs_until: float  # the latest clock time a round this scrape joins may run to
+
+
+def after_scrapes_in_flight(close: Callable[[], None]) -> None:
+    """Calls `close` on a timer of its own once the scrapes that may still use what it
+    closes have answered (twice the default timeout: a replaced coordinator, helpers)."""
+    timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, close)
+    timer.daemon = True
+    timer.start()

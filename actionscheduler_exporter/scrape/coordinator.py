@@ -17,7 +17,11 @@ from actionscheduler_exporter.config.model import ExporterConfig, SiteConfig
 from actionscheduler_exporter.db.servers import DatabaseServers, server_of
 from actionscheduler_exporter.rounds.result import SiteResult, down
 from actionscheduler_exporter.rounds.site import MonitoredSite
-from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT, ScrapeBudget
+from actionscheduler_exporter.scrape.budget import (
+    DEFAULT_SCRAPE_TIMEOUT,
+    ScrapeBudget,
+    after_scrapes_in_flight,
+)
 from actionscheduler_exporter.scrape.discovery import DatabaseDiscovery
 from actionscheduler_exporter.scrape.lane_rounds import LaneRounds, RoundsRun
 from actionscheduler_exporter.scrape.pending import PendingScrape
@@ -128,9 +132,7 @@ class Coordinator:
                 self._add(site)
         # Scrapes that joined the old sites' rounds finish with them first.
         closing = [entry.site.close for entry in dropped] + [d.close for d in gone]
-        timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, _close_all, (closing,))
-        timer.daemon = True
-        timer.start()
+        after_scrapes_in_flight(lambda: _close_all(closing))
         return True
 
     def _discovered_from(self, name: str, config: ExporterConfig) -> bool:

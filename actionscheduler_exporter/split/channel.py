@@ -5,6 +5,7 @@ same version; nothing else writes to these pipes)."""
 from __future__ import annotations
 
 import pickle
+import time
 from dataclasses import dataclass
 from typing import IO
 
@@ -22,13 +23,20 @@ class Configure:
 
 @dataclass(frozen=True)
 class Ask:
-    """Scrape your sites with the scraper's `timeout`, for an answer of `content_type`;
-    `whole`: send the families whole, not as changes (`changes`)."""
+    """Scrape your sites with the scraper's `timeout`, counted from `sent_at` (the
+    machine's monotonic clock), for an answer of `content_type`; `whole`: send the
+    families whole, not as changes (`changes`)."""
 
     number: int
     timeout: float
     content_type: str
+    sent_at: float
     whole: bool = False
+
+    def timeout_left(self) -> float:
+        """What is left of the timeout now (a helper started for this scrape, or one
+        that read the question late, has less: its rounds end with the asker's)."""
+        return self.timeout - (time.monotonic() - self.sent_at)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.exposition.family_parts import Gathering
 from actionscheduler_exporter.exposition.render import gather
 from actionscheduler_exporter.logs import configure, emit
-from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
+from actionscheduler_exporter.scrape.budget import after_scrapes_in_flight
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.scrape.garbage import tune_garbage_collection
 from actionscheduler_exporter.split.changes import changes
@@ -69,16 +69,17 @@ class Helper:
             return
         self._coordinator = Coordinator(message.config)
         if old is not None:  # scrapes that took it finish with it first
-            timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, old.close)
-            timer.daemon = True
-            timer.start()
+            after_scrapes_in_flight(old.close)
 
     def _answer(self, ask: Ask) -> None:
         coordinator = self._coordinator
         if coordinator is None:  # the serving process configures before it asks
             return
+        left = ask.timeout_left()
+        if left <= 0:  # the scrape has been answered without this process's sites
+            return
         try:
-            results = coordinator.scrape(ask.timeout)
+            results = coordinator.scrape(left)
             sites = [(result.label, result.labels) for result in results]
             with self._answering:
                 gathering = gather(results, ask.content_type)

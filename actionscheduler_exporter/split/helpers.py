@@ -17,7 +17,9 @@ from concurrent.futures import TimeoutError as WaitTimeout
 from dataclasses import dataclass
 
 from actionscheduler_exporter.config.model import ExporterConfig
+from actionscheduler_exporter.errors import unexpected
 from actionscheduler_exporter.exposition.family_parts import Gathering
+from actionscheduler_exporter.exposition.process import helper_ended, helper_started
 from actionscheduler_exporter.logs import emit
 from actionscheduler_exporter.rounds.result import SiteResult, down
 from actionscheduler_exporter.scrape.budget import ScrapeBudget
@@ -79,7 +81,10 @@ class Helper:
         self._closed = False
         self._unanswered = 0  # scrapes in a row it has not answered in time, nor since
         self.stopped_with: str | None = None  # why the process last stopped
-        self.sites: Sites = []  # those of its last answer
+        # Those of its last answer; until it has answered, its configured sites (those
+        # it finds, a network's subsites or a server's databases, are known from then).
+        self.sites: Sites = configured_sites(config)
+        self._answered = False
         self._start()
 
     @property
@@ -87,7 +92,9 @@ class Helper:
         running = self._running
         return None if running is None else running.process.pid
 
-    def ask(self, number: int, timeout: float, content_type: str) -> Future[Gathering]:
+    def ask(
+        self, number: int, timeout: float, content_type: str, sent_at: float
+    ) -> Future[Gathering]:
         """Sends the scrape to the process (starting it again if it stopped); the
         future fails with `HelperStoppedError` if the process stops before it answers."""
         future: Future[Gathering] = Future()
@@ -99,7 +106,7 @@ class Helper:
                 future.set_exception(HelperStoppedError(self.stopped_with or "not running"))
                 return future
             self._waiting[number] = future
-            running.outbox.put(Ask(number, timeout, content_type, running.whole))
+            running.outbox.put(Ask(number, timeout, content_type, sent_at, running.whole))
             running.whole = False
         return future
 
@@ -119,27 +126,40 @@ class Helper:
     def configure(self, config: ExporterConfig) -> None:
         with self._lock:
             self._config = config  # a process started again starts with it
+            if not self._answered:
+                self.sites = configured_sites(config)
             if self._running is not None:
                 self._running.outbox.put(Configure(config))
 
-    def close(self) -> None:
+    def let_go(self) -> subprocess.Popen[bytes] | None:
+        """Closes the process's input (it leaves), and starts it no more; the process,
+        to be waited for (`_stop`)."""
         with self._lock:
             self._closed = True
             running, self._running = self._running, None
-        if running is not None:
-            running.outbox.put(None)
-            _stop(running.process)
+        if running is None:
+            return None
+        running.outbox.put(None)
+        return running.process
 
     def _start(self) -> None:
-        """Starts the process (under the lock), unless it started a short while ago."""
+        """Starts the process (under the lock), unless it started a short while ago; one
+        that cannot be started (no memory, no process left) is told as a stopped one."""
         now = time.monotonic()
         if now - self._started < RESTART_AFTER_SECONDS:
             return
         self._started = now
         command = [sys.executable, "-m", "actionscheduler_exporter.split.helper"]
-        process = subprocess.Popen(  # noqa: S603 - this interpreter, this package
-            [*command, *self._arguments], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        try:
+            process = subprocess.Popen(  # noqa: S603 - this interpreter, this package
+                [*command, *self._arguments], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+        except OSError as error:
+            self.stopped_with = f"the helper process {self.index} could not start: {error}"
+            emit(log, logging.ERROR, "a helper process could not start", helper=self.index,
+                 error=str(error))  # fmt: skip
+            return
+        helper_started(process.pid)
         running = _Running(process, queue.SimpleQueue())
         running.outbox.put(Configure(self._config))
         self._running = running
@@ -151,33 +171,45 @@ class Helper:
     def _read(self, running: _Running) -> None:
         """Hands each answer to its scrape, until the process stops; then fails the
         scrapes that wait for it, and lets the next scrape start it again."""
-        process = running.process
-        assert process.stdout is not None  # asked for in `_start`
         why = "its output closed"
         try:
-            while True:
-                message = receive(process.stdout)
-                if not isinstance(message, Answer):
-                    why = f"it sent a {type(message).__name__} instead of an answer"
-                    break
-                with self._lock:
-                    self.sites = message.sites
-                    self._unanswered = 0  # alive, if late
-                    future = self._waiting.pop(message.number, None)
-                    whole = _whole(running, message)
-                if future is None:
-                    continue
-                if whole is None:
-                    future.set_exception(HelperStoppedError(
-                        f"the helper process {self.index} sent changes to an answer not "
-                        "held here; its next answer is asked for whole"))  # fmt: skip
-                else:
-                    future.set_result(whole)
-        except ChannelClosedError as error:
-            why = str(error)
-        running.outbox.put(None)
-        _stop(process)
-        stopped = f"the helper process {self.index} stopped (exit code {process.returncode}: {why})"
+            why = self._answers(running)
+        except Exception as error:  # whatever it was, the process is stopped below
+            why = f"its answer could not be read: {unexpected(error)}"
+        finally:
+            running.outbox.put(None)  # its input closed: it leaves, or is killed in time
+            _stop(running.process)
+            helper_ended(running.process.pid)
+            self._stopped(running, why)
+
+    def _answers(self, running: _Running) -> str:
+        """Reads the answers until the output closes; why it ended."""
+        stdout = running.process.stdout
+        assert stdout is not None  # asked for in `_start`
+        while True:
+            try:
+                message = receive(stdout)
+            except ChannelClosedError as error:
+                return str(error) or "its output closed"
+            if not isinstance(message, Answer):
+                return f"it sent a {type(message).__name__} instead of an answer"
+            with self._lock:
+                self.sites, self._answered = message.sites, True
+                self._unanswered = 0  # alive, if late
+                future = self._waiting.pop(message.number, None)
+                whole = _whole(running, message)
+            if future is None:
+                continue
+            if whole is None:
+                future.set_exception(HelperStoppedError(
+                    f"the helper process {self.index} sent changes to an answer not "
+                    "held here; its next answer is asked for whole"))  # fmt: skip
+            else:
+                future.set_result(whole)
+
+    def _stopped(self, running: _Running, why: str) -> None:
+        code = running.process.returncode
+        stopped = f"the helper process {self.index} stopped (exit code {code}: {why})"
         with self._lock:
             waiting, self._waiting = self._waiting, {}
             self._unanswered = 0
@@ -189,7 +221,18 @@ class Helper:
             future.set_exception(HelperStoppedError(stopped))
         if not closing:
             emit(log, logging.ERROR, "a helper process stopped; started again at a scrape",
-                 helper=self.index, code=process.returncode, why=why)  # fmt: skip
+                 helper=self.index, code=code, why=why)  # fmt: skip
+
+
+def configured_sites(config: ExporterConfig) -> Sites:
+    """The sites of `config` that its shard holds and that it names itself: not those a
+    `database: auto` entry or a `table_prefix: auto` network finds."""
+    return [
+        (site.name, site.labels)
+        for site in config.sites
+        if not (site.discovers_databases or site.discovers_prefixes)
+        and config.shard.owns(site.name)
+    ]
 
 
 def _whole(running: _Running, answer: Answer) -> Gathering | None:
@@ -212,16 +255,21 @@ def _whole(running: _Running, answer: Answer) -> Gathering | None:
 
 def _write(running: _Running) -> None:
     """Writes the messages to the process's input in order, until None or the process
-    has gone (its reader then tells)."""
+    has gone (its reader then tells); a message that cannot be written stops it."""
     stdin = running.process.stdin
     assert stdin is not None  # asked for in `_start`
-    while (message := running.outbox.get()) is not None:
-        try:
+    try:
+        while (message := running.outbox.get()) is not None:
             send(stdin, message)
-        except (OSError, ValueError):
-            break
-    with contextlib.suppress(OSError):
-        stdin.close()
+    except (OSError, ValueError):
+        pass  # it has gone
+    except Exception as error:
+        emit(log, logging.ERROR, "a message to a helper could not be written; stopped",
+             error=unexpected(error))  # fmt: skip
+        running.process.kill()
+    finally:
+        with contextlib.suppress(OSError):
+            stdin.close()
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -288,15 +336,10 @@ class Helpers:
         """Sends the scrape to every helper; their answers are waited for until the
         budget's `helpers_wait`."""
         number = next(self._numbers)
+        now = time.monotonic()  # the helpers' clock too (one per machine)
         until = Deadline(self._clock() + budget.helpers_wait, self._clock)
-        futures = [helper.ask(number, budget.timeout, content_type) for helper in self.helpers]
+        futures = [helper.ask(number, budget.timeout, content_type, now) for helper in self.helpers]
         return AskedHelpers(self.helpers, number, futures, until)
-
-    def pids(self) -> list[int] | None:
-        """The helper processes running now; None for one process, which has none."""
-        if not self.helpers:
-            return None
-        return [pid for helper in self.helpers if (pid := helper.pid) is not None]
 
     def sites_read(self) -> int:
         """The sites of the helpers' last answers."""
@@ -312,8 +355,12 @@ class Helpers:
         return True
 
     def close(self) -> None:
-        for helper in self.helpers:
-            helper.close()
+        """Lets every helper go at once, then waits for them (each at most
+        `STOP_WAIT_SECONDS`, together too)."""
+        leaving = [helper.let_go() for helper in self.helpers]
+        for process in leaving:
+            if process is not None:
+                _stop(process)
 
 
 # One process, no helper.

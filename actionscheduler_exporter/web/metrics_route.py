@@ -87,10 +87,10 @@ class MetricsRoute:
         others: list[Gathering] = []
         if asked.waiting:
             others, missing = await asyncio.to_thread(asked.answers)
-            if missing:  # a helper's sites reported as down, with this process's own
-                own = gather([*results, *missing], content_type)
+            if missing:  # a helper's sites, reported as down
+                others.append(gather(missing, content_type, apart=True))
         exporter = self.live.reloads.samples()
-        parts = answer_parts(own, content_type, exporter, others, serving.helpers.pids())
+        parts = answer_parts(own, content_type, exporter, others)
         extra = [_VARY]
         # Prometheus asks for gzip: a thousand sites' answer is megabytes of text, a tenth
         # of it compressed, most of it as the last scrape's was (`kept_gzip`).

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from actionscheduler_exporter.config import ConfigError, ExporterConfig
 from actionscheduler_exporter.logs import emit
-from actionscheduler_exporter.scrape.budget import DEFAULT_SCRAPE_TIMEOUT
+from actionscheduler_exporter.scrape.budget import after_scrapes_in_flight
 from actionscheduler_exporter.scrape.coordinator import Coordinator
 from actionscheduler_exporter.split.helpers import NO_HELPERS, Helpers
 from actionscheduler_exporter.split.parts import part_config
@@ -87,14 +87,8 @@ class Reloader:
             self._live.reloads.succeeded()
             # Scrapes that took the old coordinator or helpers finish with them first.
             if not kept:
-                _close_later(old.close)
+                after_scrapes_in_flight(old.close)
             if not helpers_kept:
-                _close_later(old_helpers.close)
+                after_scrapes_in_flight(old_helpers.close)
             emit(log, logging.INFO, "configuration reloaded", sites=len(config.sites),
                  tls=web.tls, state="kept for unchanged sites" if kept else "new")  # fmt: skip
-
-
-def _close_later(close: Callable[[], None]) -> None:
-    timer = threading.Timer(2 * DEFAULT_SCRAPE_TIMEOUT, close)
-    timer.daemon = True
-    timer.start()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from actionscheduler_exporter.config.model import ExporterConfig
+from actionscheduler_exporter.config.model import ExporterConfig, SiteConfig
 from actionscheduler_exporter.sharding import ALL_SITES, Shard, parse_shard
+from actionscheduler_exporter.split.helpers import configured_sites
 from actionscheduler_exporter.split.parts import part_config, processes_of
 
 LABELS = [f"store-{index}" for index in range(1000)] + [f"net:wp_{i}_" for i in range(500)]
@@ -96,3 +97,18 @@ def test_the_processes_share_the_connections_per_server(
     parts = [part_config(config, index) for index in range(len(shares))]
     assert [part.connections_per_server for part in parts] == shares
     assert len({part.shard for part in parts}) == len(shares)
+
+
+def test_a_helpers_sites_before_its_first_answer_are_those_its_part_names() -> None:
+    """Reported as down if it does not answer at first: the sites its part holds of
+    those configured by name (what a network or a server is found to hold comes with
+    its answers)."""
+    named = [SiteConfig(name=f"store-{index}", database=f"db{index}") for index in range(40)]
+    found = [
+        SiteConfig(name="net", database="x", table_prefix="auto"),
+        SiteConfig(name="all", database="auto"),
+    ]
+    config = ExporterConfig(sites=(*named, *found), processes=2)
+    parts = [configured_sites(part_config(config, index)) for index in range(2)]
+    assert sorted(label for part in parts for label, _ in part) == sorted(s.name for s in named)
+    assert all(parts)
