@@ -24,6 +24,7 @@ from bench.measure import http_get
 from testbed.accept_headers import NATIVE_ACCEPT, PROMETHEUS_ACCEPT
 from testbed.mariadb import Server, stop_process
 from testbed.ports import free_port
+from testbed.processes import children
 
 # The heavy tier is refreshed once at start, then not again while the scrapes are timed:
 # its own cost is reported apart (collector durations), not mixed into the hot scrapes.
@@ -97,17 +98,6 @@ class Shards:
     @property
     def pids(self) -> list[int]:
         return [pid for shard in self.shards for pid in shard.pids]
-
-
-def children(pid: int) -> list[int]:
-    """The processes `pid` started (Linux lists them per thread)."""
-    found: list[int] = []
-    with contextlib.suppress(FileNotFoundError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            path = f"/proc/{pid}/task/{task}/children"
-            with contextlib.suppress(FileNotFoundError), open(path, encoding="ascii") as listed:
-                found += [int(child) for child in listed.read().split()]
-    return found
 
 
 @contextlib.contextmanager

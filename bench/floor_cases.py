@@ -100,33 +100,24 @@ STEADY_SECONDS = float(os.environ.get("AS_BENCH_STEADY", "0") or 0)
 SETUPS = [name for name in re.split(r",(?! )", os.environ.get("AS_BENCH_SETUPS", "")) if name]
 
 
-def _exporter_connections(text: str) -> int | None:
-    """`AS_BENCH_CONNECTIONS=<n>`: this checkout's exporter runs the thousand-store
-    set-ups with `connections_per_server: n`, the baseline's and the floor's keep the
-    default's `CONNECTIONS`: how many rounds at once suit the machine (docs/performance.md,
-    "Rounds at once")."""
+def _exporter_setting(name: str) -> int | None:
+    """A whole number from 1 in the environment variable `name`, or None when unset."""
+    text = os.environ.get(name, "")
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
-        raise SystemExit(f"AS_BENCH_CONNECTIONS must be a whole number from 1, not {text!r}")
+        raise SystemExit(f"{name} must be a whole number from 1, not {text!r}")
     return int(text)
 
 
-EXPORTER_CONNECTIONS = _exporter_connections(os.environ.get("AS_BENCH_CONNECTIONS", ""))
-
-
-def _exporter_processes(text: str) -> int | None:
-    """`AS_BENCH_PROCESSES=<n>`: this checkout's exporter runs the thousand-store set-ups
-    with `processes: n` (its helper processes' CPU and memory counted with it); the
-    baseline's keeps its default."""
-    if not text:
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise SystemExit(f"AS_BENCH_PROCESSES must be a whole number from 1, not {text!r}")
-    return int(text)
-
-
-EXPORTER_PROCESSES = _exporter_processes(os.environ.get("AS_BENCH_PROCESSES", ""))
+# `AS_BENCH_CONNECTIONS=<n>`: this checkout's exporter runs the thousand-store set-ups
+# with `connections_per_server: n`, the baseline's and the floor's keep the default's
+# `CONNECTIONS`: how many rounds at once suit the machine (docs/performance.md, "Rounds
+# at once").
+EXPORTER_CONNECTIONS = _exporter_setting("AS_BENCH_CONNECTIONS")
+# `AS_BENCH_PROCESSES=<n>`: this checkout's exporter runs them with `processes: n` (its
+# helper processes' CPU and memory counted with it); the baseline's keeps its default.
+EXPORTER_PROCESSES = _exporter_setting("AS_BENCH_PROCESSES")
 
 
 def _floor_together(text: str) -> bool:

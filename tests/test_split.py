@@ -35,6 +35,7 @@ from actionscheduler_exporter.split.helpers import MOST_UNANSWERED
 from testbed.mariadb import Server
 from testbed.metrics_proto import decode
 from testbed.ports import free_port
+from testbed.processes import children
 from testbed.store import ActionSchedulerStore
 from tests.support.store_databases import store_databases
 from tests.support.waiting import port_open, wait_until
@@ -153,16 +154,6 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(FileNotFoundError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            path = f"/proc/{pid}/task/{task}/children"
-            with contextlib.suppress(FileNotFoundError), open(path, encoding="ascii") as listed:
-                found += [int(child) for child in listed.read().split()]
-    return found
-
-
 @contextlib.contextmanager
 def exporter(tmp_path: Path, name: str, document: dict[str, Any]) -> Iterator[Exporter]:
     config = tmp_path / f"{name}.yml"
@@ -174,9 +165,24 @@ def exporter(tmp_path: Path, name: str, document: dict[str, Any]) -> Iterator[Ex
         running.stop()
 
 
+@contextlib.contextmanager
+def two_processes_up(fleet: Fleet, tmp_path: Path) -> Iterator[tuple[Exporter, int]]:
+    """An exporter of two processes whose sites are all up (but the unreachable one),
+    and its helper."""
+    with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
+        assert wait_until(lambda: all_up_but_unreachable(two, fleet.labels()), 60)
+        [helper] = two.helpers()
+        yield two, helper
+
+
 def all_up_but_unreachable(running: Exporter, labels: set[str]) -> bool:
     up = running.up()
     return up.keys() == labels and all(up[label] == (label != "unreachable") for label in up)
+
+
+def started_again(running: Exporter, labels: set[str], helper: int) -> bool:
+    """Every site up with another helper than `helper`."""
+    return all_up_but_unreachable(running, labels) and running.helpers() not in ([], [helper])
 
 
 def shape(body: bytes, content_type: str) -> list[tuple[Any, ...]]:
@@ -274,9 +280,7 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
     fleet: Fleet, tmp_path: Path
 ) -> None:
     labels = fleet.labels()
-    with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
-        assert wait_until(lambda: all_up_but_unreachable(two, labels), 60)
-        [helper] = two.helpers()
+    with two_processes_up(fleet, tmp_path) as (two, helper):
         spent = two.cpu_seconds()
         os.kill(helper, signal.SIGSTOP)
         try:
@@ -296,10 +300,7 @@ def test_a_stalled_helper_has_its_sites_reported_down_then_is_killed_and_started
                 os.kill(helper, signal.SIGCONT)
         # Found stopped, it is started again at a scrape; every site is in every answer
         # meanwhile, down or up, and all are up again with the new helper.
-        assert wait_until(
-            lambda: all_up_but_unreachable(two, labels) and two.helpers() not in ([], [helper]),
-            60,
-        )
+        assert wait_until(lambda: started_again(two, labels, helper), 60)
         log = two.log.read_text()
         assert "a helper process stopped" in log
         assert log.count("helper process started") == 2
@@ -311,16 +312,11 @@ def test_a_helper_that_dies_is_started_again_and_its_cpu_stays_counted(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     labels = fleet.labels()
-    with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
-        assert wait_until(lambda: all_up_but_unreachable(two, labels), 60)
-        [helper] = two.helpers()
+    with two_processes_up(fleet, tmp_path) as (two, helper):
         spent = two.cpu_seconds()
         os.kill(helper, signal.SIGKILL)
         # Every site is in every answer meanwhile (`up` checks each once), down or up.
-        assert wait_until(
-            lambda: all_up_but_unreachable(two, labels) and two.helpers() not in ([], [helper]),
-            60,
-        )
+        assert wait_until(lambda: started_again(two, labels, helper), 60)
         assert "a helper process stopped" in two.log.read_text()
         assert two.cpu_seconds() >= spent
 
@@ -346,9 +342,7 @@ def test_a_reload_reaches_the_helpers_and_can_change_the_processes(
 
 
 def test_a_stop_leaves_no_helper_behind(fleet: Fleet, tmp_path: Path) -> None:
-    with exporter(tmp_path, "two", fleet.document(processes=2)) as two:
-        assert wait_until(lambda: all_up_but_unreachable(two, fleet.labels()), 60)
-        [helper] = two.helpers()
+    with two_processes_up(fleet, tmp_path) as (two, helper):
         two.stop()
         assert two.process.returncode == 0
         assert wait_until(lambda: not Path(f"/proc/{helper}").exists(), 30)
