@@ -108,7 +108,9 @@ class Exporter:
                  "--web.listen-address", f"127.0.0.1:{self.port}"],
                 stdout=subprocess.DEVNULL, stderr=stderr,
             )  # fmt: skip
-        assert wait_until(lambda: port_open(self.port), 60), self.log.read_text()
+        if not wait_until(lambda: port_open(self.port), 60):
+            self.stop()  # not left behind by a failed start
+            raise AssertionError(f"the exporter did not listen: {self.log.read_text()}")
 
     def get(self, accept: str = TEXT, timeout: float | None = None) -> bytes:
         headers = {"Accept": accept, "Accept-Encoding": "gzip"}
