@@ -11,7 +11,11 @@ from typing import IO
 
 from actionscheduler_exporter.config.model import ExporterConfig
 from actionscheduler_exporter.exposition.family_parts import Gathering
+from actionscheduler_exporter.metrics.samples import Labels
 from actionscheduler_exporter.split.changes import Changes
+
+# Sites by their `site` label and constant labels.
+Sites = list[tuple[str, Labels]]
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class Answer:
 
     number: int
     gathering: Gathering | Changes
-    sites: list[tuple[str, tuple[tuple[str, str], ...]]]
+    sites: Sites
 
 
 Message = Configure | Ask | Answer

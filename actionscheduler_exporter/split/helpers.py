@@ -30,6 +30,7 @@ from actionscheduler_exporter.split.channel import (
     ChannelClosedError,
     Configure,
     Message,
+    Sites,
     receive,
     send,
 )
@@ -46,7 +47,6 @@ STOP_WAIT_SECONDS = 5.0
 # Scrapes in a row that a helper left unanswered, not even late, before it is taken for
 # stuck and killed (then started again as one that stopped).
 MOST_UNANSWERED = 3
-Sites = list[tuple[str, tuple[tuple[str, str], ...]]]
 
 
 class HelperStoppedError(Exception):
